@@ -1,0 +1,32 @@
+#include "common/logging.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace lakecache {
+
+Status InitLogging(const std::string& level, const std::string& file) {
+  spdlog::level::level_enum lvl = spdlog::level::from_str(level);
+  if (lvl == spdlog::level::off && level != "off") {
+    return Status::InvalidArgument("--log-level: unknown level '" + level +
+                                   "' (expected trace, debug, info, warn, error or off)");
+  }
+  std::shared_ptr<spdlog::logger> logger;
+  try {
+    if (file.empty()) {
+      logger = spdlog::stderr_logger_mt("lakecache");
+    } else {
+      logger = spdlog::basic_logger_mt("lakecache", file);
+    }
+  } catch (const spdlog::spdlog_ex& e) {
+    return Status::IoError("--log-file " + file + ": " + e.what());
+  }
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%t] %v");
+  logger->set_level(lvl);
+  logger->flush_on(spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+  return Status::Ok();
+}
+
+}  // namespace lakecache

@@ -1,0 +1,118 @@
+#include "common/units.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace lakecache {
+namespace {
+
+struct Unit {
+  std::string_view suffix;
+  double factor;
+};
+
+constexpr double kKi = 1024.0;
+constexpr Unit kSizeUnits[] = {
+    {"", 1},          {"B", 1},
+    {"K", kKi},       {"k", kKi},        {"KiB", kKi},       {"Ki", kKi},
+    {"M", kKi * kKi}, {"MiB", kKi * kKi}, {"Mi", kKi * kKi},
+    {"G", kKi * kKi * kKi},      {"GiB", kKi * kKi * kKi},      {"Gi", kKi * kKi * kKi},
+    {"T", kKi * kKi * kKi * kKi}, {"TiB", kKi * kKi * kKi * kKi}, {"Ti", kKi * kKi * kKi * kKi},
+    {"kB", 1e3},      {"KB", 1e3},       {"MB", 1e6},        {"GB", 1e9}, {"TB", 1e12},
+};
+
+constexpr Unit kDurationUnits[] = {
+    {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000},
+};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Splits "1.5GiB" into 1.5 and "GiB". Returns false if there is no leading non-negative number.
+bool SplitNumber(std::string_view s, double* number, std::string_view* suffix) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  if (i == 0) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + i, *number);
+  if (ec != std::errc() || ptr != s.data() + i) return false;
+  *suffix = Trim(s.substr(i));
+  return true;
+}
+
+}  // namespace
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  std::string_view s = Trim(text);
+  double number = 0;
+  std::string_view suffix;
+  if (!SplitNumber(s, &number, &suffix)) {
+    return Status::InvalidArgument("invalid size '" + std::string(text) +
+                                   "' (expected e.g. 4MiB, 512M, 10GiB)");
+  }
+  for (const Unit& u : kSizeUnits) {
+    if (u.suffix != suffix) continue;
+    double bytes = std::round(number * u.factor);
+    if (bytes > 1.8e19) {
+      return Status::InvalidArgument("size '" + std::string(text) + "' is too large");
+    }
+    return static_cast<uint64_t>(bytes);
+  }
+  return Status::InvalidArgument("invalid size unit in '" + std::string(text) +
+                                 "' (expected B, KiB, MiB, GiB, TiB, K, M, G, T, kB, MB, GB or TB)");
+}
+
+Result<Duration> ParseDuration(std::string_view text) {
+  std::string_view s = Trim(text);
+  double number = 0;
+  std::string_view suffix;
+  if (!SplitNumber(s, &number, &suffix)) {
+    return Status::InvalidArgument("invalid duration '" + std::string(text) +
+                                   "' (expected e.g. 30s, 5m, 250ms)");
+  }
+  if (suffix.empty() && number == 0) return Duration(0);
+  for (const Unit& u : kDurationUnits) {
+    if (u.suffix == suffix) return Duration(static_cast<int64_t>(std::round(number * u.factor)));
+  }
+  return Status::InvalidArgument("invalid duration unit in '" + std::string(text) +
+                                 "' (expected ms, s, m, h or d, e.g. 30s)");
+}
+
+std::string FormatByteSize(uint64_t bytes) {
+  static constexpr std::pair<const char*, uint64_t> kUnits[] = {
+      {"TiB", 1ull << 40}, {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}};
+  for (const auto& [name, factor] : kUnits) {
+    if (bytes >= factor) {
+      if (bytes % factor == 0) return std::to_string(bytes / factor) + name;
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.1f%s", static_cast<double>(bytes) / factor, name);
+      return buf;
+    }
+  }
+  return std::to_string(bytes) + "B";
+}
+
+std::string FormatDuration(Duration d) {
+  int64_t ms = d.count();
+  if (ms == 0) return "0s";
+  if (ms % 1000 != 0) return std::to_string(ms) + "ms";
+  int64_t s = ms / 1000;
+  std::string out;
+  if (s >= 3600) {
+    out += std::to_string(s / 3600) + "h";
+    s %= 3600;
+  }
+  if (s >= 60) {
+    out += std::to_string(s / 60) + "m";
+    s %= 60;
+  }
+  if (s > 0) out += std::to_string(s) + "s";
+  return out;
+}
+
+}  // namespace lakecache

@@ -1,0 +1,87 @@
+// ObjectStore: the under-storage interface, what lakecache needs from S3, OSS or a local directory.
+//
+// Keys are relative to the store's bucket (or root folder), never starting with '/'. Every call takes
+// IoOptions carrying its deadline. Errors are Status codes: kNotFound (no such key/bucket),
+// kAccessDenied (403, bad credentials), kUnavailable (transient: 5xx, SlowDown, timeout, reset; retry),
+// kPreconditionFailed (the object changed under If-Match); anything else is final. Messages name the
+// bucket, the key and the HTTP status. Implementations are thread-safe; behaviour such as retries or
+// fault injection is added by wrapping (RetryingStore, FaultInjectingStore), not by flags.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace lakecache {
+
+using Clock = std::chrono::steady_clock;
+
+struct IoOptions {
+  // The call (retries included) gives up with kDeadlineExceeded after this point.
+  Clock::time_point deadline = Clock::time_point::max();
+
+  static IoOptions WithTimeout(Clock::duration timeout) { return {Clock::now() + timeout}; }
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;   // without quotes
+  int64_t mtime = 0;  // seconds since the epoch, 0 if unknown
+};
+
+struct ListRequest {
+  std::string prefix;
+  std::string delimiter;           // "/" lists one level; empty lists recursively
+  std::string continuation_token;  // from the previous page
+  int max_keys = 1000;
+};
+
+struct ListPage {
+  std::vector<ObjectInfo> objects;
+  std::vector<std::string> common_prefixes;  // each ends with the delimiter
+  std::string next_token;                    // non-empty while truncated
+  bool truncated = false;
+};
+
+struct ListResult {
+  std::vector<ObjectInfo> objects;           // sorted by key, no duplicates
+  std::vector<std::string> common_prefixes;  // sorted, no duplicates
+};
+
+struct ReadOptions : IoOptions {
+  std::string if_match;  // when set, fail with kPreconditionFailed unless the ETag matches
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // "s3://bucket", "file:///data": names the store in messages.
+  virtual std::string Describe() const = 0;
+
+  virtual Result<ListPage> List(const ListRequest& request, const IoOptions& options) = 0;
+  virtual Result<ObjectInfo> Head(std::string_view key, const IoOptions& options) = 0;
+
+  // Reads up to buf.size() bytes of `key` starting at `offset` into buf. Returns the count read, which
+  // is short only at the end of the object (0 when offset >= size).
+  virtual Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> buf,
+                              const ReadOptions& options) = 0;
+
+  // The write path (Put, multipart upload, Delete) lands here in a later version; stores that cannot
+  // write keep these defaults.
+  virtual Status Put(std::string_view key, std::span<const char> data, const IoOptions& options);
+  virtual Status Delete(std::string_view key, const IoOptions& options);
+};
+
+// Lists every page of `prefix`, merging pages and dropping duplicates (some servers repeat common
+// prefixes across pages).
+Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
+                           const IoOptions& options);
+
+}  // namespace lakecache
