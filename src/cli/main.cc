@@ -1,1 +1,84 @@
-int main() { return 0; }
+// lakecache: one binary, subcommands. This file only wires flags to commands.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "common/logging.h"
+
+namespace lakecache::cli {
+namespace {
+
+constexpr char kVersion[] = "lakecache 0.1.0";
+
+// Values given on the command line show in `ps`; secrets must come from a file or the environment.
+Status RejectSecretOverrides(const std::vector<std::string>& overrides) {
+  for (const std::string& o : overrides) {
+    std::string key = o.substr(0, o.find('='));
+    if (key.ends_with("secret_key") || key.ends_with("session_token")) {
+      return Status::InvalidArgument("-o " + key +
+                                     ": secrets on the command line are visible in `ps`; use "
+                                     "secret_key_file, the environment or the config file");
+    }
+  }
+  return Status::Ok();
+}
+
+void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
+  app.add_option("--config", f.config_file, "Configuration file (YAML or JindoFS .properties)");
+  app.add_option("-o", f.overrides, "Override a config key: -o namespaces.NS.metadata_ttl=5m")
+      ->type_name("KEY=VALUE");
+  app.add_option("--endpoint", f.endpoint, "Object store endpoint URL, e.g. http://127.0.0.1:9000");
+  app.add_option("--region", f.region, "Object store region (default us-east-1)");
+  app.add_flag("--path-style", f.path_style, "Address buckets path-style (endpoint/bucket/key)");
+  app.add_option("--ca-bundle", f.ca_bundle, "PEM file of CAs to trust for HTTPS (or AWS_CA_BUNDLE)");
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  app.add_option("--log-file", f.log_file, "Write logs to this file instead of stderr");
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"lakecache: a distributed cache for object storage, for ML training on data lakes",
+               "lakecache"};
+  app.set_version_flag("--version", kVersion);
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalFlags flags;
+  AddGlobalFlags(app, flags);
+
+  std::string uri, range;
+  bool recursive = false;
+  CLI::App* ls = app.add_subcommand("ls", "List objects and folders under a URI, like `aws s3 ls`");
+  ls->add_option("uri", uri, "s3://bucket/prefix, oss://bucket/prefix or file:///dir")->required();
+  ls->add_flag("-R,--recursive", recursive, "List every key under the prefix");
+  CLI::App* stat = app.add_subcommand("stat", "Show size, ETag and modification time");
+  stat->add_option("uri", uri, "s3://bucket/key")->required();
+  CLI::App* cat = app.add_subcommand("cat", "Write an object (or a byte range of it) to stdout");
+  cat->add_option("uri", uri, "s3://bucket/key")->required();
+  cat->add_option("--range", range, "Inclusive byte range FIRST-LAST or FIRST-, as in HTTP");
+  CLI::App* config = app.add_subcommand("config", "Configuration tools");
+  config->require_subcommand(1);
+  CLI::App* show = config->add_subcommand("show", "Print the effective config, secrets redacted");
+  show->fallthrough();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (Status s = InitLogging(flags.log_level, flags.log_file); !s.ok()) return ReportError(s);
+  if (Status s = RejectSecretOverrides(flags.overrides); !s.ok()) return ReportError(s);
+
+  CliContext ctx(flags);
+  if (*ls) return RunLs(ctx, uri, recursive);
+  if (*stat) return RunStat(ctx, uri);
+  if (*cat) return RunCat(ctx, uri, range);
+  if (*show) return RunConfigShow(ctx);
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace lakecache::cli
+
+int main(int argc, char** argv) { return lakecache::cli::Main(argc, argv); }

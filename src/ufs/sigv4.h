@@ -1,9 +1,10 @@
 // AWS Signature Version 4 request signing (as used by S3 and OSS's S3-compatible API).
 //
-// Pure functions over a request description; no I/O, thread-safe. The caller adds the headers that must
-// be signed (host, x-amz-date, x-amz-content-sha256, x-amz-security-token) before signing and then sends
-// exactly the path and query it signed. Follows the published test suite, including its path
-// normalisation cases (off for S3, which signs the path as sent).
+// Pure functions over a request description; no I/O, thread-safe. The caller adds the headers that
+// must be signed (host, x-amz-date, x-amz-content-sha256, x-amz-security-token) before signing and
+// then sends exactly the path and query it signed. Follows the published test suite, including its
+// path normalisation cases (off for S3, which signs the path as sent). The path is never encoded a
+// second time, as S3 wants; other services' double encoding of path segments is not done.
 #pragma once
 
 #include <chrono>
@@ -21,7 +22,8 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 struct SigV4Request {
   std::string method;        // "GET"
   std::string path;          // as sent on the wire, already URI-encoded: "/bucket/my%20key"
-  std::string query;         // as sent on the wire, without '?': "list-type=2&prefix=a%2Fb"
+  std::string query;         // as sent on the wire, without '?': "list-type=2&prefix=a%2Fb";
+                             // '+' is a literal plus, not a space
   HeaderList headers;        // names in any case; repeated names allowed
   std::string payload_hash;  // lowercase hex SHA-256 of the body, or "UNSIGNED-PAYLOAD"
 };
@@ -44,13 +46,13 @@ struct SigV4Signature {
   std::string authorization;  // the full Authorization header value
 };
 
-// Signs `request`. When normalize_path is set, "." and ".." segments and repeated slashes are removed
-// from the path before signing (non-S3 services).
+// Signs `request`. When normalize_path is set, "." and ".." segments and repeated slashes are
+// removed from the path before signing (non-S3 services).
 SigV4Signature SignV4(const SigV4Request& request, const SigV4Credentials& credentials,
                       const SigV4Scope& scope, bool normalize_path = false);
 
-// RFC 3986 percent-encoding as SigV4 wants it: unreserved characters (A-Z a-z 0-9 - _ . ~) stay, every
-// other byte becomes %XX (uppercase). '/' stays when keep_slash is true (object key paths).
+// RFC 3986 percent-encoding as SigV4 wants it: unreserved characters (A-Z a-z 0-9 - _ . ~) stay,
+// every other byte becomes %XX (uppercase). '/' stays when keep_slash is true (object key paths).
 std::string UriEncode(std::string_view in, bool keep_slash);
 
 std::string Sha256Hex(std::string_view data);

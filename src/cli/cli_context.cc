@@ -1,0 +1,101 @@
+#include "cli/cli_context.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <sys/stat.h>
+
+#include "common/credentials.h"
+#include "ufs/store_factory.h"
+
+namespace lakecache::cli {
+namespace {
+
+// The namespace whose URI (same scheme and bucket, key prefix) covers `uri`; the longest prefix wins.
+const NamespaceConfig* FindCoveringNamespace(const Config& config, const ObjectUri& uri) {
+  const NamespaceConfig* best = nullptr;
+  for (const auto& [name, ns] : config.namespaces) {
+    const ObjectUri& loc = ns.location;
+    if (loc.scheme != uri.scheme || loc.bucket != uri.bucket) continue;
+    if (!uri.key.starts_with(loc.key)) continue;
+    if (best == nullptr || loc.key.size() > best->location.key.size()) best = &ns;
+  }
+  return best;
+}
+
+// A local store is rooted at the named directory, or at the parent of anything else, so that
+// listing never walks more of the file system than the URI names.
+void SplitLocalPath(ObjectUri* root, ObjectUri* target) {
+  std::string path = target->key;
+  struct stat st;
+  bool is_dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (is_dir) {
+    root->key = path;
+    target->key = "";
+    return;
+  }
+  size_t slash = path.rfind('/');
+  root->key = slash == 0 ? "/" : path.substr(0, slash);
+  target->key = path.substr(slash + 1);
+}
+
+const char* EnvOrNull(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+}  // namespace
+
+Result<Config> CliContext::LoadConfig() const {
+  if (flags_.config_file.empty()) {
+    if (!flags_.overrides.empty()) {
+      return Status::InvalidArgument("-o needs --config FILE (the overrides apply to that file)");
+    }
+    return Config{};
+  }
+  return LoadConfigFile(flags_.config_file, flags_.overrides);
+}
+
+Result<Target> CliContext::Open(const std::string& text) const {
+  LC_ASSIGN_OR_RETURN(ObjectUri uri, ParseObjectUri(text));
+  LC_ASSIGN_OR_RETURN(Config config, LoadConfig());
+  NamespaceConfig ns;
+  if (const NamespaceConfig* covering = FindCoveringNamespace(config, uri)) {
+    ns = *covering;
+  } else {
+    ns.name = "(command line)";
+    if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) ns.endpoint = ep;
+    if (const char* r = EnvOrNull("AWS_REGION")) ns.region = r;
+    else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION")) ns.region = dr;
+  }
+  ns.uri = text;
+  ns.location = uri;
+  if (!flags_.endpoint.empty()) ns.endpoint = flags_.endpoint;
+  if (!flags_.region.empty()) ns.region = flags_.region;
+  if (flags_.path_style) ns.path_style = true;
+  if (uri.scheme == UriScheme::kFile) SplitLocalPath(&ns.location, &uri);
+
+  LC_ASSIGN_OR_RETURN(Credentials creds, ResolveCredentials(ns));
+  StoreOptions options;
+  options.http.ca_bundle = flags_.ca_bundle;
+  if (options.http.ca_bundle.empty()) {
+    if (const char* bundle = EnvOrNull("AWS_CA_BUNDLE")) options.http.ca_bundle = bundle;
+  }
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store, OpenObjectStore(ns, creds, options));
+  return Target{std::move(uri), std::move(store)};
+}
+
+int ReportError(const Status& status) {
+  std::fprintf(stderr, "lakecache: error: %s\n", status.message().c_str());
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+      return kExitUsage;
+    default:
+      return kExitFailure;
+  }
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,60 @@
+// CliContext: what every command shares — global flags, the loaded config, and how a URI given on the
+// command line becomes an ObjectStore.
+//
+// Used from the main thread only. Exit codes are the same for every command: 0 success, 1 failure
+// (I/O, network, access denied, server error), 2 usage error or a path/URI that does not exist.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/object_uri.h"
+#include "ufs/object_store.h"
+
+namespace lakecache::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+struct GlobalFlags {
+  std::string config_file;
+  std::vector<std::string> overrides;  // -o dotted.key=value
+  std::string endpoint;
+  std::string region;
+  bool path_style = false;
+  std::string ca_bundle;
+  std::string log_level = "warn";
+  std::string log_file;
+};
+
+// An object store opened for a URI, and the key (or prefix) the URI names within it.
+struct Target {
+  ObjectUri uri;
+  std::shared_ptr<ObjectStore> store;
+};
+
+class CliContext {
+ public:
+  explicit CliContext(GlobalFlags flags) : flags_(std::move(flags)) {}
+
+  const GlobalFlags& flags() const { return flags_; }
+
+  // Loads --config (with -o overrides); an empty Config when no --config was given.
+  Result<Config> LoadConfig() const;
+
+  // Parses `uri` and opens its store: settings from the --config namespace whose URI covers it
+  // (if any), then --endpoint/--region/--path-style, credentials as credentials.h resolves them.
+  Result<Target> Open(const std::string& uri) const;
+
+ private:
+  GlobalFlags flags_;
+};
+
+// Prints "lakecache: error: <message>" to stderr and returns the exit code for the status.
+int ReportError(const Status& status);
+
+}  // namespace lakecache::cli

@@ -1,0 +1,54 @@
+#include <cstdio>
+#include <ctime>
+
+#include "cli/commands.h"
+
+namespace lakecache::cli {
+namespace {
+
+std::string Iso8601(int64_t mtime) {
+  if (mtime <= 0) return "unknown";
+  std::time_t t = static_cast<std::time_t>(mtime);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A key that is not an object may still be a folder: a prefix with something under it.
+Result<bool> IsFolder(ObjectStore& store, const std::string& key) {
+  ListRequest req;
+  req.prefix = key.ends_with("/") ? key : key + "/";
+  req.delimiter = "/";
+  req.max_keys = 1;
+  LC_ASSIGN_OR_RETURN(ListPage page, store.List(req, IoOptions{}));
+  return !page.objects.empty() || !page.common_prefixes.empty();
+}
+
+}  // namespace
+
+int RunStat(const CliContext& ctx, const std::string& uri) {
+  auto target = ctx.Open(uri);
+  if (!target.ok()) return ReportError(target.status());
+  const std::string& key = target->uri.key;
+  if (!key.empty()) {
+    auto info = target->store->Head(key, IoOptions{});
+    if (info.ok()) {
+      std::printf("uri: %s\ntype: file\nsize: %llu\netag: %s\nlast_modified: %s\n",
+                  target->uri.ToString().c_str(), static_cast<unsigned long long>(info->size),
+                  info->etag.c_str(), Iso8601(info->mtime).c_str());
+      return kExitOk;
+    }
+    if (info.status().code() != StatusCode::kNotFound) return ReportError(info.status());
+  }
+  auto folder = IsFolder(*target->store, key);
+  if (!folder.ok()) return ReportError(folder.status());
+  if (!*folder && !key.empty()) {
+    return ReportError(Status::NotFound(target->uri.ToString() + ": no such key or prefix"));
+  }
+  std::printf("uri: %s\ntype: directory\n", target->uri.ToString().c_str());
+  return kExitOk;
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,23 @@
+// The CLI's commands. Each returns the process exit code (see cli_context.h) and writes its result
+// to stdout, errors to stderr.
+#pragma once
+
+#include <string>
+
+#include "cli/cli_context.h"
+
+namespace lakecache::cli {
+
+// Like `aws s3 ls`: one entry per line; folders end in '/'. Recursive lists every key under the URI.
+int RunLs(const CliContext& ctx, const std::string& uri, bool recursive);
+
+// Size, ETag and modification time of an object (or "directory" for a prefix).
+int RunStat(const CliContext& ctx, const std::string& uri);
+
+// Writes the object, or the inclusive byte range "A-B" / "A-", to stdout.
+int RunCat(const CliContext& ctx, const std::string& uri, const std::string& range);
+
+// Prints the effective config with secrets redacted.
+int RunConfigShow(const CliContext& ctx);
+
+}  // namespace lakecache::cli

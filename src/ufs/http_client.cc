@@ -1,0 +1,210 @@
+#include "ufs/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+namespace lakecache {
+namespace {
+
+std::once_flag g_curl_init;
+
+std::string Lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view TrimWs(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// "GET http://127.0.0.1:9000/bucket/key" without the query string, for messages.
+std::string RequestName(const HttpRequest& req) {
+  return req.method + " " + req.url.substr(0, req.url.find('?'));
+}
+
+// Where a transfer's bytes go, shared with the curl callbacks.
+struct Transfer {
+  CURL* curl = nullptr;
+  const HttpRequest* request = nullptr;
+  HttpResponse* response = nullptr;
+  bool sink_overflow = false;
+};
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string_view line(data, size * count);
+  if (line.starts_with("HTTP/")) {
+    t->response->headers.clear();  // a new response (after 100-continue or a redirect)
+    return line.size();
+  }
+  size_t colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    t->response->headers.emplace_back(Lowercase(TrimWs(line.substr(0, colon))),
+                                      std::string(TrimWs(line.substr(colon + 1))));
+  }
+  return line.size();
+}
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  size_t n = size * count;
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  std::span<char> sink = t->request->sink;
+  if (sink.data() == nullptr || status >= 300) {
+    t->response->body.append(data, n);
+    return n;
+  }
+  size_t& used = t->response->sink_bytes;
+  if (used + n > sink.size()) {
+    t->sink_overflow = true;
+    return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+  }
+  std::memcpy(sink.data() + used, data, n);
+  used += n;
+  return n;
+}
+
+bool IsTransient(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsTlsFailure(CURLcode code) {
+  return code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+         code == CURLE_SSL_CONNECT_ERROR || code == CURLE_SSL_CERTPROBLEM;
+}
+
+}  // namespace
+
+std::string HttpResponse::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+struct HttpClient::Handle {
+  CURL* curl = nullptr;
+  ~Handle() {
+    if (curl) curl_easy_cleanup(curl);
+  }
+};
+
+HttpClient::HttpClient(HttpClientOptions options) : options_(std::move(options)) {
+  std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+HttpClient::~HttpClient() = default;
+
+std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      auto h = std::move(idle_.back());
+      idle_.pop_back();
+      curl_easy_reset(h->curl);  // keeps the live connection
+      return h;
+    }
+  }
+  auto h = std::make_unique<Handle>();
+  h->curl = curl_easy_init();
+  return h;
+}
+
+void HttpClient::Release(std::unique_ptr<Handle> handle) {
+  std::lock_guard lock(mu_);
+  idle_.push_back(std::move(handle));
+}
+
+Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOptions& options) {
+  auto handle = Acquire();
+  if (handle->curl == nullptr) return Status::Internal("curl_easy_init failed");
+  CURL* curl = handle->curl;
+  HttpResponse response;
+  Transfer transfer{curl, &request, &response, false};
+  char errbuf[CURL_ERROR_SIZE] = {0};
+
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);  // keys may hold "." or ".." segments
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                   static_cast<long>(std::max<int64_t>(1, options_.stall_timeout.count() / 1000)));
+  if (options.deadline != Clock::time_point::max()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline - Clock::now());
+    if (left.count() <= 0) return Status::DeadlineExceeded(RequestName(request) + ": deadline passed");
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(left.count()));
+  }
+  if (!options_.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
+
+  if (request.method == "HEAD") {
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  } else if (request.method != "GET") {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  }
+  if (request.method == "PUT" || request.method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data() ? request.body.data() : "");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+  }
+
+  curl_slist* headers = nullptr;
+  for (const auto& [k, v] : request.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  headers = curl_slist_append(headers, "Expect:");
+  if (request.method == "PUT") headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+
+  CURLcode rc = curl_easy_perform(curl);
+  curl_slist_free_all(headers);
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+
+  if (rc != CURLE_OK) {
+    // A failed transfer may leave the connection in an unknown state: drop the handle.
+    std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    std::string what = RequestName(request);
+    if (transfer.sink_overflow) {
+      return Status::Internal(what + ": response body is larger than the " +
+                              std::to_string(request.sink.size()) + " bytes expected");
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= options.deadline) {
+      return Status::DeadlineExceeded(what + ": deadline passed: " + detail);
+    }
+    if (IsTlsFailure(rc)) {
+      return Status::IoError(what + ": TLS certificate verification failed: " + detail +
+                             " (trust the server's CA with --ca-bundle FILE or AWS_CA_BUNDLE)");
+    }
+    if (IsTransient(rc)) return Status::Unavailable(what + ": " + detail);
+    return Status::IoError(what + ": " + detail);
+  }
+  Release(std::move(handle));
+  return response;
+}
+
+}  // namespace lakecache

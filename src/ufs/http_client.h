@@ -1,0 +1,69 @@
+// HttpClient: blocking HTTP(S) requests over libcurl, with connection reuse.
+//
+// Each request borrows an idle curl easy handle from a pool (keeping its warm connection), so parallel
+// requests run on separate handles and sequential ones reuse connections. Thread-safe. Transport errors
+// map to Status: connection refused/reset, timeouts and truncated bodies are kUnavailable (retryable);
+// certificate and TLS failures are final (kIoError) with a message saying how to trust the certificate.
+// HTTP status codes are returned, not interpreted.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/units.h"
+#include "ufs/object_store.h"
+#include "ufs/sigv4.h"
+
+namespace lakecache {
+
+struct HttpClientOptions {
+  std::string ca_bundle;  // PEM file of trusted CAs; empty: the system store
+  Duration connect_timeout = std::chrono::seconds(10);
+  // A transfer slower than 1 KiB/s for this long is abandoned as stalled (kUnavailable).
+  Duration stall_timeout = std::chrono::seconds(30);
+};
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  HeaderList headers;
+  std::span<const char> body;  // request body (PUT)
+  // When set, the response body is written here (at most sink.size() bytes; more is an error) instead
+  // of HttpResponse::body. Error responses (status >= 300) always go to HttpResponse::body.
+  std::span<char> sink;
+};
+
+struct HttpResponse {
+  long status = 0;
+  HeaderList headers;  // names lowercased
+  std::string body;
+  size_t sink_bytes = 0;  // bytes written into HttpRequest::sink
+
+  // The first header with this (lowercase) name, or empty.
+  std::string Header(std::string_view name) const;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpClientOptions options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  Result<HttpResponse> Execute(const HttpRequest& request, const IoOptions& options);
+
+ private:
+  struct Handle;
+  std::unique_ptr<Handle> Acquire();
+  void Release(std::unique_ptr<Handle> handle);
+
+  const HttpClientOptions options_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Handle>> idle_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace lakecache

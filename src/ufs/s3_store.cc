@@ -1,0 +1,192 @@
+#include "ufs/s3_store.h"
+
+#include <curl/curl.h>
+
+#include "ufs/s3_xml.h"
+#include "ufs/sigv4.h"
+
+namespace lakecache {
+namespace {
+
+const char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+std::string AddQuery(std::string query, std::string_view name, std::string_view value) {
+  if (!query.empty()) query += '&';
+  query += UriEncode(name, false);
+  query += '=';
+  query += UriEncode(value, false);
+  return query;
+}
+
+Result<uint64_t> ParseContentLength(const HttpResponse& r, const std::string& what) {
+  std::string v = r.Header("content-length");
+  try {
+    if (!v.empty()) return static_cast<uint64_t>(std::stoull(v));
+  } catch (const std::exception&) {
+  }
+  return Status::Internal(what + ": response has no valid Content-Length ('" + v + "')");
+}
+
+bool IsRetryableCode(long status, const std::string& code) {
+  return status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
+         code == "InternalError" || code == "ServiceUnavailable" || code == "RequestTimeTooSkewed";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<S3Store>> S3Store::Create(S3StoreOptions options) {
+  if (options.bucket.empty()) return Status::InvalidArgument("S3 store: missing bucket name");
+  if (options.endpoint.empty()) options.endpoint = "https://s3." + options.region + ".amazonaws.com";
+  std::string_view ep = options.endpoint;
+  size_t sep = ep.find("://");
+  std::string scheme(sep == std::string_view::npos ? "" : ep.substr(0, sep));
+  if (scheme != "http" && scheme != "https") {
+    return Status::InvalidArgument("endpoint '" + options.endpoint +
+                                   "' is not an http:// or https:// URL");
+  }
+  std::string_view host = ep.substr(sep + 3);
+  host = host.substr(0, host.find('/'));
+  if (host.empty()) return Status::InvalidArgument("endpoint '" + options.endpoint + "' has no host");
+  return std::unique_ptr<S3Store>(new S3Store(std::move(options), scheme, std::string(host)));
+}
+
+S3Store::S3Store(S3StoreOptions options, std::string base_scheme, std::string base_host)
+    : options_(std::move(options)),
+      base_scheme_(std::move(base_scheme)),
+      base_host_(std::move(base_host)),
+      http_(options_.http) {}
+
+std::string S3Store::Describe() const {
+  return std::string(UriSchemeName(options_.scheme)) + "://" + options_.bucket;
+}
+
+Result<HttpResponse> S3Store::Send(HttpRequest& request, std::string_view key,
+                                   const std::string& query, const IoOptions& options) {
+  std::string host = options_.path_style ? base_host_ : options_.bucket + "." + base_host_;
+  std::string path = options_.path_style ? "/" + UriEncode(options_.bucket, false) : "";
+  path += "/" + UriEncode(key, true);
+  request.url = base_scheme_ + "://" + host + path + (query.empty() ? "" : "?" + query);
+
+  std::string payload_hash =
+      request.body.empty() ? kEmptySha256
+                           : Sha256Hex(std::string_view(request.body.data(), request.body.size()));
+  const Credentials& creds = options_.credentials;
+  request.headers.emplace_back("Host", host);
+  if (!creds.anonymous()) {
+    std::string amz_date = AmzDate(std::chrono::system_clock::now());
+    request.headers.emplace_back("x-amz-date", amz_date);
+    request.headers.emplace_back("x-amz-content-sha256", payload_hash);
+    if (!creds.session_token.empty()) {
+      request.headers.emplace_back("x-amz-security-token", creds.session_token.Reveal());
+    }
+    SigV4Request to_sign{request.method, path, query, request.headers, payload_hash};
+    SigV4Signature sig = SignV4(to_sign, {creds.access_key_id, creds.secret_access_key},
+                                {options_.region, "s3", amz_date});
+    request.headers.emplace_back("Authorization", sig.authorization);
+  }
+  return http_.Execute(request, options);
+}
+
+Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) const {
+  S3Error err = ParseS3Error(response.body);
+  std::string where = Describe() + (key.empty() ? "" : "/" + std::string(key));
+  std::string http = "HTTP " + std::to_string(response.status) +
+                     (err.code.empty() ? "" : " " + err.code) +
+                     (err.message.empty() ? "" : ": " + err.message);
+  long status = response.status;
+  if (status == 404 || err.code == "NoSuchKey" || err.code == "NoSuchBucket") {
+    std::string what = err.code == "NoSuchBucket" ? "bucket does not exist" : "not found";
+    return Status::NotFound(where + ": " + what + " (" + http + ")");
+  }
+  if (status == 403 || err.code == "InvalidAccessKeyId" || err.code == "ExpiredToken") {
+    std::string who = options_.credentials.anonymous()
+                          ? "anonymous request (no credentials were found)"
+                          : "access key id '" + options_.credentials.access_key_id + "'";
+    return Status::AccessDenied(where + ": access denied for " + who + " (" + http + ")");
+  }
+  if (status == 412) return Status::PreconditionFailed(where + ": object changed (" + http + ")");
+  if (IsRetryableCode(status, err.code)) return Status::Unavailable(where + ": " + http);
+  if (status == 301 || status == 307 || err.code == "PermanentRedirect") {
+    return Status::InvalidArgument(where + ": the bucket must be addressed through another "
+                                   "endpoint or region (" + http + ")");
+  }
+  return Status::InvalidArgument(where + ": request rejected (" + http + ")");
+}
+
+Result<ListPage> S3Store::List(const ListRequest& request, const IoOptions& options) {
+  std::string query = AddQuery("", "list-type", "2");
+  if (!request.continuation_token.empty()) {
+    query = AddQuery(query, "continuation-token", request.continuation_token);
+  }
+  if (!request.delimiter.empty()) query = AddQuery(query, "delimiter", request.delimiter);
+  query = AddQuery(query, "max-keys", std::to_string(request.max_keys));
+  query = AddQuery(query, "prefix", request.prefix);
+  HttpRequest http;
+  http.method = "GET";
+  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, "", query, options));
+  if (response.status != 200) return ErrorFor(response, request.prefix);
+  auto page = ParseListObjectsV2(response.body);
+  if (!page.ok()) return page.status().WithContext(Describe() + "/" + request.prefix);
+  return page;
+}
+
+Result<ObjectInfo> S3Store::Head(std::string_view key, const IoOptions& options) {
+  HttpRequest http;
+  http.method = "HEAD";
+  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
+  if (response.status != 200) return ErrorFor(response, key);
+  ObjectInfo info;
+  info.key = std::string(key);
+  LC_ASSIGN_OR_RETURN(info.size, ParseContentLength(response, Describe() + "/" + info.key));
+  info.etag = UnquoteEtag(response.Header("etag"));
+  std::string modified = response.Header("last-modified");
+  if (!modified.empty()) info.mtime = static_cast<int64_t>(curl_getdate(modified.c_str(), nullptr));
+  if (info.mtime < 0) info.mtime = 0;
+  return info;
+}
+
+Result<size_t> S3Store::Read(std::string_view key, uint64_t offset, std::span<char> buf,
+                             const ReadOptions& options) {
+  if (buf.empty()) return size_t{0};
+  HttpRequest http;
+  http.method = "GET";
+  http.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
+                                         std::to_string(offset + buf.size() - 1));
+  if (!options.if_match.empty()) http.headers.emplace_back("If-Match", "\"" + options.if_match + "\"");
+  http.sink = buf;
+  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
+  if (response.status == 416) return size_t{0};  // offset at or past the end (or an empty object)
+  if (response.status == 200 && offset != 0) {
+    return Status::Internal(Describe() + "/" + std::string(key) +
+                            ": server ignored the Range header (HTTP 200 for a ranged GET)");
+  }
+  if (response.status != 206 && response.status != 200) return ErrorFor(response, key);
+  if (response.status == 206) {
+    std::string range = response.Header("content-range");  // "bytes 100-199/1000"
+    std::string expect = "bytes " + std::to_string(offset) + "-";
+    if (!range.starts_with(expect)) {
+      return Status::Internal(Describe() + "/" + std::string(key) + ": asked for offset " +
+                              std::to_string(offset) + " but got Content-Range '" + range + "'");
+    }
+  }
+  return response.sink_bytes;
+}
+
+Status S3Store::Put(std::string_view key, std::span<const char> data, const IoOptions& options) {
+  HttpRequest http;
+  http.method = "PUT";
+  http.body = data;
+  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
+  if (response.status != 200) return ErrorFor(response, key);
+  return Status::Ok();
+}
+
+Status S3Store::Delete(std::string_view key, const IoOptions& options) {
+  HttpRequest http;
+  http.method = "DELETE";
+  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
+  if (response.status != 204 && response.status != 200) return ErrorFor(response, key);
+  return Status::Ok();
+}
+
+}  // namespace lakecache

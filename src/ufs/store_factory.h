@@ -1,0 +1,28 @@
+// Opens the ObjectStore behind a namespace: S3 or OSS (S3-compatible API) or a local directory,
+// wrapped in a RetryingStore.
+//
+// The store addresses the namespace's bucket (or root folder); mapping keys under the namespace prefix
+// is the caller's job. Thread-safe; the returned store is shared.
+#pragma once
+
+#include <memory>
+
+#include "common/config.h"
+#include "common/credentials.h"
+#include "ufs/http_client.h"
+#include "ufs/object_store.h"
+#include "ufs/retrying_store.h"
+
+namespace lakecache {
+
+struct StoreOptions {
+  HttpClientOptions http;
+  RetryPolicy retry;
+  bool retries = true;  // false: no RetryingStore (tests that count raw requests)
+};
+
+Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,
+                                                     const Credentials& credentials,
+                                                     const StoreOptions& options);
+
+}  // namespace lakecache

@@ -1,0 +1,212 @@
+// The `lakecache` binary end to end against s3rver: output formats, exit codes, config handling, and
+// that secrets never reach stdout or stderr.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "support/test_servers.h"
+
+namespace lakecache {
+namespace {
+
+using testing::RunCommand;
+using testing::RunResult;
+
+constexpr char kBucket[] = "cli";
+constexpr char kSecret[] = "S3RVER";  // s3rver's fixed secret; never printed
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto started = testing::S3rver::Start();
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    server_ = std::move(started).value().release();
+    ASSERT_TRUE(server_->CreateBucket(kBucket).ok());
+    std::string big(5 * 1024 * 1024 + 3, '\0');
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
+    Status s = server_->PutObjects(kBucket, {{"data/a.txt", "hello world\n"},
+                                             {"data/sub/b.txt", "bee"},
+                                             {"data/big.bin", big},
+                                             {"data/with space.txt", "spaced"},
+                                             {"top.txt", "top"}});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  // Runs lakecache with the server's endpoint and credentials in the environment.
+  RunResult Lc(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    std::vector<std::string> argv = {LAKECACHE_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    env.push_back("AWS_ACCESS_KEY_ID=S3RVER");
+    env.push_back(std::string("AWS_SECRET_ACCESS_KEY=") + kSecret);
+    env.push_back("AWS_ENDPOINT_URL=" + server_->endpoint());
+    RunResult r = RunCommand(argv, env);
+    EXPECT_FALSE(r.timed_out) << r.err;
+    return r;
+  }
+
+  static std::string WriteConfig(const std::string& name, const std::string& text) {
+    std::string path = server_->dir() + "/" + name;
+    EXPECT_TRUE(testing::WriteFile(path, text).ok());
+    return path;
+  }
+
+  static inline testing::S3Server* server_ = nullptr;
+};
+
+TEST_F(CliTest, LsListsOneLevelWithFoldersEndingInSlash) {
+  RunResult r = Lc({"ls", "s3://cli/data/", "--path-style"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" PRE sub/\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("         12 a.txt\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" with space.txt\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("b.txt"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, LsRecursiveListsEveryKey) {
+  RunResult r = Lc({"ls", "-R", "s3://cli/", "--path-style"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* key : {"data/a.txt", "data/sub/b.txt", "data/big.bin", "top.txt"}) {
+    EXPECT_NE(r.out.find(std::string(" ") + key + "\n"), std::string::npos) << key << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("PRE"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, StatShowsSizeAndEtag) {
+  RunResult r = Lc({"stat", "s3://cli/data/a.txt", "--path-style"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("type: file\nsize: 12\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("etag: "), std::string::npos) << r.out;
+  RunResult dir = Lc({"stat", "s3://cli/data", "--path-style"});
+  ASSERT_EQ(dir.exit_code, 0) << dir.err;
+  EXPECT_NE(dir.out.find("type: directory"), std::string::npos) << dir.out;
+}
+
+TEST_F(CliTest, CatWritesObjectAndInclusiveRange) {
+  RunResult all = Lc({"cat", "s3://cli/data/a.txt", "--path-style"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out, "hello world\n");
+  RunResult part = Lc({"cat", "s3://cli/data/a.txt", "--range", "6-10", "--path-style"});
+  ASSERT_EQ(part.exit_code, 0) << part.err;
+  EXPECT_EQ(part.out, "world");
+  RunResult tail = Lc({"cat", "s3://cli/data/a.txt", "--range", "6-", "--path-style"});
+  EXPECT_EQ(tail.out, "world\n");
+}
+
+TEST_F(CliTest, CatOfMultiChunkObjectIsExact) {
+  RunResult r = Lc({"cat", "s3://cli/data/big.bin", "--path-style"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.out.size(), 5u * 1024 * 1024 + 3);
+  for (size_t i = 0; i < r.out.size(); i += 4099) {
+    ASSERT_EQ(static_cast<unsigned char>(r.out[i]), i % 251) << "at " << i;
+  }
+}
+
+TEST_F(CliTest, MissingKeyExitsTwoWithClearMessage) {
+  RunResult r = Lc({"cat", "s3://cli/data/nope.txt", "--path-style"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("s3://cli/data/nope.txt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  RunResult ls = Lc({"ls", "s3://cli/nothing-here/", "--path-style"});
+  EXPECT_EQ(ls.exit_code, 2) << ls.out;
+}
+
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Lc({"ls"}).exit_code, 2);
+  EXPECT_EQ(Lc({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(Lc({"cat", "s3://cli/data/a.txt", "--range", "9-2", "--path-style"}).exit_code, 2);
+  RunResult bad_uri = Lc({"ls", "gs://bucket/x"});
+  EXPECT_EQ(bad_uri.exit_code, 2);
+  EXPECT_NE(bad_uri.err.find("unsupported URI scheme 'gs'"), std::string::npos) << bad_uri.err;
+}
+
+TEST_F(CliTest, UnreachableEndpointExitsOneAfterRetries) {
+  int port = testing::FreeLoopbackPort();
+  RunResult r = Lc({"ls", "s3://cli/", "--path-style", "--endpoint",
+                    "http://127.0.0.1:" + std::to_string(port)});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, HelpAndVersion) {
+  RunResult help = Lc({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("ls"), std::string::npos);
+  for (const char* cmd : {"ls", "stat", "cat", "config"}) {
+    RunResult h = Lc({cmd, "--help"});
+    EXPECT_EQ(h.exit_code, 0) << cmd;
+    EXPECT_EQ(h.out.find(kSecret), std::string::npos) << cmd;
+  }
+  RunResult version = Lc({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find("lakecache "), std::string::npos);
+}
+
+TEST_F(CliTest, ConfigNamespaceSuppliesEndpointAndCredentials) {
+  std::string secret_file = WriteConfig("secret", std::string(kSecret) + "\n");
+  std::string cfg = WriteConfig("lake.yaml",
+                                "namespaces:\n"
+                                "  data:\n"
+                                "    uri: s3://cli/data\n"
+                                "    endpoint: " + server_->endpoint() + "\n"
+                                "    path_style: true\n"
+                                "    access_key: S3RVER\n"
+                                "    secret_key_file: " + secret_file + "\n");
+  // No credentials or endpoint in the environment: everything comes from the config.
+  RunResult r = RunCommand({LAKECACHE_BINARY, "cat", "s3://cli/data/sub/b.txt", "--config", cfg},
+                           {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY", "-AWS_ENDPOINT_URL"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "bee");
+}
+
+TEST_F(CliTest, ConfigShowRedactsSecrets) {
+  const std::string secret = "sk-very-secret-123";
+  std::string cfg = WriteConfig("show.yaml",
+                                "namespaces:\n"
+                                "  ds:\n"
+                                "    uri: s3://bucket/ds\n"
+                                "    endpoint: http://127.0.0.1:9\n"
+                                "    access_key: AKIDSHOW\n"
+                                "    secret_key: " + secret + "\n");
+  RunResult r = Lc({"config", "show", "--config", cfg, "-o", "namespaces.ds.metadata_ttl=5m"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(secret), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<redacted>"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("AKIDSHOW"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("5m"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, MalformedConfigNamesFileAndKey) {
+  std::string cfg = WriteConfig("bad.yaml",
+                                "namespaces:\n  ds:\n    uri: s3://b/p\n    metadata_ttl: soon\n");
+  RunResult r = Lc({"config", "show", "--config", cfg});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.yaml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("namespaces.ds.metadata_ttl"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, SecretOverrideOnCommandLineIsRefused) {
+  std::string cfg = WriteConfig("o.yaml", "namespaces:\n  ds:\n    uri: s3://b/p\n");
+  RunResult r = Lc({"config", "show", "--config", cfg, "-o", "namespaces.ds.secret_key=abc123xyz"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("abc123xyz"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ps"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, LocalDirectoryThroughFileUri) {
+  std::string dir = server_->dir() + "/local";
+  ASSERT_EQ(RunCommand({"mkdir", "-p", dir + "/x"}).exit_code, 0);
+  ASSERT_TRUE(testing::WriteFile(dir + "/x/f.txt", "local bytes").ok());
+  RunResult ls = Lc({"ls", "file://" + dir + "/"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_NE(ls.out.find(" PRE x/\n"), std::string::npos) << ls.out;
+  RunResult cat = Lc({"cat", "file://" + dir + "/x/f.txt", "--range", "0-4"});
+  ASSERT_EQ(cat.exit_code, 0) << cat.err;
+  EXPECT_EQ(cat.out, "local");
+}
+
+}  // namespace
+}  // namespace lakecache
