@@ -28,8 +28,8 @@ for _ in $(seq 100); do curl -s -o /dev/null "$ENDPOINT/" && break; sleep 0.1; d
 echo "== generating the sample dataset (deterministic)"
 gen() {  # gen NAME BYTES: pseudo-random bytes from a key derived from the name
   local key; key=$(printf '%s' "$1" | sha256sum | cut -c1-32)
-  openssl enc -aes-128-ctr -nosalt -K "$key" -iv 00000000000000000000000000000000 </dev/zero 2>/dev/null |
-    head -c "$2" >"$WORK/data/$1"
+  head -c "$2" /dev/zero |
+    openssl enc -aes-128-ctr -nosalt -K "$key" -iv 00000000000000000000000000000000 >"$WORK/data/$1"
 }
 mkdir -p "$WORK/data/train" "$WORK/data/images"
 for i in $(seq -w 0 7); do gen "train/shard-000$i.tfrecord" $((8 << 20)); done
@@ -40,6 +40,7 @@ echo "== uploading $(find "$WORK/data" -type f | wc -l) objects"
   printf 'url = "%s/%s/%s"\nupload-file = "%s"\noutput = "/dev/null"\n' "$ENDPOINT" "$BUCKET" "$f" "$f"
 done) >"$WORK/upload.cfg"
 (cd "$WORK/data" && curl -sS --fail --parallel --parallel-max 16 --aws-sigv4 "aws:amz:us-east-1:s3" \
+  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
   --user S3RVER:S3RVER -K "$WORK/upload.cfg")
 
 export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER

@@ -19,7 +19,8 @@ std::string Iso8601(int64_t mtime) {
 // A key that is not an object may still be a folder: a prefix with something under it.
 Result<bool> IsFolder(ObjectStore& store, const std::string& key) {
   ListRequest req;
-  req.prefix = key.ends_with("/") ? key : key + "/";
+  req.prefix = key;
+  if (!req.prefix.empty() && !req.prefix.ends_with("/")) req.prefix.push_back('/');
   req.delimiter = "/";
   req.max_keys = 1;
   LC_ASSIGN_OR_RETURN(ListPage page, store.List(req, IoOptions{}));

@@ -27,7 +27,8 @@ Status RejectSecretOverrides(const std::vector<std::string>& overrides) {
 void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
   app.add_option("--config", f.config_file, "Configuration file (YAML or JindoFS .properties)");
   app.add_option("-o", f.overrides, "Override a config key: -o namespaces.NS.metadata_ttl=5m")
-      ->type_name("KEY=VALUE");
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   app.add_option("--endpoint", f.endpoint, "Object store endpoint URL, e.g. http://127.0.0.1:9000");
   app.add_option("--region", f.region, "Object store region (default us-east-1)");
   app.add_flag("--path-style", f.path_style, "Address buckets path-style (endpoint/bucket/key)");

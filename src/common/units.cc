@@ -69,29 +69,42 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
 
 Result<Duration> ParseDuration(std::string_view text) {
   std::string_view s = Trim(text);
-  double number = 0;
-  std::string_view suffix;
-  if (!SplitNumber(s, &number, &suffix)) {
-    return Status::InvalidArgument("invalid duration '" + std::string(text) +
-                                   "' (expected e.g. 30s, 5m, 250ms)");
+  auto invalid = [&](std::string_view why) {
+    return Status::InvalidArgument("invalid duration '" + std::string(text) + "'" + std::string(why) +
+                                   " (expected e.g. 30s, 5m, 1h30m, 250ms)");
+  };
+  if (s == "0") return Duration(0);
+  if (s.empty()) return invalid("");
+  // One or more number+unit parts: "90s", "1h30m", "1.5h".
+  double total_ms = 0;
+  while (!s.empty()) {
+    double number = 0;
+    std::string_view rest;
+    if (!SplitNumber(s, &number, &rest)) return invalid("");
+    size_t unit_len = 0;
+    while (unit_len < rest.size() && std::isalpha(static_cast<unsigned char>(rest[unit_len]))) {
+      ++unit_len;
+    }
+    std::string_view unit = rest.substr(0, unit_len);
+    const Unit* match = nullptr;
+    for (const Unit& u : kDurationUnits) {
+      if (u.suffix == unit) match = &u;
+    }
+    if (match == nullptr) return invalid(unit.empty() ? ": missing unit" : ": unknown unit");
+    total_ms += number * match->factor;
+    s = Trim(rest.substr(unit_len));
   }
-  if (suffix.empty() && number == 0) return Duration(0);
-  for (const Unit& u : kDurationUnits) {
-    if (u.suffix == suffix) return Duration(static_cast<int64_t>(std::round(number * u.factor)));
-  }
-  return Status::InvalidArgument("invalid duration unit in '" + std::string(text) +
-                                 "' (expected ms, s, m, h or d, e.g. 30s)");
+  return Duration(static_cast<int64_t>(std::round(total_ms)));
 }
 
 std::string FormatByteSize(uint64_t bytes) {
   static constexpr std::pair<const char*, uint64_t> kUnits[] = {
       {"TiB", 1ull << 40}, {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}};
   for (const auto& [name, factor] : kUnits) {
-    if (bytes >= factor) {
-      if (bytes % factor == 0) return std::to_string(bytes / factor) + name;
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.1f%s", static_cast<double>(bytes) / factor, name);
-      return buf;
+    if (bytes < factor) continue;
+    if (bytes % factor == 0) return std::to_string(bytes / factor) + name;
+    if ((bytes * 10) % factor == 0 && bytes < (UINT64_MAX / 10)) {
+      return std::to_string(bytes / factor) + "." + std::to_string((bytes * 10 / factor) % 10) + name;
     }
   }
   return std::to_string(bytes) + "B";
