@@ -1,0 +1,427 @@
+// Config loading shared by both formats: the key tree is read (config_yaml.cc or
+// config_properties.cc), `-o` overrides are applied to it, and it is then converted to structs with
+// strict validation. Also RenderConfig.
+#include "common/config.h"
+
+#include <arpa/inet.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "common/config_tree.h"
+
+namespace lakecache {
+namespace config_internal {
+
+std::string_view TrimSpace(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool IsValidNamespaceName(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace config_internal
+
+namespace {
+
+using config_internal::ConfigTree;
+
+constexpr std::string_view kTopLevel = "(top level)";
+
+// Builds messages of the form "lake.yaml: namespaces.test.uri: what is wrong".
+class ErrorContext {
+ public:
+  ErrorContext(const std::string& source, const std::map<std::string, std::string>& labels)
+      : source_(source.empty() ? "<config>" : source), labels_(labels) {}
+
+  Status Error(const std::string& key, std::string_view what) const {
+    auto it = labels_.find(key);
+    const std::string& name = it == labels_.end() ? key : it->second;
+    return Status::InvalidArgument(source_ + ": " + name + ": " + std::string(what));
+  }
+
+ private:
+  std::string source_;
+  const std::map<std::string, std::string>& labels_;
+};
+
+std::string_view NodeKind(const YAML::Node& node) {
+  if (node.IsMap()) return "map";
+  if (node.IsSequence()) return "list";
+  return "empty value";
+}
+
+// Calls fn(name, dotted key, value) for each entry of a map; rejects complex and duplicate keys.
+template <typename Fn>
+Status ForEachEntry(const ErrorContext& ctx, const std::string& parent, const YAML::Node& map,
+                    Fn fn) {
+  std::set<std::string> seen;
+  for (const auto& entry : map) {
+    if (!entry.first.IsScalar()) {
+      return ctx.Error(parent.empty() ? std::string(kTopLevel) : parent, "keys must be strings");
+    }
+    const std::string& name = entry.first.Scalar();
+    std::string key = parent.empty() ? name : parent + "." + name;
+    if (!seen.insert(name).second) return ctx.Error(key, "duplicate key");
+    LC_RETURN_IF_ERROR(fn(name, key, entry.second));
+  }
+  return Status::Ok();
+}
+
+// An empty YAML value ("access_key:") reads as an empty, i.e. unset, string. Messages never quote
+// the value: secrets are read through here.
+Status ReadString(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                  std::string* out) {
+  if (node.IsNull()) {
+    out->clear();
+    return Status::Ok();
+  }
+  if (!node.IsScalar()) {
+    return ctx.Error(key, "expected a string, got a " + std::string(NodeKind(node)));
+  }
+  *out = node.Scalar();
+  return Status::Ok();
+}
+
+Status ReadSecret(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                  Secret* out) {
+  std::string value;
+  LC_RETURN_IF_ERROR(ReadString(ctx, key, node, &value));
+  *out = Secret(std::move(value));
+  return Status::Ok();
+}
+
+Status ReadScalar(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                  std::string* out) {
+  if (node.IsScalar()) {
+    *out = node.Scalar();
+    return Status::Ok();
+  }
+  if (node.IsNull()) return ctx.Error(key, "missing value");
+  return ctx.Error(key, "expected a single value, got a " + std::string(NodeKind(node)));
+}
+
+Status ReadBool(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                std::optional<bool>* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (text == "true" || text == "yes") {
+    *out = true;
+  } else if (text == "false" || text == "no") {
+    *out = false;
+  } else {
+    return ctx.Error(key,
+                     "invalid boolean '" + node.Scalar() + "' (expected true, false, yes or no)");
+  }
+  return Status::Ok();
+}
+
+Status ReadDuration(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                    Duration* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  Result<Duration> d = ParseDuration(text);
+  if (!d.ok()) return ctx.Error(key, d.status().message());
+  *out = *d;
+  return Status::Ok();
+}
+
+// A namespace as read, before defaults that depend on other keys are applied.
+struct NamespaceDraft {
+  NamespaceConfig ns;
+  std::optional<bool> path_style;  // as written; unset: derived from the endpoint
+  std::optional<bool> immutable;
+};
+
+Status ReadNamespaceField(const ErrorContext& ctx, const std::string& key, std::string_view field,
+                          const YAML::Node& value, NamespaceDraft* d) {
+  NamespaceConfig& ns = d->ns;
+  if (field == "mode") return ReadString(ctx, key, value, &ns.mode);
+  if (field == "uri") return ReadString(ctx, key, value, &ns.uri);
+  if (field == "endpoint") return ReadString(ctx, key, value, &ns.endpoint);
+  if (field == "region") return ReadString(ctx, key, value, &ns.region);
+  if (field == "path_style") return ReadBool(ctx, key, value, &d->path_style);
+  if (field == "access_key") return ReadString(ctx, key, value, &ns.access_key);
+  if (field == "secret_key") return ReadSecret(ctx, key, value, &ns.secret_key);
+  if (field == "session_token") return ReadSecret(ctx, key, value, &ns.session_token);
+  if (field == "access_key_file") return ReadString(ctx, key, value, &ns.access_key_file);
+  if (field == "secret_key_file") return ReadString(ctx, key, value, &ns.secret_key_file);
+  if (field == "metadata_ttl") return ReadDuration(ctx, key, value, &ns.metadata_ttl);
+  if (field == "immutable") return ReadBool(ctx, key, value, &d->immutable);
+  return ctx.Error(key, "unknown key");
+}
+
+// "http://127.0.0.1:9000/x" -> "127.0.0.1"; "http://[::1]:9000" -> "::1".
+std::string_view EndpointHost(std::string_view endpoint) {
+  std::string_view rest = endpoint.substr(endpoint.find("://") + 3);
+  rest = rest.substr(0, rest.find('/'));
+  if (rest.starts_with("[")) return rest.substr(1, rest.find(']') - 1);
+  return rest.substr(0, rest.rfind(':'));
+}
+
+bool IsIpOrLocalhost(std::string_view host) {
+  std::string h(host);
+  unsigned char buf[sizeof(struct in6_addr)];
+  return h == "localhost" || inet_pton(AF_INET, h.c_str(), buf) == 1 ||
+         inet_pton(AF_INET6, h.c_str(), buf) == 1;
+}
+
+Status ResolveEndpoint(const ErrorContext& ctx, const std::string& prefix, NamespaceDraft* d) {
+  NamespaceConfig& ns = d->ns;
+  if (!ns.endpoint.empty()) {
+    if (!ns.endpoint.starts_with("http://") && !ns.endpoint.starts_with("https://")) {
+      return ctx.Error(prefix + ".endpoint", "invalid endpoint '" + ns.endpoint +
+                                                 "' (expected http://host[:port] or https://host)");
+    }
+    if (EndpointHost(ns.endpoint).empty()) {
+      return ctx.Error(prefix + ".endpoint", "endpoint '" + ns.endpoint + "' has no host");
+    }
+    // A local test server (MinIO, s3rver) listens on an IP or localhost, where a virtual-hosted
+    // name (bucket.127.0.0.1) cannot resolve; real services have DNS names and prefer
+    // virtual-hosted requests.
+    ns.path_style = d->path_style.value_or(IsIpOrLocalhost(EndpointHost(ns.endpoint)));
+    return Status::Ok();
+  }
+  if (ns.location.scheme == UriScheme::kOss) {
+    if (ns.location.endpoint_host.empty()) {
+      return ctx.Error(prefix + ".endpoint",
+                       "missing: oss:// namespaces need an endpoint; set it or write the uri as "
+                       "oss://bucket.endpoint/prefix");
+    }
+    ns.endpoint = "https://" + ns.location.endpoint_host;
+  }
+  ns.path_style = d->path_style.value_or(false);  // OSS accepts only virtual-hosted requests
+  return Status::Ok();
+}
+
+Status CheckCredentialKeys(const ErrorContext& ctx, const std::string& prefix,
+                           const NamespaceConfig& ns) {
+  if (!ns.access_key.empty() && !ns.access_key_file.empty()) {
+    return ctx.Error(prefix + ".access_key_file", "set access_key or access_key_file, not both");
+  }
+  if (!ns.secret_key.empty() && !ns.secret_key_file.empty()) {
+    return ctx.Error(prefix + ".secret_key_file", "set secret_key or secret_key_file, not both");
+  }
+  bool has_id = !ns.access_key.empty() || !ns.access_key_file.empty();
+  bool has_secret = !ns.secret_key.empty() || !ns.secret_key_file.empty();
+  if (has_id != has_secret) {
+    return ctx.Error(prefix + (has_id ? ".secret_key" : ".access_key"),
+                     "missing: access_key and secret_key (or their _file forms) go together");
+  }
+  if (!ns.session_token.empty() && !has_id) {
+    return ctx.Error(prefix + ".session_token", "set without access_key and secret_key");
+  }
+  return Status::Ok();
+}
+
+// Validates a namespace once all its keys are read and fills what depends on several keys.
+Status FinishNamespace(const ErrorContext& ctx, const std::string& prefix, NamespaceDraft* d) {
+  NamespaceConfig& ns = d->ns;
+  if (ns.mode != "cache") {
+    return ctx.Error(prefix + ".mode",
+                     "unsupported mode '" + ns.mode + "' (the only mode is 'cache')");
+  }
+  if (ns.uri.empty()) {
+    return ctx.Error(prefix + ".uri",
+                     "missing (every namespace needs one, e.g. s3://bucket/prefix)");
+  }
+  Result<ObjectUri> location = ParseObjectUri(ns.uri);
+  if (!location.ok()) return ctx.Error(prefix + ".uri", location.status().message());
+  ns.location = *location;
+  LC_RETURN_IF_ERROR(ResolveEndpoint(ctx, prefix, d));
+  if (ns.region.empty()) return ctx.Error(prefix + ".region", "must not be empty");
+  ns.immutable = d->immutable.value_or(false);
+  return CheckCredentialKeys(ctx, prefix, ns);
+}
+
+Status ReadNamespace(const ErrorContext& ctx, const std::string& name, const std::string& prefix,
+                     const YAML::Node& node, Config* config) {
+  if (!config_internal::IsValidNamespaceName(name)) {
+    return ctx.Error(prefix, "invalid namespace name '" + name +
+                                 "' (use letters, digits, '.', '_' and '-'; not '.' or '..')");
+  }
+  if (!node.IsMap()) return ctx.Error(prefix, "expected a map of namespace settings");
+  NamespaceDraft draft;
+  draft.ns.name = name;
+  LC_RETURN_IF_ERROR(
+      ForEachEntry(ctx, prefix, node,
+                   [&](const std::string& field, const std::string& key, const YAML::Node& v) {
+                     return ReadNamespaceField(ctx, key, field, v, &draft);
+                   }));
+  LC_RETURN_IF_ERROR(FinishNamespace(ctx, prefix, &draft));
+  config->namespaces.emplace(name, std::move(draft.ns));
+  return Status::Ok();
+}
+
+// An empty `namespaces:` is zero namespaces, like a missing one.
+Status ReadNamespaces(const ErrorContext& ctx, const YAML::Node& node, Config* config) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return ctx.Error("namespaces", "expected a map of namespace name to settings, got a " +
+                                       std::string(node.IsSequence() ? "list" : "single value"));
+  }
+  return ForEachEntry(ctx, "namespaces", node,
+                      [&](const std::string& name, const std::string& key, const YAML::Node& v) {
+                        return ReadNamespace(ctx, name, key, v, config);
+                      });
+}
+
+Result<Config> BuildConfig(const ConfigTree& tree, const std::string& source) {
+  ErrorContext ctx(source, tree.labels);
+  Config config;
+  config.source = source;
+  const YAML::Node& root = tree.root;
+  if (!root.IsDefined() || root.IsNull()) return config;
+  if (!root.IsMap()) {
+    return ctx.Error(std::string(kTopLevel), "expected a map of sections such as 'namespaces:'");
+  }
+  LC_RETURN_IF_ERROR(ForEachEntry(
+      ctx, "", root, [&](const std::string& name, const std::string& key, const YAML::Node& v) {
+        if (name == "namespaces") return ReadNamespaces(ctx, v, &config);
+        return ctx.Error(key, "unknown key");
+      }));
+  return config;
+}
+
+// Splits "a.b.c" into its parts; empty when any part is empty.
+std::vector<std::string> SplitDottedKey(std::string_view key) {
+  std::vector<std::string> parts;
+  while (true) {
+    size_t dot = key.find('.');
+    std::string_view part = key.substr(0, dot);
+    if (part.empty()) return {};
+    parts.emplace_back(part);
+    if (dot == std::string_view::npos) return parts;
+    key.remove_prefix(dot + 1);
+  }
+}
+
+// Sets one "dotted.key=value" in the tree, creating maps on the way. Keys split at every '.', so a
+// namespace whose name contains '.' cannot be addressed. Messages quote the key, never the value.
+Status ApplyOverride(const std::string& spec, const std::string& name, ConfigTree* tree) {
+  size_t eq = spec.find('=');
+  std::vector<std::string> parts;
+  if (eq != std::string::npos)
+    parts = SplitDottedKey(config_internal::TrimSpace(spec.substr(0, eq)));
+  if (parts.empty()) {
+    std::string shown = eq == std::string::npos ? spec : spec.substr(0, eq) + "=...";
+    return Status::InvalidArgument(name + ": -o '" + shown +
+                                   "': malformed override (expected dotted.key=value)");
+  }
+  YAML::Node& root = tree->root;
+  if (!root.IsDefined() || root.IsNull()) root.reset(YAML::Node(YAML::NodeType::Map));
+  if (!root.IsMap()) {
+    return Status::InvalidArgument(name + ": -o " + parts[0] + ": the top level is not a map");
+  }
+  YAML::Node node = root;
+  std::string path;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    path += (i == 0 ? "" : ".") + parts[i];
+    YAML::Node child = node[parts[i]];
+    bool last = i + 1 == parts.size();
+    if (!child.IsDefined() || last) tree->labels[path] = path + " (from -o)";
+    if (last) {
+      child = std::string(config_internal::TrimSpace(spec.substr(eq + 1)));
+    } else if (child.IsDefined() && !child.IsMap() && !child.IsNull()) {
+      return Status::InvalidArgument(name + ": -o " + path + ": cannot set keys below " + path +
+                                     ": it is not a map");
+    }
+    node.reset(child);  // reset rebinds the handle; operator= would overwrite the node
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    int err = errno;
+    std::string msg = path + ": cannot open: " + std::strerror(err);
+    return err == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+  }
+  std::string text;
+  char buf[8192];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err != 0) return Status::IoError(path + ": cannot read: " + std::strerror(err));
+  return text;
+}
+
+void EmitNamespace(YAML::Emitter& out, const NamespaceConfig& ns) {
+  out << YAML::BeginMap;
+  out << YAML::Key << "mode" << YAML::Value << ns.mode;
+  out << YAML::Key << "uri" << YAML::Value << ns.uri;
+  out << YAML::Key << "endpoint" << YAML::Value << ns.endpoint;
+  out << YAML::Key << "region" << YAML::Value << ns.region;
+  out << YAML::Key << "path_style" << YAML::Value << ns.path_style;
+  out << YAML::Key << "access_key" << YAML::Value << ns.access_key;
+  if (!ns.secret_key.empty()) {
+    out << YAML::Key << "secret_key" << YAML::Value << ns.secret_key.ToString();
+  }
+  if (!ns.session_token.empty()) {
+    out << YAML::Key << "session_token" << YAML::Value << ns.session_token.ToString();
+  }
+  out << YAML::Key << "access_key_file" << YAML::Value << ns.access_key_file;
+  out << YAML::Key << "secret_key_file" << YAML::Value << ns.secret_key_file;
+  out << YAML::Key << "metadata_ttl" << YAML::Value << FormatDuration(ns.metadata_ttl);
+  out << YAML::Key << "immutable" << YAML::Value << ns.immutable;
+  out << YAML::EndMap;
+}
+
+}  // namespace
+
+Result<Config> LoadConfigText(std::string_view text, std::string_view source, ConfigFormat format,
+                              const std::vector<std::string>& overrides) {
+  std::string src(source);
+  std::string name = src.empty() ? "<config>" : src;
+  if (format == ConfigFormat::kAuto) {
+    format = config_internal::LooksLikeProperties(text) ? ConfigFormat::kProperties
+                                                        : ConfigFormat::kYaml;
+  }
+  try {
+    LC_ASSIGN_OR_RETURN(ConfigTree tree, format == ConfigFormat::kProperties
+                                             ? config_internal::ParsePropertiesTree(text, name)
+                                             : config_internal::ParseYamlTree(text, name));
+    for (const std::string& spec : overrides) LC_RETURN_IF_ERROR(ApplyOverride(spec, name, &tree));
+    return BuildConfig(tree, src);
+  } catch (const YAML::Exception& e) {
+    // Not expected once the text has parsed; yaml-cpp's messages name keys, not values.
+    return Status::InvalidArgument(name + ": " + e.what());
+  }
+}
+
+Result<Config> LoadConfigFile(const std::string& path, const std::vector<std::string>& overrides) {
+  LC_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  ConfigFormat format =
+      path.ends_with(".properties") ? ConfigFormat::kProperties : ConfigFormat::kAuto;
+  return LoadConfigText(text, path, format, overrides);
+}
+
+std::string RenderConfig(const Config& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "namespaces" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, ns] : config.namespaces) {
+    out << YAML::Key << name << YAML::Value;
+    EmitNamespace(out, ns);
+  }
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace lakecache

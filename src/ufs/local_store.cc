@@ -1,0 +1,390 @@
+#include "ufs/local_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <random>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace lakecache {
+namespace {
+
+static_assert(sizeof(off_t) == 8, "offsets above 4 GiB need a 64-bit off_t");
+
+constexpr size_t kMaxKeysPerPage = 1000;  // S3's cap, so callers meet pagination here too
+
+Status ErrnoStatus(int err, const std::string& name) {
+  std::string msg = name + ": " + std::generic_category().message(err);
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return Status::NotFound(std::move(msg));
+    case EACCES:
+    case EPERM:
+      return Status::AccessDenied(std::move(msg));
+    case ENOSPC:
+    case EDQUOT:
+      return Status::NoSpace(std::move(msg));
+    default:
+      return Status::IoError(std::move(msg));
+  }
+}
+
+Status CheckDeadline(const IoOptions& options, const std::string& name) {
+  if (Clock::now() < options.deadline) return Status::Ok();
+  return Status::DeadlineExceeded(name + ": deadline passed");
+}
+
+// Splits "a/b/c" into its '/'-separated segments.
+std::vector<std::string_view> Segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  for (size_t start = 0;;) {
+    size_t slash = path.find('/', start);
+    out.push_back(path.substr(start, slash - start));
+    if (slash == std::string_view::npos) return out;
+    start = slash + 1;
+  }
+}
+
+// A key names exactly one file below the root: no "..", which would escape it, and no empty or "."
+// segment, which would give one file two keys.
+Status ValidateKey(std::string_view key, const std::string& name) {
+  if (key.empty()) return Status::InvalidArgument(name + ": empty key");
+  if (key.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(name + ": key contains a NUL byte");
+  }
+  for (std::string_view seg : Segments(key)) {
+    if (seg == "..") return Status::InvalidArgument(name + ": '..' is not allowed in a key");
+    if (seg.empty() || seg == ".") {
+      return Status::InvalidArgument(name + ": key has an empty or '.' path segment");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Precheck(std::string_view key, const IoOptions& options, const std::string& name) {
+  LC_RETURN_IF_ERROR(ValidateKey(key, name));
+  return CheckDeadline(options, name);
+}
+
+// Size, mtime and inode together change on every rewrite, including Put's rename.
+std::string EtagOf(const struct stat& st) {
+  auto mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ULL +
+                  static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  return fmt::format("{:x}-{:x}-{:x}", static_cast<uint64_t>(st.st_size), mtime_ns,
+                     static_cast<uint64_t>(st.st_ino));
+}
+
+ObjectInfo InfoOf(std::string key, const struct stat& st) {
+  return ObjectInfo{std::move(key), static_cast<uint64_t>(st.st_size), EtagOf(st),
+                    static_cast<int64_t>(st.st_mtim.tv_sec)};
+}
+
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+  // Closes now so that a failing close (deferred write error) is reported.
+  int Close() { return ::close(std::exchange(fd_, -1)); }
+
+ private:
+  int fd_;
+};
+
+Result<size_t> PreadFull(int fd, uint64_t offset, std::span<char> buf, const std::string& name) {
+  size_t done = 0;
+  while (done < buf.size()) {
+    ssize_t n =
+        ::pread(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, name);
+    if (n == 0) break;  // end of file
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+Status WriteFull(int fd, std::span<const char> data, const std::string& name) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, name);
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& dir, const std::string& name) {
+  ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0) return ErrnoStatus(errno, name);
+  return Status::Ok();
+}
+
+// Creates the directories above `key`. Other failures surface when Put creates its temporary file.
+Status MakeParents(const std::string& root, std::string_view key, const std::string& name) {
+  for (size_t slash = key.find('/'); slash != std::string_view::npos;
+       slash = key.find('/', slash + 1)) {
+    std::string parent = root + "/" + std::string(key.substr(0, slash));
+    if (::mkdir(parent.c_str(), 0777) == 0 || errno != EEXIST) continue;
+    struct stat st;
+    if (::stat(parent.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return Status::InvalidArgument(name + ": '" + std::string(key.substr(0, slash)) +
+                                     "' is an object, so no key can lie below it");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string RandomSuffix() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}", rng());
+}
+
+// One directory entry that can hold objects: a regular file, or a real directory (symlinked
+// directories are skipped so that a link cycle cannot make List loop).
+struct DirEntry {
+  std::string name;  // with a trailing '/' for directories: sorting then gives S3's key order
+  bool is_dir = false;
+  struct stat st {};
+};
+
+// Returns false when the entry is neither an object nor a directory to descend into.
+bool StatEntry(int dir_fd, const char* name, DirEntry* entry) {
+  if (::fstatat(dir_fd, name, &entry->st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (S_ISLNK(entry->st.st_mode)) {
+    if (::fstatat(dir_fd, name, &entry->st, 0) != 0 || !S_ISREG(entry->st.st_mode)) return false;
+  }
+  entry->is_dir = S_ISDIR(entry->st.st_mode);
+  if (!entry->is_dir && !S_ISREG(entry->st.st_mode)) return false;
+  entry->name = entry->is_dir ? std::string(name) + "/" : std::string(name);
+  return true;
+}
+
+// The entries of `path` in key order. A directory that does not exist (any more) is empty: entries
+// vanish under a concurrent Delete, and a prefix may name no directory at all.
+Status ReadDir(const std::string& path, const std::string& name, std::vector<DirEntry>* out) {
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) {
+    return errno == ENOENT || errno == ENOTDIR ? Status::Ok() : ErrnoStatus(errno, name);
+  }
+  errno = 0;
+  while (const struct dirent* ent = ::readdir(dir)) {
+    std::string_view n = ent->d_name;
+    if (n == "." || n == ".." || n.starts_with(LocalStore::kTempPrefix)) continue;
+    DirEntry entry;
+    if (StatEntry(::dirfd(dir), ent->d_name, &entry)) out->push_back(std::move(entry));
+    errno = 0;
+  }
+  int err = errno;
+  ::closedir(dir);
+  if (err != 0) return ErrnoStatus(err, name);
+  std::sort(out->begin(), out->end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return Status::Ok();
+}
+
+// One List call. Walks the tree in key order from the deepest directory the prefix names, skipping
+// subtrees that lie wholly before the continuation point or collapse into one common prefix.
+// The continuation token is the last key or common prefix returned: entries sort after it.
+class TreeLister {
+ public:
+  TreeLister(const std::string& root, std::string name, const ListRequest& request,
+             const IoOptions& options)
+      : root_(root),
+        name_(std::move(name)),
+        req_(request),
+        options_(options),
+        limit_(std::min(static_cast<size_t>(request.max_keys), kMaxKeysPerPage)),
+        after_(request.continuation_token) {}
+
+  Result<ListPage> Run() {
+    // The deepest directory the prefix names: every matching key lies below it.
+    std::string start = req_.prefix.substr(0, req_.prefix.rfind('/') + 1);
+    std::vector<std::string_view> segs = Segments(start);
+    segs.pop_back();  // the empty tail after start's trailing '/' (or all of an empty start)
+    if (std::ranges::count(segs, "..") > 0) {
+      return Status::InvalidArgument(name_ + ": '..' is not allowed in a prefix");
+    }
+    // Keys never hold empty or "." segments, so such a prefix matches nothing.
+    if (std::ranges::count(segs, "") + std::ranges::count(segs, ".") == 0) {
+      LC_RETURN_IF_ERROR(VisitDir(start));
+    }
+    return std::move(page_);
+  }
+
+ private:
+  // `rel` is "" or a directory key ending in '/'.
+  Status VisitDir(const std::string& rel) {
+    LC_RETURN_IF_ERROR(CheckDeadline(options_, name_));
+    std::vector<DirEntry> entries;
+    LC_RETURN_IF_ERROR(ReadDir(root_ + "/" + rel, name_ + "/" + rel, &entries));
+    for (const DirEntry& e : entries) {
+      if (done_) break;
+      if (e.is_dir) {
+        LC_RETURN_IF_ERROR(VisitSubdir(rel + e.name));
+      } else if ((rel + e.name).starts_with(req_.prefix)) {
+        VisitFile(rel + e.name, e.st);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status VisitSubdir(const std::string& dir) {
+    bool under_prefix = dir.starts_with(req_.prefix);
+    if (!under_prefix && !req_.prefix.starts_with(dir)) return Status::Ok();
+    if (dir < after_ && !after_.starts_with(dir)) return Status::Ok();  // every key is < after_
+    std::string group = under_prefix ? GroupOf(dir) : "";
+    if (group.empty()) return VisitDir(dir);
+    // Every key below `dir` shares the common prefix `group`: one entry, if any object exists.
+    if (group <= after_) return Status::Ok();
+    LC_ASSIGN_OR_RETURN(bool any, HoldsObject(dir));
+    if (any) Add(std::move(group), nullptr);
+    return Status::Ok();
+  }
+
+  void VisitFile(const std::string& key, const struct stat& st) {
+    std::string group = GroupOf(key);
+    if (group.empty()) {
+      Add(key, &st);
+    } else {
+      Add(std::move(group), nullptr);
+    }
+  }
+
+  // Adds a key (st set) or a common prefix. Entries come in nondecreasing order, so anything not
+  // after after_ was on an earlier page or was just added.
+  void Add(std::string entry, const struct stat* st) {
+    if (entry <= after_) return;
+    if (page_.objects.size() + page_.common_prefixes.size() == limit_) {
+      page_.truncated = true;
+      page_.next_token = after_;
+      done_ = true;
+      return;
+    }
+    if (st != nullptr) {
+      page_.objects.push_back(InfoOf(entry, *st));
+    } else {
+      page_.common_prefixes.push_back(entry);
+    }
+    after_ = std::move(entry);
+  }
+
+  // The common prefix `path` (which starts with the prefix) rolls up into, or "" if none.
+  std::string GroupOf(const std::string& path) const {
+    if (req_.delimiter.empty()) return "";
+    size_t pos = path.find(req_.delimiter, req_.prefix.size());
+    if (pos == std::string::npos) return "";
+    return path.substr(0, pos + req_.delimiter.size());
+  }
+
+  // Directories are not objects: a common prefix exists only if some file lies below it.
+  Result<bool> HoldsObject(const std::string& dir) {
+    std::vector<DirEntry> entries;
+    LC_RETURN_IF_ERROR(ReadDir(root_ + "/" + dir, name_ + "/" + dir, &entries));
+    for (const DirEntry& e : entries) {
+      if (!e.is_dir) return true;
+      LC_ASSIGN_OR_RETURN(bool any, HoldsObject(dir + e.name));
+      if (any) return true;
+    }
+    return false;
+  }
+
+  const std::string& root_;
+  const std::string name_;
+  const ListRequest& req_;
+  const IoOptions& options_;
+  const size_t limit_;
+  std::string after_;  // the last entry added, or the continuation token
+  ListPage page_;
+  bool done_ = false;  // the page is full and one more entry exists
+};
+
+}  // namespace
+
+LocalStore::LocalStore(std::string root) {
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(root, ec);
+  root_ = (ec ? std::filesystem::path(root) : abs).lexically_normal().string();
+  while (!root_.empty() && root_.back() == '/') root_.pop_back();
+}
+
+std::string LocalStore::Describe() const { return "file://" + (root_.empty() ? "/" : root_); }
+
+Result<ListPage> LocalStore::List(const ListRequest& request, const IoOptions& options) {
+  if (request.max_keys < 1) {
+    return Status::InvalidArgument(
+        fmt::format("{}: max_keys must be at least 1, got {}", Describe(), request.max_keys));
+  }
+  LC_RETURN_IF_ERROR(CheckDeadline(options, Describe()));
+  struct stat st;
+  if (::stat((root_ + "/").c_str(), &st) != 0) return ErrnoStatus(errno, Describe());
+  return TreeLister(root_, Describe(), request, options).Run();
+}
+
+Result<ObjectInfo> LocalStore::Head(std::string_view key, const IoOptions& options) {
+  LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
+  struct stat st;
+  if (::stat(PathOf(key).c_str(), &st) != 0) return ErrnoStatus(errno, Name(key));
+  if (!S_ISREG(st.st_mode)) return Status::NotFound(Name(key) + ": not a regular file");
+  return InfoOf(std::string(key), st);
+}
+
+Result<size_t> LocalStore::Read(std::string_view key, uint64_t offset, std::span<char> buf,
+                                const ReadOptions& options) {
+  LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
+  ScopedFd fd(::open(PathOf(key).c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, Name(key));
+  if (!S_ISREG(st.st_mode)) return Status::NotFound(Name(key) + ": not a regular file");
+  if (!options.if_match.empty() && options.if_match != EtagOf(st)) {
+    return Status::PreconditionFailed(Name(key) + ": ETag is " + EtagOf(st) + ", expected " +
+                                      options.if_match);
+  }
+  if (offset >= static_cast<uint64_t>(st.st_size)) return size_t{0};
+  return PreadFull(fd.get(), offset, buf, Name(key));
+}
+
+Status LocalStore::Put(std::string_view key, std::span<const char> data, const IoOptions& options) {
+  LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
+  LC_RETURN_IF_ERROR(MakeParents(root_, key, Name(key)));
+  std::string path = PathOf(key);
+  std::string dir = path.substr(0, path.rfind('/'));
+  std::string tmp = dir + "/" + std::string(kTempPrefix) + RandomSuffix();
+  ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
+  if (fd.get() < 0) return ErrnoStatus(errno, Name(key));
+  Status st = WriteFull(fd.get(), data, Name(key));
+  if (st.ok() &&
+      (::fsync(fd.get()) != 0 || fd.Close() != 0 || ::rename(tmp.c_str(), path.c_str()) != 0)) {
+    st = ErrnoStatus(errno, Name(key));
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return FsyncDir(dir.empty() ? "/" : dir, Name(key));
+}
+
+Status LocalStore::Delete(std::string_view key, const IoOptions& options) {
+  LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
+  if (::unlink(PathOf(key).c_str()) == 0) return Status::Ok();
+  // A missing key, or a directory (which is no object), is already deleted as far as S3 goes.
+  if (errno == ENOENT || errno == ENOTDIR || errno == EISDIR) return Status::Ok();
+  return ErrnoStatus(errno, Name(key));
+}
+
+}  // namespace lakecache

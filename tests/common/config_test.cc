@@ -1,0 +1,432 @@
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+
+namespace lakecache {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+constexpr char kSecret[] = "wJalrXUtnFEMI-SUPERSECRET";
+constexpr char kToken[] = "FQoGZXIvYXdzE-TOKENSECRET";
+
+constexpr char kFullYaml[] = R"(namespaces:
+  test:
+    mode: cache
+    uri: s3://bucket/prefix
+    endpoint: http://127.0.0.1:9000
+    region: eu-west-1
+    path_style: yes
+    access_key: AKIDEXAMPLE
+    secret_key: wJalrXUtnFEMI-SUPERSECRET
+    session_token: FQoGZXIvYXdzE-TOKENSECRET
+    metadata_ttl: 5m
+    immutable: true
+)";
+
+Result<Config> LoadYaml(std::string_view text, const std::vector<std::string>& overrides = {}) {
+  return LoadConfigText(text, "lake.yaml", ConfigFormat::kYaml, overrides);
+}
+
+// A namespace "test" with the given extra lines (each indented under it).
+std::string NamespaceYaml(std::initializer_list<std::string_view> lines) {
+  std::string text = "namespaces:\n  test:\n";
+  for (std::string_view line : lines) text += "    " + std::string(line) + "\n";
+  return text;
+}
+
+// The error message of a load that must fail; "" (and a test failure) if it succeeded.
+std::string ErrorOf(const Result<Config>& result) {
+  EXPECT_FALSE(result.ok());
+  if (result.ok()) return "";
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  return result.status().message();
+}
+
+void ExpectContains(const std::string& text, std::string_view part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+void ExpectNoSecrets(const std::string& text) {
+  EXPECT_EQ(text.find(kSecret), std::string::npos) << text;
+  EXPECT_EQ(text.find(kToken), std::string::npos) << text;
+}
+
+TEST(ConfigYamlTest, FullExample) {
+  Result<Config> config = LoadYaml(kFullYaml);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->source, "lake.yaml");
+  ASSERT_EQ(config->namespaces.size(), 1u);
+  const NamespaceConfig& ns = config->namespaces.at("test");
+  EXPECT_EQ(ns.name, "test");
+  EXPECT_EQ(ns.mode, "cache");
+  EXPECT_EQ(ns.uri, "s3://bucket/prefix");
+  EXPECT_EQ(ns.location.scheme, UriScheme::kS3);
+  EXPECT_EQ(ns.location.bucket, "bucket");
+  EXPECT_EQ(ns.location.key, "prefix");
+  EXPECT_EQ(ns.endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(ns.region, "eu-west-1");
+  EXPECT_TRUE(ns.path_style);
+  EXPECT_EQ(ns.access_key, "AKIDEXAMPLE");
+  EXPECT_EQ(ns.secret_key.Reveal(), kSecret);
+  EXPECT_EQ(ns.session_token.Reveal(), kToken);
+  EXPECT_EQ(ns.metadata_ttl, minutes(5));
+  EXPECT_TRUE(ns.immutable);
+}
+
+TEST(ConfigYamlTest, Defaults) {
+  Result<Config> config = LoadYaml(NamespaceYaml({"uri: s3://bucket"}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& ns = config->namespaces.at("test");
+  EXPECT_EQ(ns.mode, "cache");
+  EXPECT_EQ(ns.endpoint, "");  // AWS
+  EXPECT_EQ(ns.region, "us-east-1");
+  EXPECT_FALSE(ns.path_style);
+  EXPECT_TRUE(ns.access_key.empty());
+  EXPECT_TRUE(ns.secret_key.empty());
+  EXPECT_EQ(ns.metadata_ttl, seconds(60));
+  EXPECT_FALSE(ns.immutable);
+}
+
+TEST(ConfigYamlTest, EmptyFileAndEmptyNamespacesHaveNoNamespaces) {
+  for (std::string_view text : {"", "# nothing\n", "namespaces:\n", "namespaces: {}\n"}) {
+    Result<Config> config = LoadYaml(text);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    EXPECT_TRUE(config->namespaces.empty());
+  }
+}
+
+TEST(ConfigYamlTest, NamespacesMustBeAMap) {
+  ExpectContains(ErrorOf(LoadYaml("namespaces: [a, b]\n")),
+                 "lake.yaml: namespaces: expected a map");
+  ExpectContains(ErrorOf(LoadYaml("namespaces: x\n")), "lake.yaml: namespaces: expected a map");
+  ExpectContains(ErrorOf(LoadYaml("- a\n")), "lake.yaml: (top level): expected a map");
+}
+
+TEST(ConfigYamlTest, PathStyleDefaultsOnForIpAndLocalhostEndpoints) {
+  auto path_style = [](std::string_view endpoint, std::string_view extra = "") {
+    Result<Config> config = LoadYaml(NamespaceYaml(
+        {"uri: s3://b", "endpoint: " + std::string(endpoint), extra.empty() ? "" : extra}));
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return config.ok() && config->namespaces.at("test").path_style;
+  };
+  EXPECT_TRUE(path_style("http://localhost:9000"));
+  EXPECT_TRUE(path_style("http://10.0.0.5:9000/"));
+  EXPECT_TRUE(path_style("http://[::1]:9000"));
+  EXPECT_FALSE(path_style("https://s3.example.com"));
+  EXPECT_FALSE(path_style("http://127.0.0.1:9000", "path_style: false"));
+  EXPECT_TRUE(path_style("https://s3.example.com", "path_style: true"));
+}
+
+TEST(ConfigYamlTest, OssEndpointComesFromUriHost) {
+  Result<Config> config =
+      LoadYaml(NamespaceYaml({"uri: oss://bucket.oss-cn-hangzhou.aliyuncs.com/dir"}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& ns = config->namespaces.at("test");
+  EXPECT_EQ(ns.location.scheme, UriScheme::kOss);
+  EXPECT_EQ(ns.location.bucket, "bucket");
+  EXPECT_EQ(ns.location.key, "dir");
+  EXPECT_EQ(ns.endpoint, "https://oss-cn-hangzhou.aliyuncs.com");
+  EXPECT_FALSE(ns.path_style);
+}
+
+TEST(ConfigYamlTest, OssWithoutEndpointNamesTheKey) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: oss://bucket/dir"}))),
+                 "lake.yaml: namespaces.test.endpoint: missing");
+  Result<Config> explicit_endpoint =
+      LoadYaml(NamespaceYaml({"uri: oss://bucket/dir", "endpoint: https://oss.example.com"}));
+  EXPECT_TRUE(explicit_endpoint.ok()) << explicit_endpoint.status().ToString();
+}
+
+TEST(ConfigYamlErrorTest, UnknownKey) {
+  EXPECT_EQ(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "metdata_ttl: 5m"}))),
+            "lake.yaml: namespaces.test.metdata_ttl: unknown key");
+  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  size: 1GiB\n")), "lake.yaml: cache: unknown key");
+}
+
+TEST(ConfigYamlErrorTest, BadDuration) {
+  std::string msg = ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "metadata_ttl: 5"})));
+  ExpectContains(msg, "lake.yaml: namespaces.test.metadata_ttl: ");
+  ExpectContains(msg, "duration");
+}
+
+TEST(ConfigYamlErrorTest, BadBool) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "immutable: maybe"}))),
+                 "lake.yaml: namespaces.test.immutable: invalid boolean 'maybe'");
+}
+
+TEST(ConfigYamlErrorTest, MissingUri) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"region: us-east-1"}))),
+                 "lake.yaml: namespaces.test.uri: missing");
+}
+
+TEST(ConfigYamlErrorTest, BadScheme) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: gs://bucket/x"}))),
+                 "lake.yaml: namespaces.test.uri: unsupported URI scheme 'gs'");
+}
+
+TEST(ConfigYamlErrorTest, BadModeEndpointAndName) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "mode: through"}))),
+                 "lake.yaml: namespaces.test.mode: unsupported mode 'through'");
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "endpoint: 127.0.0.1:9000"}))),
+                 "lake.yaml: namespaces.test.endpoint: invalid endpoint");
+  ExpectContains(ErrorOf(LoadYaml("namespaces:\n  'a/b':\n    uri: s3://b\n")),
+                 "lake.yaml: namespaces.a/b: invalid namespace name");
+  ExpectContains(ErrorOf(LoadYaml("namespaces:\n  '..':\n    uri: s3://b\n")),
+                 "invalid namespace name '..'");
+}
+
+TEST(ConfigYamlErrorTest, WrongTypesAndDuplicates) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: {a: 1}"}))),
+                 "lake.yaml: namespaces.test.uri: expected a string, got a map");
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "uri: s3://c"}))),
+                 "lake.yaml: namespaces.test.uri: duplicate key");
+  ExpectContains(ErrorOf(LoadYaml("namespaces:\n  test: s3://b\n")),
+                 "lake.yaml: namespaces.test: expected a map");
+}
+
+TEST(ConfigYamlErrorTest, HalfSpecifiedCredentials) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "access_key: AKID"}))),
+                 "lake.yaml: namespaces.test.secret_key: missing");
+  ExpectContains(
+      ErrorOf(LoadYaml(
+          NamespaceYaml({"uri: s3://b", "access_key: A", "access_key_file: /f", "secret_key: S"}))),
+      "lake.yaml: namespaces.test.access_key_file: set access_key or access_key_file, not both");
+}
+
+TEST(ConfigYamlErrorTest, SyntaxErrorHasLineAndColumn) {
+  std::string msg = ErrorOf(LoadYaml("namespaces:\n  test:\n    uri: s3://b: c\n"));
+  ExpectContains(msg, "lake.yaml: line 3, column ");
+  ExpectContains(msg, "YAML syntax error");
+}
+
+TEST(ConfigYamlErrorTest, SecondDocumentIsAnError) {
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b"}) + "---\nnamespaces: {}\n")),
+                 "lake.yaml: holds 2 YAML documents");
+}
+
+TEST(ConfigYamlErrorTest, SecretValuesNeverInMessages) {
+  std::string map_secret = "secret_key: {v: " + std::string(kSecret) + "}";
+  std::string msg = ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", map_secret})));
+  ExpectContains(msg, "namespaces.test.secret_key");
+  ExpectNoSecrets(msg);
+  std::string list_token = "session_token: [" + std::string(kToken) + "]";
+  msg = ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", list_token})));
+  ExpectContains(msg, "namespaces.test.session_token");
+  ExpectNoSecrets(msg);
+  // Another key's error while secrets are set, and a secret set without its key id.
+  ExpectNoSecrets(ErrorOf(LoadYaml(std::string(kFullYaml) + "    bogus: 1\n")));
+  ExpectNoSecrets(
+      ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "secret_key: " + std::string(kSecret)}))));
+  ExpectNoSecrets(
+      ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.secret_key.x=" + std::string(kSecret)})));
+}
+
+TEST(ConfigOverrideTest, SetsExistingKey) {
+  Result<Config> config = LoadYaml(kFullYaml, {"namespaces.test.metadata_ttl=30s"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->namespaces.at("test").metadata_ttl, seconds(30));
+}
+
+TEST(ConfigOverrideTest, CreatesKeysAndNamespaces) {
+  Result<Config> config =
+      LoadYaml("", {"namespaces.new.uri=s3://b/p", "namespaces.new.immutable = yes"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& ns = config->namespaces.at("new");
+  EXPECT_EQ(ns.location.bucket, "b");
+  EXPECT_TRUE(ns.immutable);
+}
+
+TEST(ConfigOverrideTest, MalformedNamesTheOverride) {
+  EXPECT_EQ(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.metadata_ttl"})),
+            "lake.yaml: -o 'namespaces.test.metadata_ttl': malformed override "
+            "(expected dotted.key=value)");
+  ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"namespaces..x=1"})), "malformed override");
+  ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"=1"})), "malformed override");
+}
+
+TEST(ConfigOverrideTest, UnknownKeySaysItCameFromOverride) {
+  EXPECT_EQ(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.metdata_ttl=5m"})),
+            "lake.yaml: namespaces.test.metdata_ttl (from -o): unknown key");
+  EXPECT_EQ(ErrorOf(LoadYaml(kFullYaml, {"cache.size=1GiB"})),
+            "lake.yaml: cache (from -o): unknown key");
+  ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.metadata_ttl=soon"})),
+                 "lake.yaml: namespaces.test.metadata_ttl (from -o): invalid duration");
+  ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.uri.x=1"})),
+                 "namespaces.test.uri: it is not a map");
+}
+
+TEST(ConfigRenderTest, ShowsEffectiveValuesAndRedactsSecrets) {
+  Result<Config> config = LoadYaml(kFullYaml);
+  ASSERT_TRUE(config.ok());
+  std::string yaml = RenderConfig(*config);
+  ExpectNoSecrets(yaml);
+  ExpectContains(yaml, "secret_key: <redacted>");
+  ExpectContains(yaml, "session_token: <redacted>");
+  ExpectContains(yaml, "access_key: AKIDEXAMPLE");
+  ExpectContains(yaml, "metadata_ttl: 5m");
+  ExpectContains(yaml, "path_style: true");
+}
+
+TEST(ConfigRenderTest, OmitsUnsetSecretsAndReloads) {
+  Result<Config> config = LoadYaml(NamespaceYaml({"uri: oss://b.oss.example.com/d"}));
+  ASSERT_TRUE(config.ok());
+  std::string yaml = RenderConfig(*config);
+  EXPECT_EQ(yaml.find("secret_key:"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("session_token"), std::string::npos) << yaml;
+  ExpectContains(yaml, "region: us-east-1");
+  ExpectContains(yaml, "metadata_ttl: 1m");
+  Result<Config> reloaded = LoadConfigText(yaml, "rendered", ConfigFormat::kAuto);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString() << "\n" << yaml;
+  const NamespaceConfig& ns = reloaded->namespaces.at("test");
+  EXPECT_EQ(ns.endpoint, "https://oss.example.com");
+  EXPECT_EQ(ns.metadata_ttl, seconds(60));
+  EXPECT_EQ(RenderConfig(*reloaded), yaml);
+}
+
+TEST(ConfigRenderTest, NoNamespaces) {
+  Result<Config> reloaded = LoadYaml(RenderConfig(Config{}));
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString();
+  EXPECT_TRUE(reloaded->namespaces.empty());
+}
+
+constexpr char kProperties[] = R"(# JindoFS-style config
+jfs.namespaces = test, other
+jfs.namespaces.test.oss.uri = oss://bucket.oss-cn-hangzhou.aliyuncs.com/dir
+jfs.namespaces.test.mode = cache
+jfs.namespaces.test.oss.access.key = AKIDOSS
+jfs.namespaces.test.oss.access.secret = wJalrXUtnFEMI-SUPERSECRET
+
+! the second namespace uses the s3 keys
+jfs.namespaces.other.s3.uri=s3://data/train
+jfs.namespaces.other.s3.endpoint=http://127.0.0.1:9000
+jfs.namespaces.other.s3.region=cn-north-1
+)";
+
+Result<Config> LoadProperties(std::string_view text,
+                              const std::vector<std::string>& overrides = {}) {
+  return LoadConfigText(text, "lake.properties", ConfigFormat::kProperties, overrides);
+}
+
+void ExpectPropertiesExample(const Config& config) {
+  ASSERT_EQ(config.namespaces.size(), 2u);
+  const NamespaceConfig& test = config.namespaces.at("test");
+  EXPECT_EQ(test.location.scheme, UriScheme::kOss);
+  EXPECT_EQ(test.location.bucket, "bucket");
+  EXPECT_EQ(test.location.key, "dir");
+  EXPECT_EQ(test.endpoint, "https://oss-cn-hangzhou.aliyuncs.com");
+  EXPECT_FALSE(test.path_style);
+  EXPECT_EQ(test.access_key, "AKIDOSS");
+  EXPECT_EQ(test.secret_key.Reveal(), kSecret);
+  const NamespaceConfig& other = config.namespaces.at("other");
+  EXPECT_EQ(other.location.bucket, "data");
+  EXPECT_EQ(other.location.key, "train");
+  EXPECT_EQ(other.endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(other.region, "cn-north-1");
+  EXPECT_TRUE(other.path_style);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lc_config_test.XXXXXX").string();
+    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  std::string Write(const std::string& name, std::string_view content) const {
+    std::string file = path_ + "/" + name;
+    std::ofstream(file) << content;
+    return file;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(ConfigPropertiesTest, TwoNamespacesFromFile) {
+  TempDir dir;
+  std::string path = dir.Write("lake.properties", kProperties);
+  Result<Config> config = LoadConfigFile(path);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->source, path);
+  ExpectPropertiesExample(*config);
+}
+
+TEST(ConfigPropertiesTest, DetectedByContent) {
+  TempDir dir;
+  Result<Config> from_file = LoadConfigFile(dir.Write("lake.conf", kProperties));
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  ExpectPropertiesExample(*from_file);
+  Result<Config> from_text = LoadConfigText(kProperties, "x", ConfigFormat::kAuto);
+  ASSERT_TRUE(from_text.ok()) << from_text.status().ToString();
+  ExpectPropertiesExample(*from_text);
+}
+
+TEST(ConfigPropertiesTest, KeysMayPrecedeTheNamespaceList) {
+  Result<Config> config = LoadProperties("jfs.namespaces.a.s3.uri = s3://b\njfs.namespaces = a\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->namespaces.at("a").location.bucket, "b");
+}
+
+TEST(ConfigPropertiesTest, Errors) {
+  EXPECT_EQ(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.oss.urx = oss://b\n")),
+            "lake.properties: line 2: jfs.namespaces.a.oss.urx: unknown key");
+  EXPECT_EQ(ErrorOf(LoadProperties("jfs.cache.size = 1G\n")),
+            "lake.properties: line 1: jfs.cache.size: unknown key");
+  ExpectContains(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.s3.uri = s3://b\n"
+                                        "jfs.namespaces.ghost.s3.uri = s3://c\n")),
+                 "lake.properties: line 3: namespace 'ghost' is not listed in jfs.namespaces");
+  ExpectContains(
+      ErrorOf(LoadProperties("jfs.namespaces = a, b\njfs.namespaces.a.s3.uri = s3://x\n")),
+      "lake.properties: line 1: jfs.namespaces: namespace 'b' has no uri");
+  ExpectContains(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.oss.uri = gs://x\n")),
+                 "lake.properties: line 2: jfs.namespaces.a.oss.uri: unsupported URI scheme");
+  ExpectContains(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.s3.uri = s3://x\n"
+                                        "jfs.namespaces.a.oss.uri = oss://y\n")),
+                 "line 3: jfs.namespaces.a.oss.uri: sets the same setting as line 2");
+  ExpectContains(
+      ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.oss.uri = oss://b/d\n")),
+      "lake.properties: line 2: jfs.namespaces.a.oss.uri: missing: oss:// namespaces need "
+      "an endpoint");
+}
+
+TEST(ConfigPropertiesTest, MalformedLineDoesNotEchoIt) {
+  std::string text =
+      "jfs.namespaces = a\njfs.namespaces.a.oss.access.secret " + std::string(kSecret) + "\n";
+  std::string msg = ErrorOf(LoadProperties(text));
+  ExpectContains(msg, "lake.properties: line 2: expected 'key = value'");
+  ExpectNoSecrets(msg);
+}
+
+TEST(ConfigPropertiesTest, OverridesUseYamlKeys) {
+  Result<Config> config = LoadProperties(kProperties, {"namespaces.other.metadata_ttl=10m"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->namespaces.at("other").metadata_ttl, minutes(10));
+}
+
+TEST(ConfigFileTest, MissingFileIsNotFound) {
+  TempDir dir;
+  Result<Config> config = LoadConfigFile(dir.path() + "/absent.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kNotFound);
+  ExpectContains(config.status().message(), "absent.yaml");
+}
+
+TEST(ConfigFileTest, YamlFileErrorsNameThePath) {
+  TempDir dir;
+  std::string path = dir.Write("lake.yaml", NamespaceYaml({"uri: s3://b", "bogus: 1"}));
+  EXPECT_EQ(ErrorOf(LoadConfigFile(path)), path + ": namespaces.test.bogus: unknown key");
+}
+
+}  // namespace
+}  // namespace lakecache

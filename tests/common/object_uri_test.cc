@@ -1,0 +1,72 @@
+#include "common/object_uri.h"
+
+#include <gtest/gtest.h>
+
+namespace lakecache {
+namespace {
+
+TEST(ObjectUriTest, S3BucketAndPrefix) {
+  Result<ObjectUri> uri = ParseObjectUri("s3://bucket/prefix/sub");
+  ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+  EXPECT_EQ(uri->scheme, UriScheme::kS3);
+  EXPECT_EQ(uri->bucket, "bucket");
+  EXPECT_EQ(uri->key, "prefix/sub");
+  EXPECT_EQ(uri->endpoint_host, "");
+  EXPECT_EQ(uri->ToString(), "s3://bucket/prefix/sub");
+}
+
+TEST(ObjectUriTest, S3BucketOnlyAndS3a) {
+  Result<ObjectUri> uri = ParseObjectUri("s3://bucket");
+  ASSERT_TRUE(uri.ok());
+  EXPECT_EQ(uri->key, "");
+  EXPECT_EQ(uri->ToString(), "s3://bucket");
+  Result<ObjectUri> s3a = ParseObjectUri("s3a://bucket/x");
+  ASSERT_TRUE(s3a.ok());
+  EXPECT_EQ(s3a->scheme, UriScheme::kS3);
+}
+
+TEST(ObjectUriTest, OssWithoutEndpoint) {
+  Result<ObjectUri> uri = ParseObjectUri("oss://bucket/dir");
+  ASSERT_TRUE(uri.ok());
+  EXPECT_EQ(uri->scheme, UriScheme::kOss);
+  EXPECT_EQ(uri->bucket, "bucket");
+  EXPECT_EQ(uri->key, "dir");
+  EXPECT_EQ(uri->endpoint_host, "");
+}
+
+TEST(ObjectUriTest, OssJindoStyleEndpointInHost) {
+  Result<ObjectUri> uri = ParseObjectUri("oss://bucket.oss-cn-hangzhou.aliyuncs.com/dir/");
+  ASSERT_TRUE(uri.ok());
+  EXPECT_EQ(uri->bucket, "bucket");
+  EXPECT_EQ(uri->endpoint_host, "oss-cn-hangzhou.aliyuncs.com");
+  EXPECT_EQ(uri->key, "dir/");
+  EXPECT_EQ(uri->ToString(), "oss://bucket/dir/");
+}
+
+TEST(ObjectUriTest, FileAbsolutePathWithoutTrailingSlash) {
+  Result<ObjectUri> uri = ParseObjectUri("file:///data/sets/");
+  ASSERT_TRUE(uri.ok());
+  EXPECT_EQ(uri->scheme, UriScheme::kFile);
+  EXPECT_EQ(uri->bucket, "");
+  EXPECT_EQ(uri->key, "/data/sets");
+  EXPECT_EQ(uri->ToString(), "file:///data/sets");
+}
+
+TEST(ObjectUriTest, Errors) {
+  EXPECT_FALSE(ParseObjectUri("bucket/prefix").ok());
+  EXPECT_FALSE(ParseObjectUri("file://relative/dir").ok());
+  EXPECT_FALSE(ParseObjectUri("s3:///key").ok());
+  Result<ObjectUri> gs = ParseObjectUri("gs://bucket/x");
+  ASSERT_FALSE(gs.ok());
+  EXPECT_EQ(gs.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(gs.status().message().find("'gs'"), std::string::npos);
+}
+
+TEST(ObjectUriTest, SchemeNames) {
+  EXPECT_EQ(UriSchemeName(UriScheme::kS3), "s3");
+  EXPECT_EQ(UriSchemeName(UriScheme::kOss), "oss");
+  EXPECT_EQ(UriSchemeName(UriScheme::kFile), "file");
+}
+
+}  // namespace
+}  // namespace lakecache

@@ -1,0 +1,234 @@
+#include "ufs/retrying_store.h"
+
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ufs/fault_injecting_store.h"
+#include "ufs/local_store.h"
+
+namespace lakecache {
+namespace {
+
+using std::chrono::milliseconds;
+
+// RetryingStore -> FaultInjectingStore -> LocalStore, with the sleeps recorded instead of slept and
+// a fake clock that the recorded sleeps advance.
+class RetryingStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lakecache-retry-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    local_ = std::make_shared<LocalStore>(root_);
+    ASSERT_TRUE(local_->Put("k", std::string_view("payload"), {}).ok());
+    faults_ = std::make_shared<FaultInjectingStore>(local_);
+    policy_.seed = 7;
+    policy_.sleep = [this](Clock::duration d) {
+      sleeps_.push_back(d);
+      fake_now_ += d;
+    };
+    policy_.now = [this] { return fake_now_; };
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  RetryingStore& Store() {
+    if (!store_) store_ = std::make_unique<RetryingStore>(faults_, policy_);
+    return *store_;
+  }
+
+  Result<size_t> Read(const std::string& key, const ReadOptions& options = {}) {
+    buf_.assign(16, '\0');
+    return Store().Read(key, 0, buf_, options);
+  }
+
+  std::string root_;
+  std::shared_ptr<LocalStore> local_;
+  std::shared_ptr<FaultInjectingStore> faults_;
+  RetryPolicy policy_;
+  std::unique_ptr<RetryingStore> store_;
+  std::vector<Clock::duration> sleeps_;
+  Clock::time_point fake_now_ = Clock::now();
+  std::string buf_;
+};
+
+TEST_F(RetryingStoreTest, BurstOfServerErrorsThenSuccess) {
+  faults_->FailNext(StoreOp::kRead, faults_->ServerError("k"), 3);
+  Result<size_t> n = Read("k");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(buf_.substr(0, *n), "payload");
+  EXPECT_EQ(faults_->Calls(StoreOp::kRead), 4);
+  EXPECT_EQ(sleeps_.size(), 3u);
+}
+
+TEST_F(RetryingStoreTest, AccessDeniedFailsAtOnce) {
+  faults_->FailAlways(StoreOp::kHead, faults_->AccessDenied("k"));
+  Result<ObjectInfo> info = Store().Head("k", {});
+  EXPECT_EQ(info.status().code(), StatusCode::kAccessDenied);
+  EXPECT_EQ(info.status().message(), faults_->AccessDenied("k").message());
+  EXPECT_EQ(faults_->Calls(StoreOp::kHead), 1);
+  EXPECT_TRUE(sleeps_.empty());
+}
+
+TEST_F(RetryingStoreTest, NotFoundFailsAtOnce) {
+  EXPECT_EQ(Store().Head("missing", {}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(faults_->Calls(StoreOp::kHead), 1);
+  faults_->FailNext(StoreOp::kRead, faults_->NotFound("k"));
+  EXPECT_EQ(Read("k").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(faults_->Calls(StoreOp::kRead), 1);
+  EXPECT_TRUE(sleeps_.empty());
+}
+
+TEST_F(RetryingStoreTest, PreconditionFailedIsNotRetried) {
+  ReadOptions opts;
+  opts.if_match = "not-the-etag";
+  EXPECT_EQ(Read("k", opts).status().code(), StatusCode::kPreconditionFailed);
+  EXPECT_EQ(faults_->Calls(StoreOp::kRead), 1);
+}
+
+TEST_F(RetryingStoreTest, PersistentServerErrorStopsAfterMaxAttempts) {
+  Status original = faults_->ServerError("k");
+  faults_->FailAlways(StoreOp::kRead, original);
+  Result<size_t> n = Read("k");
+  EXPECT_EQ(n.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(n.status().message(), original.message() + " (after 5 attempts)");
+  EXPECT_EQ(faults_->Calls(StoreOp::kRead), 5);
+  EXPECT_EQ(sleeps_.size(), 4u);
+}
+
+TEST_F(RetryingStoreTest, DeadlineStopsRetriesEarly) {
+  policy_.jitter = false;
+  policy_.initial_backoff = milliseconds(10);
+  policy_.max_attempts = 100;
+  faults_->FailAlways(StoreOp::kRead, faults_->ServerError("k"));
+  ReadOptions opts;
+  opts.deadline = fake_now_ + milliseconds(50);
+  Result<size_t> n = Read("k", opts);
+  EXPECT_EQ(n.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(n.status().message().find("HTTP 503 SlowDown"), std::string::npos);
+  // Slept 10 + 20 ms; a 40 ms sleep would have ended past the deadline.
+  EXPECT_EQ(sleeps_, (std::vector<Clock::duration>{milliseconds(10), milliseconds(20)}));
+  EXPECT_EQ(faults_->Calls(StoreOp::kRead), 3);
+}
+
+TEST_F(RetryingStoreTest, RealSleepsNeverPassTheDeadline) {
+  policy_.sleep = nullptr;
+  policy_.now = nullptr;
+  policy_.initial_backoff = milliseconds(5);
+  policy_.max_attempts = 100;
+  faults_->FailAlways(StoreOp::kHead, faults_->ConnectionReset("k"));
+  Clock::time_point start = Clock::now();
+  Result<ObjectInfo> info = Store().Head("k", IoOptions::WithTimeout(milliseconds(50)));
+  EXPECT_EQ(info.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(info.status().message().find("Connection reset"), std::string::npos);
+  EXPECT_LT(Clock::now() - start, milliseconds(50) + milliseconds(40));  // slack for a busy host
+  EXPECT_GE(faults_->Calls(StoreOp::kHead), 1);
+}
+
+TEST_F(RetryingStoreTest, BackoffDoublesUpToTheCap) {
+  policy_.jitter = false;
+  policy_.max_attempts = 7;
+  policy_.max_backoff = milliseconds(1000);
+  faults_->FailAlways(StoreOp::kRead, faults_->ServerError("k"));
+  EXPECT_FALSE(Read("k").ok());
+  EXPECT_EQ(sleeps_, (std::vector<Clock::duration>{milliseconds(100), milliseconds(200),
+                                                   milliseconds(400), milliseconds(800),
+                                                   milliseconds(1000), milliseconds(1000)}));
+}
+
+TEST_F(RetryingStoreTest, JitterStaysWithinTheBackoffAndFollowsTheSeed) {
+  policy_.max_attempts = 10;
+  faults_->FailAlways(StoreOp::kRead, faults_->ServerError("k"));
+  EXPECT_FALSE(Read("k").ok());
+  ASSERT_EQ(sleeps_.size(), 9u);
+  Clock::duration cap = milliseconds(100);
+  for (Clock::duration d : sleeps_) {
+    EXPECT_GE(d, Clock::duration::zero());
+    EXPECT_LE(d, cap);
+    cap = std::min<Clock::duration>(cap * 2, policy_.max_backoff);
+  }
+  std::vector<Clock::duration> first = std::exchange(sleeps_, {});
+  store_.reset();  // a new store with the same seed draws the same sleeps
+  EXPECT_FALSE(Read("k").ok());
+  EXPECT_EQ(sleeps_, first);
+}
+
+TEST_F(RetryingStoreTest, PutDeleteAndListAreRetried) {
+  faults_->FailNext(StoreOp::kPut, faults_->ConnectionReset("new"), 2);
+  ASSERT_TRUE(Store().Put("new", std::string_view("v"), {}).ok());
+  EXPECT_EQ(faults_->Calls(StoreOp::kPut), 3);
+  EXPECT_TRUE(local_->Head("new", {}).ok());
+
+  faults_->FailNext(StoreOp::kDelete, faults_->ServerError("new"), 1);
+  ASSERT_TRUE(Store().Delete("new", {}).ok());
+  EXPECT_EQ(faults_->Calls(StoreOp::kDelete), 2);
+  EXPECT_FALSE(local_->Head("new", {}).ok());
+
+  faults_->FailNext(StoreOp::kList, faults_->ServerError(""), 1);
+  Result<ListPage> page = Store().List({}, {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(faults_->Calls(StoreOp::kList), 2);
+  EXPECT_EQ(faults_->Calls(StoreOp::kAny), 7);
+}
+
+TEST_F(RetryingStoreTest, CountsAndRulesHoldUnderConcurrentCalls) {
+  policy_.sleep = [](Clock::duration) {};  // the recording sleep is not thread-safe
+  policy_.max_attempts = 1000;
+  faults_->FailNext(StoreOp::kHead, faults_->ServerError("k"), 100);
+  RetryingStore& store = Store();
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) failed += !store.Head("k", {}).ok();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(faults_->Calls(StoreOp::kHead), 8 * 50 + 100);  // every injected failure used once
+}
+
+TEST(FaultInjectingStoreTest, MessagesAreShapedLikeS3) {
+  FaultInjectingStore faults(std::make_shared<LocalStore>("/data"));
+  EXPECT_EQ(faults.ServerError("a/b").message(),
+            "file:///data/a/b: HTTP 503 SlowDown: Please reduce your request rate");
+  EXPECT_TRUE(faults.ServerError("k").retryable());
+  EXPECT_TRUE(faults.ConnectionReset("k").retryable());
+  EXPECT_EQ(faults.AccessDenied("k").code(), StatusCode::kAccessDenied);
+  EXPECT_EQ(faults.NotFound("k").code(), StatusCode::kNotFound);
+}
+
+TEST_F(RetryingStoreTest, RulesMatchOnKeySubstringAndRunOut) {
+  ASSERT_TRUE(local_->Put("dir/secret.txt", std::string_view("s"), {}).ok());
+  faults_->FailNext(StoreOp::kAny, faults_->NotFound("dir/secret.txt"), 2, "secret");
+  EXPECT_TRUE(faults_->Head("k", {}).ok());
+  EXPECT_EQ(faults_->Head("dir/secret.txt", {}).status().code(), StatusCode::kNotFound);
+  std::string buf(4, '\0');
+  EXPECT_EQ(faults_->Read("dir/secret.txt", 0, buf, {}).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(faults_->Head("dir/secret.txt", {}).ok());  // the rule is spent
+  EXPECT_EQ(faults_->Calls(StoreOp::kHead), 3);
+  EXPECT_EQ(faults_->Calls(StoreOp::kRead), 1);
+  faults_->ResetCalls();
+  EXPECT_EQ(faults_->Calls(StoreOp::kAny), 0);
+}
+
+TEST_F(RetryingStoreTest, DelayRuleStallsThenPassesThrough) {
+  faults_->AddRule({StoreOp::kHead, "", Status::Ok(), 1, milliseconds(20)});
+  Clock::time_point start = Clock::now();
+  EXPECT_TRUE(faults_->Head("k", {}).ok());
+  EXPECT_GE(Clock::now() - start, milliseconds(20));
+  faults_->FailAlways(StoreOp::kHead, faults_->ServerError("k"));
+  faults_->ClearRules();
+  EXPECT_TRUE(faults_->Head("k", {}).ok());
+}
+
+}  // namespace
+}  // namespace lakecache
