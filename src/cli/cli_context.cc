@@ -11,7 +11,8 @@
 namespace lakecache::cli {
 namespace {
 
-// The namespace whose URI (same scheme and bucket, key prefix) covers `uri`; the longest prefix wins.
+// The namespace whose URI (same scheme and bucket, key prefix) covers `uri`; the longest prefix
+// wins.
 const NamespaceConfig* FindCoveringNamespace(const Config& config, const ObjectUri& uri) {
   const NamespaceConfig* best = nullptr;
   for (const auto& [name, ns] : config.namespaces) {
@@ -65,8 +66,10 @@ Result<Target> CliContext::Open(const std::string& text) const {
   } else {
     ns.name = "(command line)";
     if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) ns.endpoint = ep;
-    if (const char* r = EnvOrNull("AWS_REGION")) ns.region = r;
-    else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION")) ns.region = dr;
+    if (const char* r = EnvOrNull("AWS_REGION"))
+      ns.region = r;
+    else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION"))
+      ns.region = dr;
   }
   ns.uri = text;
   ns.location = uri;

@@ -1,5 +1,5 @@
-// CliContext: what every command shares — global flags, the loaded config, and how a URI given on the
-// command line becomes an ObjectStore.
+// CliContext: what every command shares — global flags, the loaded config, and how a URI given on
+// the command line becomes an ObjectStore.
 //
 // Used from the main thread only. Exit codes are the same for every command: 0 success, 1 failure
 // (I/O, network, access denied, server error), 2 usage error or a path/URI that does not exist.

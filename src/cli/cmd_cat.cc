@@ -23,7 +23,8 @@ bool ParseNumber(std::string_view s, uint64_t* out) {
 Result<ByteRange> ParseRange(const std::string& text) {
   ByteRange r;
   size_t dash = text.find('-');
-  bool ok = dash != std::string::npos && ParseNumber(std::string_view(text).substr(0, dash), &r.first);
+  bool ok =
+      dash != std::string::npos && ParseNumber(std::string_view(text).substr(0, dash), &r.first);
   std::string_view rest = std::string_view(text).substr(dash == std::string::npos ? 0 : dash + 1);
   if (ok && !rest.empty()) ok = ParseNumber(rest, &r.last) && r.last >= r.first;
   if (!ok) {

@@ -8,7 +8,8 @@
 
 namespace lakecache::cli {
 
-// Like `aws s3 ls`: one entry per line; folders end in '/'. Recursive lists every key under the URI.
+// Like `aws s3 ls`: one entry per line; folders end in '/'. Recursive lists every key under the
+// URI.
 int RunLs(const CliContext& ctx, const std::string& uri, bool recursive);
 
 // Size, ETag and modification time of an object (or "directory" for a prefix).

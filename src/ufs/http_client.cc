@@ -155,11 +155,14 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
                    static_cast<long>(std::max<int64_t>(1, options_.stall_timeout.count() / 1000)));
   if (options.deadline != Clock::time_point::max()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline - Clock::now());
-    if (left.count() <= 0) return Status::DeadlineExceeded(RequestName(request) + ": deadline passed");
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline - Clock::now());
+    if (left.count() <= 0)
+      return Status::DeadlineExceeded(RequestName(request) + ": deadline passed");
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(left.count()));
   }
-  if (!options_.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+  if (!options_.ca_bundle.empty())
+    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
@@ -172,19 +175,26 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
   }
   if (request.method == "PUT" || request.method == "POST") {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data() ? request.body.data() : "");
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
   }
 
   curl_slist* headers = nullptr;
-  for (const auto& [k, v] : request.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
+  for (const auto& [k, v] : request.headers)
+    headers = curl_slist_append(headers, (k + ": " + v).c_str());
   headers = curl_slist_append(headers, "Expect:");
-  if (request.method == "PUT") headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  if (request.method == "PUT")
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 
   CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
 
+  if (rc == CURLE_PARTIAL_FILE && request.accept_truncated && response.status != 0) {
+    response.truncated = true;  // the connection is in an unknown state: drop the handle
+    return response;
+  }
   if (rc != CURLE_OK) {
     // A failed transfer may leave the connection in an unknown state: drop the handle.
     std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);

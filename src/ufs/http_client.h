@@ -1,10 +1,10 @@
 // HttpClient: blocking HTTP(S) requests over libcurl, with connection reuse.
 //
-// Each request borrows an idle curl easy handle from a pool (keeping its warm connection), so parallel
-// requests run on separate handles and sequential ones reuse connections. Thread-safe. Transport errors
-// map to Status: connection refused/reset, timeouts and truncated bodies are kUnavailable (retryable);
-// certificate and TLS failures are final (kIoError) with a message saying how to trust the certificate.
-// HTTP status codes are returned, not interpreted.
+// Each request borrows an idle curl easy handle from a pool (keeping its warm connection), so
+// parallel requests run on separate handles and sequential ones reuse connections. Thread-safe.
+// Transport errors map to Status: connection refused/reset, timeouts and truncated bodies are
+// kUnavailable (retryable); certificate and TLS failures are final (kIoError) with a message saying
+// how to trust the certificate. HTTP status codes are returned, not interpreted.
 #pragma once
 
 #include <memory>
@@ -32,16 +32,21 @@ struct HttpRequest {
   std::string url;
   HeaderList headers;
   std::span<const char> body;  // request body (PUT)
-  // When set, the response body is written here (at most sink.size() bytes; more is an error) instead
-  // of HttpResponse::body. Error responses (status >= 300) always go to HttpResponse::body.
+  // When set, the response body is written here (at most sink.size() bytes; more is an error)
+  // instead of HttpResponse::body. Error responses (status >= 300) always go to HttpResponse::body.
   std::span<char> sink;
+  // When set, a body cut short after complete headers is returned with HttpResponse::truncated
+  // rather than as an error, so the caller can judge it by the headers (some servers announce a
+  // byte they never send for ranges over empty objects).
+  bool accept_truncated = false;
 };
 
 struct HttpResponse {
   long status = 0;
   HeaderList headers;  // names lowercased
   std::string body;
-  size_t sink_bytes = 0;  // bytes written into HttpRequest::sink
+  size_t sink_bytes = 0;   // bytes written into HttpRequest::sink
+  bool truncated = false;  // see HttpRequest::accept_truncated
 
   // The first header with this (lowercase) name, or empty.
   std::string Header(std::string_view name) const;

@@ -6,11 +6,13 @@
 namespace lakecache {
 
 Status ObjectStore::Put(std::string_view key, std::span<const char>, const IoOptions&) {
-  return Status::Unimplemented(Describe() + "/" + std::string(key) + ": writes are not supported yet");
+  return Status::Unimplemented(Describe() + "/" + std::string(key) +
+                               ": writes are not supported yet");
 }
 
 Status ObjectStore::Delete(std::string_view key, const IoOptions&) {
-  return Status::Unimplemented(Describe() + "/" + std::string(key) + ": deletes are not supported yet");
+  return Status::Unimplemented(Describe() + "/" + std::string(key) +
+                               ": deletes are not supported yet");
 }
 
 Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,

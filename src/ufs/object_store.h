@@ -1,11 +1,12 @@
 // ObjectStore: the under-storage interface, what lakecache needs from S3, OSS or a local directory.
 //
-// Keys are relative to the store's bucket (or root folder), never starting with '/'. Every call takes
-// IoOptions carrying its deadline. Errors are Status codes: kNotFound (no such key/bucket),
-// kAccessDenied (403, bad credentials), kUnavailable (transient: 5xx, SlowDown, timeout, reset; retry),
-// kPreconditionFailed (the object changed under If-Match); anything else is final. Messages name the
-// bucket, the key and the HTTP status. Implementations are thread-safe; behaviour such as retries or
-// fault injection is added by wrapping (RetryingStore, FaultInjectingStore), not by flags.
+// Keys are relative to the store's bucket (or root folder), never starting with '/'. Every call
+// takes IoOptions carrying its deadline. Errors are Status codes: kNotFound (no such key/bucket),
+// kAccessDenied (403, bad credentials), kUnavailable (transient: 5xx, SlowDown, timeout, reset;
+// retry), kPreconditionFailed (the object changed under If-Match); anything else is final. Messages
+// name the bucket, the key and the HTTP status. Implementations are thread-safe; behaviour such as
+// retries or fault injection is added by wrapping (RetryingStore, FaultInjectingStore), not by
+// flags.
 #pragma once
 
 #include <chrono>
@@ -68,13 +69,13 @@ class ObjectStore {
   virtual Result<ListPage> List(const ListRequest& request, const IoOptions& options) = 0;
   virtual Result<ObjectInfo> Head(std::string_view key, const IoOptions& options) = 0;
 
-  // Reads up to buf.size() bytes of `key` starting at `offset` into buf. Returns the count read, which
-  // is short only at the end of the object (0 when offset >= size).
+  // Reads up to buf.size() bytes of `key` starting at `offset` into buf. Returns the count read,
+  // which is short only at the end of the object (0 when offset >= size).
   virtual Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> buf,
                               const ReadOptions& options) = 0;
 
-  // The write path (Put, multipart upload, Delete) lands here in a later version; stores that cannot
-  // write keep these defaults.
+  // The write path (Put, multipart upload, Delete) lands here in a later version; stores that
+  // cannot write keep these defaults.
   virtual Status Put(std::string_view key, std::span<const char> data, const IoOptions& options);
   virtual Status Delete(std::string_view key, const IoOptions& options);
 };

@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 
+#include <cstdio>
+
 #include "ufs/s3_xml.h"
 #include "ufs/sigv4.h"
 
@@ -27,6 +29,28 @@ Result<uint64_t> ParseContentLength(const HttpResponse& r, const std::string& wh
   return Status::Internal(what + ": response has no valid Content-Length ('" + v + "')");
 }
 
+constexpr uint64_t kUnknownTotal = UINT64_MAX;
+
+struct ContentRange {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  uint64_t total = kUnknownTotal;  // "*" in the header
+};
+
+// "bytes 100-199/1000" or "bytes 100-199/*".
+bool ParseContentRange(const std::string& header, ContentRange* out) {
+  unsigned long long first = 0, last = 0, total = 0;
+  if (std::sscanf(header.c_str(), "bytes %llu-%llu/%llu", &first, &last, &total) == 3) {
+    *out = {first, last, total};
+    return true;
+  }
+  if (std::sscanf(header.c_str(), "bytes %llu-%llu/*", &first, &last) == 2) {
+    *out = {first, last, kUnknownTotal};
+    return true;
+  }
+  return false;
+}
+
 bool IsRetryableCode(long status, const std::string& code) {
   return status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
          code == "InternalError" || code == "ServiceUnavailable" || code == "RequestTimeTooSkewed";
@@ -36,7 +60,8 @@ bool IsRetryableCode(long status, const std::string& code) {
 
 Result<std::unique_ptr<S3Store>> S3Store::Create(S3StoreOptions options) {
   if (options.bucket.empty()) return Status::InvalidArgument("S3 store: missing bucket name");
-  if (options.endpoint.empty()) options.endpoint = "https://s3." + options.region + ".amazonaws.com";
+  if (options.endpoint.empty())
+    options.endpoint = "https://s3." + options.region + ".amazonaws.com";
   std::string_view ep = options.endpoint;
   size_t sep = ep.find("://");
   std::string scheme(sep == std::string_view::npos ? "" : ep.substr(0, sep));
@@ -46,7 +71,8 @@ Result<std::unique_ptr<S3Store>> S3Store::Create(S3StoreOptions options) {
   }
   std::string_view host = ep.substr(sep + 3);
   host = host.substr(0, host.find('/'));
-  if (host.empty()) return Status::InvalidArgument("endpoint '" + options.endpoint + "' has no host");
+  if (host.empty())
+    return Status::InvalidArgument("endpoint '" + options.endpoint + "' has no host");
   return std::unique_ptr<S3Store>(new S3Store(std::move(options), scheme, std::string(host)));
 }
 
@@ -107,8 +133,10 @@ Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) con
   if (status == 412) return Status::PreconditionFailed(where + ": object changed (" + http + ")");
   if (IsRetryableCode(status, err.code)) return Status::Unavailable(where + ": " + http);
   if (status == 301 || status == 307 || err.code == "PermanentRedirect") {
-    return Status::InvalidArgument(where + ": the bucket must be addressed through another "
-                                   "endpoint or region (" + http + ")");
+    return Status::InvalidArgument(where +
+                                   ": the bucket must be addressed through another "
+                                   "endpoint or region (" +
+                                   http + ")");
   }
   return Status::InvalidArgument(where + ": request rejected (" + http + ")");
 }
@@ -150,24 +178,31 @@ Result<size_t> S3Store::Read(std::string_view key, uint64_t offset, std::span<ch
   if (buf.empty()) return size_t{0};
   HttpRequest http;
   http.method = "GET";
-  http.headers.emplace_back("Range", "bytes=" + std::to_string(offset) + "-" +
-                                         std::to_string(offset + buf.size() - 1));
-  if (!options.if_match.empty()) http.headers.emplace_back("If-Match", "\"" + options.if_match + "\"");
+  http.headers.emplace_back(
+      "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + buf.size() - 1));
+  if (!options.if_match.empty())
+    http.headers.emplace_back("If-Match", "\"" + options.if_match + "\"");
   http.sink = buf;
+  http.accept_truncated = true;
   LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
+  std::string where = Describe() + "/" + std::string(key);
   if (response.status == 416) return size_t{0};  // offset at or past the end (or an empty object)
+  if (response.status != 206 && response.status != 200) return ErrorFor(response, key);
   if (response.status == 200 && offset != 0) {
-    return Status::Internal(Describe() + "/" + std::string(key) +
+    return Status::Internal(where +
                             ": server ignored the Range header (HTTP 200 for a ranged GET)");
   }
-  if (response.status != 206 && response.status != 200) return ErrorFor(response, key);
   if (response.status == 206) {
-    std::string range = response.Header("content-range");  // "bytes 100-199/1000"
-    std::string expect = "bytes " + std::to_string(offset) + "-";
-    if (!range.starts_with(expect)) {
-      return Status::Internal(Describe() + "/" + std::string(key) + ": asked for offset " +
-                              std::to_string(offset) + " but got Content-Range '" + range + "'");
+    ContentRange range;
+    if (!ParseContentRange(response.Header("content-range"), &range) || range.first != offset) {
+      return Status::Internal(where + ": asked for offset " + std::to_string(offset) +
+                              " but got Content-Range '" + response.Header("content-range") + "'");
     }
+    if (range.total != kUnknownTotal && offset >= range.total) return size_t{0};
+  }
+  if (response.truncated) {
+    return Status::Unavailable(where + ": response body ended early (" +
+                               std::to_string(response.sink_bytes) + " bytes)");
   }
   return response.sink_bytes;
 }

@@ -1,8 +1,10 @@
 // S3Store: ObjectStore over the S3 REST API (AWS S3, OSS's S3-compatible API, s3rver, Swift s3api).
 //
-// Requests are signed with SigV4 (unsigned when the credentials are anonymous), addressed path-style
+// Requests are signed with SigV4 (unsigned when the credentials are anonymous), addressed
+// path-style
 // ("endpoint/bucket/key") or virtual-hosted ("bucket.endpoint/key"), and sent through a shared
-// HttpClient, which reuses connections. Thread-safe. Retries are not done here: wrap in RetryingStore.
+// HttpClient, which reuses connections. Thread-safe. Retries are not done here: wrap in
+// RetryingStore.
 #pragma once
 
 #include <memory>

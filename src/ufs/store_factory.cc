@@ -17,7 +17,8 @@ Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,
     s3.scheme = loc.scheme;
     s3.bucket = loc.bucket;
     s3.endpoint = ns.endpoint;
-    if (s3.endpoint.empty() && !loc.endpoint_host.empty()) s3.endpoint = "https://" + loc.endpoint_host;
+    if (s3.endpoint.empty() && !loc.endpoint_host.empty())
+      s3.endpoint = "https://" + loc.endpoint_host;
     if (s3.endpoint.empty() && loc.scheme == UriScheme::kOss) {
       return Status::InvalidArgument("namespace '" + ns.name + "': oss:// needs an endpoint (set " +
                                      "`endpoint` or write the URI as oss://bucket.endpoint/dir)");

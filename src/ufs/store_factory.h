@@ -1,8 +1,8 @@
 // Opens the ObjectStore behind a namespace: S3 or OSS (S3-compatible API) or a local directory,
 // wrapped in a RetryingStore.
 //
-// The store addresses the namespace's bucket (or root folder); mapping keys under the namespace prefix
-// is the caller's job. Thread-safe; the returned store is shared.
+// The store addresses the namespace's bucket (or root folder); mapping keys under the namespace
+// prefix is the caller's job. Thread-safe; the returned store is shared.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
-// The `lakecache` binary end to end against s3rver: output formats, exit codes, config handling, and
-// that secrets never reach stdout or stderr.
+// The `lakecache` binary end to end against s3rver: output formats, exit codes, config handling,
+// and that secrets never reach stdout or stderr.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -151,10 +151,13 @@ TEST_F(CliTest, ConfigNamespaceSuppliesEndpointAndCredentials) {
                                 "namespaces:\n"
                                 "  data:\n"
                                 "    uri: s3://cli/data\n"
-                                "    endpoint: " + server_->endpoint() + "\n"
-                                "    path_style: true\n"
-                                "    access_key: S3RVER\n"
-                                "    secret_key_file: " + secret_file + "\n");
+                                "    endpoint: " +
+                                    server_->endpoint() +
+                                    "\n"
+                                    "    path_style: true\n"
+                                    "    access_key: S3RVER\n"
+                                    "    secret_key_file: " +
+                                    secret_file + "\n");
   // No credentials or endpoint in the environment: everything comes from the config.
   RunResult r = RunCommand({LAKECACHE_BINARY, "cat", "s3://cli/data/sub/b.txt", "--config", cfg},
                            {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY", "-AWS_ENDPOINT_URL"});
@@ -170,7 +173,8 @@ TEST_F(CliTest, ConfigShowRedactsSecrets) {
                                 "    uri: s3://bucket/ds\n"
                                 "    endpoint: http://127.0.0.1:9\n"
                                 "    access_key: AKIDSHOW\n"
-                                "    secret_key: " + secret + "\n");
+                                "    secret_key: " +
+                                    secret + "\n");
   RunResult r = Lc({"config", "show", "--config", cfg, "-o", "namespaces.ds.metadata_ttl=5m"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find(secret), std::string::npos) << r.out;
@@ -180,8 +184,8 @@ TEST_F(CliTest, ConfigShowRedactsSecrets) {
 }
 
 TEST_F(CliTest, MalformedConfigNamesFileAndKey) {
-  std::string cfg = WriteConfig("bad.yaml",
-                                "namespaces:\n  ds:\n    uri: s3://b/p\n    metadata_ttl: soon\n");
+  std::string cfg =
+      WriteConfig("bad.yaml", "namespaces:\n  ds:\n    uri: s3://b/p\n    metadata_ttl: soon\n");
   RunResult r = Lc({"config", "show", "--config", cfg});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bad.yaml"), std::string::npos) << r.err;

@@ -32,8 +32,8 @@ class HttpsTest : public ::testing::Test {
   }
 
   RunResult Cat(std::vector<std::string> extra, std::vector<std::string> env) {
-    std::vector<std::string> argv = {LAKECACHE_BINARY, "cat", "s3://secure/k.txt", "--path-style",
-                                     "--endpoint", server_->endpoint()};
+    std::vector<std::string> argv = {LAKECACHE_BINARY, "cat",        "s3://secure/k.txt",
+                                     "--path-style",   "--endpoint", server_->endpoint()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     env.push_back("AWS_ACCESS_KEY_ID=S3RVER");
     env.push_back("AWS_SECRET_ACCESS_KEY=S3RVER");

@@ -1,5 +1,5 @@
-// The S3 store against real servers: s3rver (lenient, fast) and OpenStack Swift with s3api (verifies
-// SigV4, strict paging and ranges). Every case runs against both.
+// The S3 store against real servers: s3rver (lenient, fast) and OpenStack Swift with s3api
+// (verifies SigV4, strict paging and ranges). Every case runs against both.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,9 +20,9 @@ using testing::S3Server;
 constexpr char kBucket[] = "lc-test";
 constexpr size_t kBigSize = 3 * 65536 + 17;
 
-const std::vector<std::string> kSpecialKeys = {
-    "special/with space.txt", "special/ünïcødé-файл.txt", "special/a+b.txt", "special/100%.txt",
-    "special/semi;colon=eq&amp.txt"};
+const std::vector<std::string> kSpecialKeys = {"special/with space.txt", "special/ünïcødé-файл.txt",
+                                               "special/a+b.txt", "special/100%.txt",
+                                               "special/semi;colon=eq&amp.txt"};
 
 std::string BigContent() {
   std::string s(kBigSize, '\0');
@@ -38,8 +38,8 @@ std::vector<std::pair<std::string, std::string>> Dataset() {
     objects.emplace_back(name, "v" + std::to_string(i));
   }
   for (int i = 0; i < 5; ++i) objects.emplace_back("page/p" + std::to_string(i), "page");
-  for (const char* k : {"tree/a/b/c.txt", "tree/a/b/d.txt", "tree/a/e.txt", "tree/a/f/g.txt",
-                        "tree/z.txt"}) {
+  for (const char* k :
+       {"tree/a/b/c.txt", "tree/a/b/d.txt", "tree/a/e.txt", "tree/a/f/g.txt", "tree/z.txt"}) {
     objects.emplace_back(k, k);
   }
   objects.emplace_back("blob/big.bin", BigContent());
@@ -53,14 +53,20 @@ S3Server& Server(const std::string& kind) {
   static std::map<std::string, std::unique_ptr<S3Server>> servers;
   auto& slot = servers[kind];
   if (!slot) {
-    Result<std::unique_ptr<S3Server>> started =
-        kind == "swift" ? Result<std::unique_ptr<S3Server>>(testing::SwiftS3::Start())
-                        : Result<std::unique_ptr<S3Server>>(testing::S3rver::Start());
-    if (!started.ok()) {
-      ADD_FAILURE() << kind << " did not start: " << started.status().ToString();
+    Status started;
+    if (kind == "swift") {
+      auto swift = testing::SwiftS3::Start();
+      started = swift.status();
+      if (swift.ok()) slot = std::move(swift).value();
+    } else {
+      auto s3rver = testing::S3rver::Start();
+      started = s3rver.status();
+      if (s3rver.ok()) slot = std::move(s3rver).value();
+    }
+    if (!slot) {
+      ADD_FAILURE() << kind << " did not start: " << started.ToString();
       std::abort();
     }
-    slot = std::move(started).value();
     Status s = slot->CreateBucket(kBucket);
     if (s.ok()) s = slot->PutObjects(kBucket, Dataset());
     if (!s.ok()) {
@@ -140,7 +146,8 @@ TEST_P(S3CompatTest, MaxKeys2ContinuationVisitsEveryKeyOnce) {
     if (!page->truncated) break;
     req.continuation_token = page->next_token;
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"page/p0", "page/p1", "page/p2", "page/p3", "page/p4"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"page/p0", "page/p1", "page/p2", "page/p3", "page/p4"}));
   EXPECT_GE(pages, 3);
 }
 
@@ -179,8 +186,8 @@ TEST_P(S3CompatTest, PagedDelimiterListingHasNoDuplicates) {
 
 TEST_P(S3CompatTest, RangedReadsAtBlockBoundaries) {
   const std::string big = BigContent();
-  const std::pair<uint64_t, size_t> ranges[] = {
-      {0, 65536}, {65535, 2}, {65536, 65536}, {131071, 65537}, {196608, 17}, {0, kBigSize}};
+  const std::pair<uint64_t, size_t> ranges[] = {{0, 65536},      {65535, 2},   {65536, 65536},
+                                                {131071, 65537}, {196608, 17}, {0, kBigSize}};
   for (const auto& [offset, len] : ranges) {
     SCOPED_TRACE("offset " + std::to_string(offset) + " len " + std::to_string(len));
     EXPECT_EQ(ReadRange("blob/big.bin", offset, len), big.substr(offset, len));
@@ -248,7 +255,7 @@ TEST_P(S3CompatTest, MissingBucketIsNotFound) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Servers, S3CompatTest, ::testing::Values("s3rver", "swift"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 // Swift verifies signatures: a wrong secret is refused, and the message names the key id only.
 TEST(SwiftSignatureTest, WrongSecretIsAccessDeniedNamingKeyIdNotSecret) {

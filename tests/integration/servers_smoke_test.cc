@@ -13,8 +13,11 @@ namespace {
 using Objects = std::vector<std::pair<std::string, std::string>>;
 
 Objects SampleObjects() {
-  Objects objects = {{"a b.txt", "space"}, {"ünï.txt", "unicode"}, {"x+y", "plus"},
-                     {"p%q", "percent"},   {"dir/", ""}};
+  Objects objects = {{"a b.txt", "space"},
+                     {"ünï.txt", "unicode"},
+                     {"x+y", "plus"},
+                     {"p%q", "percent"},
+                     {"dir/", ""}};
   for (int i = 0; i < 45; ++i) {
     objects.emplace_back("many/" + std::to_string(i), "content of " + std::to_string(i));
   }
@@ -102,13 +105,18 @@ TEST_F(ServersSmokeTest, SwiftRejectsWrongSecret) {
       << r.out;
 }
 
+TEST_F(ServersSmokeTest, PutObjectsReportsFailedUploads) {
+  Status put = swift_->PutObjects("no-such-bucket", {{"k", "v"}});
+  EXPECT_FALSE(put.ok());
+  EXPECT_NE(put.message().find("HTTP 404"), std::string::npos) << put.ToString();
+}
+
 TEST(ServersSmokeTlsTest, S3rverServesHttps) {
   TempDir certs;
   auto tls = MakeSelfSignedCert(certs.path());
   ASSERT_TRUE(tls.ok()) << tls.status().ToString();
-  auto server = S3rver::Start({.buckets = {"tls"},
-                               .tls_key_path = tls->key_path,
-                               .tls_cert_path = tls->cert_path});
+  auto server = S3rver::Start(
+      {.buckets = {"tls"}, .tls_key_path = tls->key_path, .tls_cert_path = tls->cert_path});
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   EXPECT_TRUE((*server)->endpoint().starts_with("https://127.0.0.1:"));
   Status put = (*server)->PutObjects("tls", {{"k", "v"}});
@@ -118,8 +126,9 @@ TEST(ServersSmokeTlsTest, S3rverServesHttps) {
 }
 
 TEST(RunCommandTest, CapturesStreamsAppliesEnvAndEnforcesTimeout) {
-  RunResult r = RunCommand({"sh", "-c", "echo out; echo err >&2; echo \"$A-${HOME:-unset}\"; exit 3"},
-                           {"A=set", "-HOME"});
+  RunResult r =
+      RunCommand({"sh", "-c", "echo out; echo err >&2; echo \"$A-${HOME:-unset}\"; exit 3"},
+                 {"A=set", "-HOME"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_EQ(r.out, "out\nset-unset\n");
   EXPECT_EQ(r.err, "err\n");
