@@ -4,7 +4,8 @@
 // keys), the environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN; for oss://
 // namespaces OSS_ACCESS_KEY_ID / OSS_ACCESS_KEY_SECRET / OSS_SESSION_TOKEN first), then the shared
 // credentials file (AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials, profile AWS_PROFILE or
-// "default"). Nothing found means anonymous (unsigned) requests. Thread-safe; reads files each call.
+// "default"). Nothing found means anonymous (unsigned) requests. Thread-safe; reads files each
+// call.
 #pragma once
 
 #include <functional>
@@ -20,7 +21,8 @@ struct Credentials {
   std::string access_key_id;  // empty: anonymous
   Secret secret_access_key;
   Secret session_token;
-  std::string source;  // "config", "environment", "shared credentials file (profile default)", "none"
+  std::string
+      source;  // "config", "environment", "shared credentials file (profile default)", "none"
 
   bool anonymous() const { return access_key_id.empty(); }
 };
@@ -30,6 +32,7 @@ using EnvLookup = std::function<const char*(const char*)>;
 
 const char* ProcessEnv(const char* name);
 
-Result<Credentials> ResolveCredentials(const NamespaceConfig& ns, const EnvLookup& env = ProcessEnv);
+Result<Credentials> ResolveCredentials(const NamespaceConfig& ns,
+                                       const EnvLookup& env = ProcessEnv);
 
 }  // namespace lakecache

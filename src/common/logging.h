@@ -1,7 +1,8 @@
 // Process-wide logging set-up over spdlog.
 //
 // Call InitLogging once at start (before threads). Code logs with spdlog::info/warn/... directly.
-// Secrets must never be passed to a log call; the Secret type (common/secret.h) formats as "<redacted>".
+// Secrets must never be passed to a log call; the Secret type (common/secret.h) formats as
+// "<redacted>".
 #pragma once
 
 #include <string>

@@ -4,9 +4,12 @@ namespace lakecache {
 
 std::string_view UriSchemeName(UriScheme scheme) {
   switch (scheme) {
-    case UriScheme::kS3: return "s3";
-    case UriScheme::kOss: return "oss";
-    case UriScheme::kFile: return "file";
+    case UriScheme::kS3:
+      return "s3";
+    case UriScheme::kOss:
+      return "oss";
+    case UriScheme::kFile:
+      return "file";
   }
   return "?";
 }
@@ -24,8 +27,9 @@ Result<ObjectUri> ParseObjectUri(std::string_view text) {
   ObjectUri uri;
   size_t sep = text.find("://");
   if (sep == std::string_view::npos) {
-    return Status::InvalidArgument("invalid URI '" + std::string(text) +
-                                   "' (expected s3://bucket/prefix, oss://bucket/prefix or file:///dir)");
+    return Status::InvalidArgument(
+        "invalid URI '" + std::string(text) +
+        "' (expected s3://bucket/prefix, oss://bucket/prefix or file:///dir)");
   }
   std::string_view scheme = text.substr(0, sep);
   std::string_view rest = text.substr(sep + 3);

@@ -1,8 +1,10 @@
-// ObjectUri: a parsed object-store location, "s3://bucket/prefix", "oss://bucket/prefix" or "file:///dir".
+// ObjectUri: a parsed object-store location, "s3://bucket/prefix", "oss://bucket/prefix" or
+// "file:///dir".
 //
-// For s3 and oss, `bucket` is the bucket and `key` the object key or prefix within it (no leading '/').
-// An OSS URI written as "oss://bucket.endpoint/dir" (JindoFS style) yields bucket "bucket" and
-// endpoint_host "endpoint". For file, `key` is the absolute local path. Value type; pure functions.
+// For s3 and oss, `bucket` is the bucket and `key` the object key or prefix within it (no leading
+// '/'). An OSS URI written as "oss://bucket.endpoint/dir" (JindoFS style) yields bucket "bucket"
+// and endpoint_host "endpoint". For file, `key` is the absolute local path. Value type; pure
+// functions.
 #pragma once
 
 #include <string>

@@ -15,7 +15,7 @@ namespace lakecache {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     if (status_.ok()) status_ = Status::Internal("Result built from an OK status without a value");
   }
@@ -24,9 +24,18 @@ class [[nodiscard]] Result {
   const Status& status() const { return status_; }
 
   // REQUIRES: ok()
-  T& value() & { Check(); return *value_; }
-  const T& value() const& { Check(); return *value_; }
-  T&& value() && { Check(); return std::move(*value_); }
+  T& value() & {
+    Check();
+    return *value_;
+  }
+  const T& value() const& {
+    Check();
+    return *value_;
+  }
+  T&& value() && {
+    Check();
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
@@ -43,7 +52,8 @@ class [[nodiscard]] Result {
 // Assigns the value of a Result expression to `lhs`, or returns its Status from the caller.
 #define LC_CONCAT_INNER(a, b) a##b
 #define LC_CONCAT(a, b) LC_CONCAT_INNER(a, b)
-#define LC_ASSIGN_OR_RETURN(lhs, expr) LC_ASSIGN_OR_RETURN_IMPL(LC_CONCAT(_res_, __LINE__), lhs, expr)
+#define LC_ASSIGN_OR_RETURN(lhs, expr) \
+  LC_ASSIGN_OR_RETURN_IMPL(LC_CONCAT(_res_, __LINE__), lhs, expr)
 #define LC_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \

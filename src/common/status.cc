@@ -4,18 +4,30 @@ namespace lakecache {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAccessDenied: return "AccessDenied";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kNoSpace: return "NoSpace";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kPreconditionFailed: return "PreconditionFailed";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAccessDenied:
+      return "AccessDenied";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kNoSpace:
+      return "NoSpace";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kPreconditionFailed:
+      return "PreconditionFailed";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

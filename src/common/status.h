@@ -1,9 +1,9 @@
 // Status: the outcome of an operation, a code plus a human-readable message.
 //
 // One error type serves every layer. Codes are grouped by what the caller can do about them: retry
-// (kUnavailable), give up with a clear message (kNotFound, kAccessDenied, ...), or report a bug (kInternal).
-// Messages name the object involved (bucket, key, file, config key) and never contain secrets.
-// Status is a value type; copying is cheap (OK carries no allocation).
+// (kUnavailable), give up with a clear message (kNotFound, kAccessDenied, ...), or report a bug
+// (kInternal). Messages name the object involved (bucket, key, file, config key) and never contain
+// secrets. Status is a value type; copying is cheap (OK carries no allocation).
 #pragma once
 
 #include <memory>
@@ -14,17 +14,17 @@ namespace lakecache {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument,  // bad input from the caller: malformed config, bad URI, bad range
-  kNotFound,         // object, file or namespace does not exist
-  kAccessDenied,     // credentials rejected or missing permission
-  kUnavailable,      // transient: 5xx, SlowDown, timeout, connection reset; worth retrying
-  kDeadlineExceeded, // the caller's deadline passed (retries included)
-  kIoError,          // local I/O failure
-  kNoSpace,          // disk full or a capacity floor reached
-  kCorruption,       // checksum or format mismatch
+  kInvalidArgument,     // bad input from the caller: malformed config, bad URI, bad range
+  kNotFound,            // object, file or namespace does not exist
+  kAccessDenied,        // credentials rejected or missing permission
+  kUnavailable,         // transient: 5xx, SlowDown, timeout, connection reset; worth retrying
+  kDeadlineExceeded,    // the caller's deadline passed (retries included)
+  kIoError,             // local I/O failure
+  kNoSpace,             // disk full or a capacity floor reached
+  kCorruption,          // checksum or format mismatch
   kPreconditionFailed,  // the object changed (If-Match failed)
   kUnimplemented,
-  kInternal,         // a bug or an unexpected answer (e.g. unparsable XML from the server)
+  kInternal,  // a bug or an unexpected answer (e.g. unparsable XML from the server)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -35,9 +35,13 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message);
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {StatusCode::kInvalidArgument, std::move(msg)};
+  }
   static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
-  static Status AccessDenied(std::string msg) { return {StatusCode::kAccessDenied, std::move(msg)}; }
+  static Status AccessDenied(std::string msg) {
+    return {StatusCode::kAccessDenied, std::move(msg)};
+  }
   static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
   static Status DeadlineExceeded(std::string msg) {
     return {StatusCode::kDeadlineExceeded, std::move(msg)};
@@ -48,7 +52,9 @@ class [[nodiscard]] Status {
   static Status PreconditionFailed(std::string msg) {
     return {StatusCode::kPreconditionFailed, std::move(msg)};
   }
-  static Status Unimplemented(std::string msg) { return {StatusCode::kUnimplemented, std::move(msg)}; }
+  static Status Unimplemented(std::string msg) {
+    return {StatusCode::kUnimplemented, std::move(msg)};
+  }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
 
   bool ok() const { return state_ == nullptr; }
@@ -71,10 +77,10 @@ class [[nodiscard]] Status {
 };
 
 // Propagates a non-OK Status from an expression to the caller.
-#define LC_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    ::lakecache::Status _st = (expr);     \
-    if (!_st.ok()) return _st;            \
+#define LC_RETURN_IF_ERROR(expr)      \
+  do {                                \
+    ::lakecache::Status _st = (expr); \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 }  // namespace lakecache

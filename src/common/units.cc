@@ -16,12 +16,26 @@ struct Unit {
 
 constexpr double kKi = 1024.0;
 constexpr Unit kSizeUnits[] = {
-    {"", 1},          {"B", 1},
-    {"K", kKi},       {"k", kKi},        {"KiB", kKi},       {"Ki", kKi},
-    {"M", kKi * kKi}, {"MiB", kKi * kKi}, {"Mi", kKi * kKi},
-    {"G", kKi * kKi * kKi},      {"GiB", kKi * kKi * kKi},      {"Gi", kKi * kKi * kKi},
-    {"T", kKi * kKi * kKi * kKi}, {"TiB", kKi * kKi * kKi * kKi}, {"Ti", kKi * kKi * kKi * kKi},
-    {"kB", 1e3},      {"KB", 1e3},       {"MB", 1e6},        {"GB", 1e9}, {"TB", 1e12},
+    {"", 1},
+    {"B", 1},
+    {"K", kKi},
+    {"k", kKi},
+    {"KiB", kKi},
+    {"Ki", kKi},
+    {"M", kKi* kKi},
+    {"MiB", kKi* kKi},
+    {"Mi", kKi* kKi},
+    {"G", kKi* kKi* kKi},
+    {"GiB", kKi* kKi* kKi},
+    {"Gi", kKi* kKi* kKi},
+    {"T", kKi* kKi* kKi* kKi},
+    {"TiB", kKi* kKi* kKi* kKi},
+    {"Ti", kKi* kKi* kKi* kKi},
+    {"kB", 1e3},
+    {"KB", 1e3},
+    {"MB", 1e6},
+    {"GB", 1e9},
+    {"TB", 1e12},
 };
 
 constexpr Unit kDurationUnits[] = {
@@ -63,15 +77,16 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
     }
     return static_cast<uint64_t>(bytes);
   }
-  return Status::InvalidArgument("invalid size unit in '" + std::string(text) +
-                                 "' (expected B, KiB, MiB, GiB, TiB, K, M, G, T, kB, MB, GB or TB)");
+  return Status::InvalidArgument(
+      "invalid size unit in '" + std::string(text) +
+      "' (expected B, KiB, MiB, GiB, TiB, K, M, G, T, kB, MB, GB or TB)");
 }
 
 Result<Duration> ParseDuration(std::string_view text) {
   std::string_view s = Trim(text);
   auto invalid = [&](std::string_view why) {
-    return Status::InvalidArgument("invalid duration '" + std::string(text) + "'" + std::string(why) +
-                                   " (expected e.g. 30s, 5m, 1h30m, 250ms)");
+    return Status::InvalidArgument("invalid duration '" + std::string(text) + "'" +
+                                   std::string(why) + " (expected e.g. 30s, 5m, 1h30m, 250ms)");
   };
   if (s == "0") return Duration(0);
   if (s.empty()) return invalid("");
@@ -104,7 +119,8 @@ std::string FormatByteSize(uint64_t bytes) {
     if (bytes < factor) continue;
     if (bytes % factor == 0) return std::to_string(bytes / factor) + name;
     if ((bytes * 10) % factor == 0 && bytes < (UINT64_MAX / 10)) {
-      return std::to_string(bytes / factor) + "." + std::to_string((bytes * 10 / factor) % 10) + name;
+      return std::to_string(bytes / factor) + "." + std::to_string((bytes * 10 / factor) % 10) +
+             name;
     }
   }
   return std::to_string(bytes) + "B";
