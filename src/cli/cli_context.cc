@@ -57,34 +57,46 @@ Result<Config> CliContext::LoadConfig() const {
   return LoadConfigFile(flags_.config_file, flags_.overrides);
 }
 
-Result<Target> CliContext::Open(const std::string& text) const {
+Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const {
   LC_ASSIGN_OR_RETURN(ObjectUri uri, ParseObjectUri(text));
   LC_ASSIGN_OR_RETURN(Config config, LoadConfig());
   NamespaceConfig ns;
   if (const NamespaceConfig* covering = FindCoveringNamespace(config, uri)) {
     ns = *covering;
   } else {
-    ns.name = "(command line)";
+    ns.name = uri.scheme == UriScheme::kFile ? "local" : uri.bucket;
     if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) ns.endpoint = ep;
-    if (const char* r = EnvOrNull("AWS_REGION"))
+    if (const char* r = EnvOrNull("AWS_REGION")) {
       ns.region = r;
-    else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION"))
+    } else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION")) {
       ns.region = dr;
+    }
   }
   ns.uri = text;
   ns.location = uri;
   if (!flags_.endpoint.empty()) ns.endpoint = flags_.endpoint;
   if (!flags_.region.empty()) ns.region = flags_.region;
   if (flags_.path_style) ns.path_style = true;
-  if (uri.scheme == UriScheme::kFile) SplitLocalPath(&ns.location, &uri);
+  return ns;
+}
 
-  LC_ASSIGN_OR_RETURN(Credentials creds, ResolveCredentials(ns));
+StoreOptions CliContext::MakeStoreOptions() const {
   StoreOptions options;
   options.http.ca_bundle = flags_.ca_bundle;
   if (options.http.ca_bundle.empty()) {
     if (const char* bundle = EnvOrNull("AWS_CA_BUNDLE")) options.http.ca_bundle = bundle;
   }
-  LC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store, OpenObjectStore(ns, creds, options));
+  return options;
+}
+
+Result<Target> CliContext::Open(const std::string& text) const {
+  LC_ASSIGN_OR_RETURN(NamespaceConfig ns, NamespaceFor(text));
+  ObjectUri uri = ns.location;
+  if (uri.scheme == UriScheme::kFile) SplitLocalPath(&ns.location, &uri);
+
+  LC_ASSIGN_OR_RETURN(Credentials creds, ResolveCredentials(ns));
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store,
+                      OpenObjectStore(ns, creds, MakeStoreOptions()));
   return Target{std::move(uri), std::move(store)};
 }
 

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/object_uri.h"
 #include "ufs/object_store.h"
+#include "ufs/store_factory.h"
 
 namespace lakecache::cli {
 
@@ -46,9 +47,16 @@ class CliContext {
   // Loads --config (with -o overrides); an empty Config when no --config was given.
   Result<Config> LoadConfig() const;
 
+  // The namespace settings for `uri`: those of the --config namespace whose URI covers it (if any),
+  // then --endpoint/--region/--path-style and the AWS_* environment defaults.
+  Result<NamespaceConfig> NamespaceFor(const std::string& uri) const;
+
   // Parses `uri` and opens its store: settings from the --config namespace whose URI covers it
   // (if any), then --endpoint/--region/--path-style, credentials as credentials.h resolves them.
   Result<Target> Open(const std::string& uri) const;
+
+  // Object-store options from the flags: --ca-bundle or AWS_CA_BUNDLE.
+  StoreOptions MakeStoreOptions() const;
 
  private:
   GlobalFlags flags_;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/cli_context.h"
+#include "common/cache_flags.h"
 
 namespace lakecache::cli {
 
@@ -17,6 +18,19 @@ int RunStat(const CliContext& ctx, const std::string& uri);
 
 // Writes the object, or the inclusive byte range "A-B" / "A-", to stdout.
 int RunCat(const CliContext& ctx, const std::string& uri, const std::string& range);
+
+struct MountRequest {
+  std::string uri;  // quick form: the one source, shown at the mountpoint's root; empty with --config
+  std::string mountpoint;
+  CacheFlags cache_flags;
+  bool background = false;
+};
+
+// Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.
+int RunMount(const GlobalFlags& flags, const MountRequest& request);
+int RunUmount(const std::string& mountpoint);
+// Where a background mount logs when --log-file is not given.
+std::string DefaultMountLogFile();
 
 // Prints the effective config with secrets redacted.
 int RunConfigShow(const CliContext& ctx);

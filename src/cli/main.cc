@@ -58,6 +58,24 @@ int Main(int argc, char** argv) {
   CLI::App* cat = app.add_subcommand("cat", "Write an object (or a byte range of it) to stdout");
   cat->add_option("uri", uri, "s3://bucket/key")->required();
   cat->add_option("--range", range, "Inclusive byte range FIRST-LAST or FIRST-, as in HTTP");
+  std::vector<std::string> mount_args;
+  MountRequest mount_req;
+  CLI::App* mount = app.add_subcommand(
+      "mount", "Mount object storage as a read-only folder: `mount s3://bucket[/prefix] MOUNTPOINT` "
+               "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder)");
+  mount->add_option("args", mount_args, "[URI] MOUNTPOINT")->required()->expected(1, 2);
+  mount->add_option("--cache-dir", mount_req.cache_flags.cache_dir,
+                    "Disk cache directory, e.g. /var/cache/lakecache (default: memory only)");
+  mount->add_option("--cache-size", mount_req.cache_flags.cache_size,
+                    "Capacity of --cache-dir (default 10GiB)");
+  mount->add_option("--mem-cache", mount_req.cache_flags.mem_cache,
+                    "Memory cache capacity (default 1GiB)");
+  mount->add_flag("--background", mount_req.background,
+                  "Return once the mount is ready; the daemon logs to --log-file (default " +
+                      DefaultMountLogFile() + ")");
+  std::string umount_point;
+  CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
+  umount->add_option("mountpoint", umount_point, "The folder it is mounted at")->required();
   CLI::App* config = app.add_subcommand("config", "Configuration tools");
   config->require_subcommand(1);
   CLI::App* show = config->add_subcommand("show", "Print the effective config, secrets redacted");
@@ -71,6 +89,12 @@ int Main(int argc, char** argv) {
   }
   if (Status s = InitLogging(flags.log_level, flags.log_file); !s.ok()) return ReportError(s);
   if (Status s = RejectSecretOverrides(flags.overrides); !s.ok()) return ReportError(s);
+  if (*mount) {
+    mount_req.uri = mount_args.size() == 2 ? mount_args[0] : "";
+    mount_req.mountpoint = mount_args.back();
+    return RunMount(flags, mount_req);
+  }
+  if (*umount) return RunUmount(umount_point);
 
   CliContext ctx(flags);
   if (*ls) return RunLs(ctx, uri, recursive);

@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -141,6 +142,31 @@ Status ReadDuration(const ErrorContext& ctx, const std::string& key, const YAML:
   return Status::Ok();
 }
 
+Status ReadSize(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                uint64_t* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  Result<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) return ctx.Error(key, bytes.status().message());
+  *out = *bytes;
+  return Status::Ok();
+}
+
+// Blocks much smaller than 64KiB cost more in per-block overhead (index entry, object-store
+// request) than they save; much larger ones make a small random read fetch and hold too much.
+constexpr uint64_t kMinBlockSize = 64ull << 10;
+constexpr uint64_t kMaxBlockSize = 256ull << 20;
+
+Status ReadBlockSize(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                     uint64_t* out) {
+  LC_RETURN_IF_ERROR(ReadSize(ctx, key, node, out));
+  if (*out < kMinBlockSize || *out > kMaxBlockSize) {
+    return ctx.Error(
+        key, "block size " + FormatByteSize(*out) + " out of range (expected 64KiB to 256MiB)");
+  }
+  return Status::Ok();
+}
+
 // A namespace as read, before defaults that depend on other keys are applied.
 struct NamespaceDraft {
   NamespaceConfig ns;
@@ -163,6 +189,7 @@ Status ReadNamespaceField(const ErrorContext& ctx, const std::string& key, std::
   if (field == "secret_key_file") return ReadString(ctx, key, value, &ns.secret_key_file);
   if (field == "metadata_ttl") return ReadDuration(ctx, key, value, &ns.metadata_ttl);
   if (field == "immutable") return ReadBool(ctx, key, value, &d->immutable);
+  if (field == "block_size") return ReadBlockSize(ctx, key, value, &ns.block_size);
   return ctx.Error(key, "unknown key");
 }
 
@@ -281,6 +308,127 @@ Status ReadNamespaces(const ErrorContext& ctx, const YAML::Node& node, Config* c
                       });
 }
 
+// The names MakeEvictionPolicy (src/cache) accepts, repeated here because common must not depend
+// on cache.
+constexpr std::string_view kPolicyNames[] = {"tinylfu", "lru"};
+
+Status ReadPolicy(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                  std::string* out) {
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, out));
+  for (std::string_view name : kPolicyNames) {
+    if (*out == name) return Status::Ok();
+  }
+  return ctx.Error(key, "unknown eviction policy '" + *out + "' (expected tinylfu or lru)");
+}
+
+Status ReadMemory(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) return ctx.Error("cache.memory", "expected a map such as {capacity: 2GiB}");
+  return ForEachEntry(
+      ctx, "cache.memory", node,
+      [&](const std::string& field, const std::string& key, const YAML::Node& v) -> Status {
+        if (field != "capacity") return ctx.Error(key, "unknown key");
+        LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &cache->memory_capacity));
+        if (cache->memory_capacity == 0) return ctx.Error(key, "must be more than 0");
+        return Status::Ok();
+      });
+}
+
+// "10%" or "0%" (a share of the file system), or a size ("20GiB"); exactly one of the two is set.
+Status ReadMinFree(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                   DiskCacheConfig* disk) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  std::string_view s = config_internal::TrimSpace(text);
+  if (!s.ends_with('%')) {
+    LC_RETURN_IF_ERROR(ReadSize(ctx, key, node, &disk->min_free_bytes));
+    disk->min_free_ratio = 0;
+    return Status::Ok();
+  }
+  std::string_view number = config_internal::TrimSpace(s.substr(0, s.size() - 1));
+  double percent = -1;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), percent,
+                                   std::chars_format::fixed);
+  bool parsed = ec == std::errc() && end == number.data() + number.size() && !number.empty() &&
+                std::isdigit(static_cast<unsigned char>(number.front()));
+  if (!parsed || !(percent >= 0 && percent < 100)) {
+    return ctx.Error(key, "invalid free-space floor '" + text +
+                              "' (expected a size such as 20GiB, or a percentage from 0% to 99%)");
+  }
+  disk->min_free_ratio = percent / 100;
+  disk->min_free_bytes = 0;
+  return Status::Ok();
+}
+
+Status ReadDiskField(const ErrorContext& ctx, const std::string& key, std::string_view field,
+                     const YAML::Node& value, DiskCacheConfig* disk) {
+  if (field == "path") return ReadString(ctx, key, value, &disk->path);
+  if (field == "capacity") return ReadSize(ctx, key, value, &disk->capacity);
+  if (field == "min_free") return ReadMinFree(ctx, key, value, disk);
+  return ctx.Error(key, "unknown key");
+}
+
+Status FinishDisk(const ErrorContext& ctx, const std::string& prefix, const DiskCacheConfig& disk) {
+  if (disk.path.empty()) {
+    return ctx.Error(prefix + ".path", "missing (the cache directory, e.g. /var/cache/lakecache)");
+  }
+  if (disk.path.front() != '/') {
+    return ctx.Error(prefix + ".path", "'" + disk.path + "' is not an absolute path");
+  }
+  if (disk.capacity == 0) {
+    return ctx.Error(prefix + ".capacity",
+                     "missing or 0 (the bytes of blocks the directory may hold, e.g. 100GiB)");
+  }
+  return Status::Ok();
+}
+
+Status ReadDisk(const ErrorContext& ctx, const std::string& prefix, const YAML::Node& node,
+                DiskCacheConfig* disk) {
+  if (!node.IsMap()) {
+    return ctx.Error(prefix,
+                     "expected a map such as {path: /var/cache/lakecache, capacity: 100GiB}");
+  }
+  LC_RETURN_IF_ERROR(
+      ForEachEntry(ctx, prefix, node,
+                   [&](const std::string& field, const std::string& key, const YAML::Node& v) {
+                     return ReadDiskField(ctx, key, field, v, disk);
+                   }));
+  return FinishDisk(ctx, prefix, *disk);
+}
+
+// An empty `disks:` is no disk tier, like a missing one.
+Status ReadDisks(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsSequence()) {
+    return ctx.Error("cache.disks", "expected a list of cache directories, got a " +
+                                        std::string(node.IsMap() ? "map" : "single value"));
+  }
+  std::set<std::string> paths;
+  for (size_t i = 0; i < node.size(); ++i) {
+    std::string prefix = "cache.disks." + std::to_string(i);
+    DiskCacheConfig disk;
+    LC_RETURN_IF_ERROR(ReadDisk(ctx, prefix, node[i], &disk));
+    if (!paths.insert(disk.path).second) {
+      return ctx.Error(prefix + ".path", "'" + disk.path + "' is listed twice");
+    }
+    cache->disks.push_back(std::move(disk));
+  }
+  return Status::Ok();
+}
+
+Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) return ctx.Error("cache", "expected a map of memory, disks and policy");
+  return ForEachEntry(
+      ctx, "cache", node,
+      [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
+        if (name == "memory") return ReadMemory(ctx, v, cache);
+        if (name == "disks") return ReadDisks(ctx, v, cache);
+        if (name == "policy") return ReadPolicy(ctx, key, v, &cache->policy);
+        return ctx.Error(key, "unknown key");
+      });
+}
+
 Result<Config> BuildConfig(const ConfigTree& tree, const std::string& source) {
   ErrorContext ctx(source, tree.labels);
   Config config;
@@ -293,6 +441,7 @@ Result<Config> BuildConfig(const ConfigTree& tree, const std::string& source) {
   LC_RETURN_IF_ERROR(ForEachEntry(
       ctx, "", root, [&](const std::string& name, const std::string& key, const YAML::Node& v) {
         if (name == "namespaces") return ReadNamespaces(ctx, v, &config);
+        if (name == "cache") return ReadCache(ctx, v, &config.cache);
         return ctx.Error(key, "unknown key");
       }));
   return config;
@@ -311,8 +460,31 @@ std::vector<std::string> SplitDottedKey(std::string_view key) {
   }
 }
 
-// Sets one "dotted.key=value" in the tree, creating maps on the way. Keys split at every '.', so a
-// namespace whose name contains '.' cannot be addressed. Messages quote the key, never the value.
+// Keys whose value is a list, so that an override can create it and address its entries by position
+// ("cache.disks.0.path") before the file has any.
+bool IsListKey(const std::string& key) { return key == "cache.disks"; }
+
+// The entry of `list` at position `part` ("0", "1", ...) for an override; the position one past the
+// end appends an entry. `*appended` tells which.
+Result<YAML::Node> ListEntry(const std::string& name, const std::string& list_key,
+                             const std::string& part, YAML::Node& list, bool* appended) {
+  size_t size = list.IsSequence() ? list.size() : 0;
+  size_t index = 0;
+  auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+  if (ec != std::errc() || end != part.data() + part.size() || index > size) {
+    return Status::InvalidArgument(name + ": -o " + list_key + "." + part + ": " + list_key +
+                                   " is a list of " + std::to_string(size) +
+                                   "; address an entry by position, from 0 to " +
+                                   std::to_string(size) + " (which appends one)");
+  }
+  *appended = index == size;
+  if (*appended) list.push_back(YAML::Node());
+  return list[index];
+}
+
+// Sets one "dotted.key=value" in the tree, creating maps (and list entries) on the way. Keys split
+// at every '.', so a namespace whose name contains '.' cannot be addressed. Messages quote the key,
+// never the value.
 Status ApplyOverride(const std::string& spec, const std::string& name, ConfigTree* tree) {
   size_t eq = spec.find('=');
   std::vector<std::string> parts;
@@ -331,13 +503,22 @@ Status ApplyOverride(const std::string& spec, const std::string& name, ConfigTre
   YAML::Node node = root;
   std::string path;
   for (size_t i = 0; i < parts.size(); ++i) {
+    std::string parent = path;
     path += (i == 0 ? "" : ".") + parts[i];
-    YAML::Node child = node[parts[i]];
+    YAML::Node child;
+    bool created = false;
+    if (node.IsSequence() || (IsListKey(parent) && !node.IsMap())) {
+      LC_ASSIGN_OR_RETURN(YAML::Node entry, ListEntry(name, parent, parts[i], node, &created));
+      child.reset(entry);
+    } else {
+      child.reset(node[parts[i]]);
+      created = !child.IsDefined();
+    }
     bool last = i + 1 == parts.size();
-    if (!child.IsDefined() || last) tree->labels[path] = path + " (from -o)";
+    if (created || last) tree->labels[path] = path + " (from -o)";
     if (last) {
       child = std::string(config_internal::TrimSpace(spec.substr(eq + 1)));
-    } else if (child.IsDefined() && !child.IsMap() && !child.IsNull()) {
+    } else if (child.IsDefined() && !child.IsMap() && !child.IsSequence() && !child.IsNull()) {
       return Status::InvalidArgument(name + ": -o " + path + ": cannot set keys below " + path +
                                      ": it is not a map");
     }
@@ -381,6 +562,35 @@ void EmitNamespace(YAML::Emitter& out, const NamespaceConfig& ns) {
   out << YAML::Key << "secret_key_file" << YAML::Value << ns.secret_key_file;
   out << YAML::Key << "metadata_ttl" << YAML::Value << FormatDuration(ns.metadata_ttl);
   out << YAML::Key << "immutable" << YAML::Value << ns.immutable;
+  out << YAML::Key << "block_size" << YAML::Value << FormatByteSize(ns.block_size);
+  out << YAML::EndMap;
+}
+
+// "10%" when a share of the file system is set, else the size.
+std::string FormatMinFree(const DiskCacheConfig& disk) {
+  if (disk.min_free_ratio <= 0) return FormatByteSize(disk.min_free_bytes);
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.6g%%", disk.min_free_ratio * 100);
+  return text;
+}
+
+void EmitCache(YAML::Emitter& out, const CacheConfig& cache) {
+  out << YAML::BeginMap;
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "capacity" << YAML::Value << FormatByteSize(cache.memory_capacity);
+  out << YAML::EndMap;
+  out << YAML::Key << "disks" << YAML::Value;
+  if (cache.disks.empty()) out << YAML::Flow;  // "disks: []"
+  out << YAML::BeginSeq;
+  for (const DiskCacheConfig& disk : cache.disks) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "path" << YAML::Value << disk.path;
+    out << YAML::Key << "capacity" << YAML::Value << FormatByteSize(disk.capacity);
+    out << YAML::Key << "min_free" << YAML::Value << FormatMinFree(disk);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "policy" << YAML::Value << cache.policy;
   out << YAML::EndMap;
 }
 
@@ -420,7 +630,10 @@ std::string RenderConfig(const Config& config) {
     out << YAML::Key << name << YAML::Value;
     EmitNamespace(out, ns);
   }
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+  out << YAML::Key << "cache" << YAML::Value;
+  EmitCache(out, config.cache);
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

@@ -1,10 +1,11 @@
 // Config: the validated configuration of a lakecache process, loaded from YAML or JindoFS-style
 // properties, with command-line overrides.
 //
-// Loading is strict: an unknown key, a wrong type or a bad value is an InvalidArgument whose message
-// names the file, the dotted key and what is wrong ("lake.yaml: namespaces.test.metadata_ttl: invalid
-// duration 'x' (expected e.g. 30s, 5m, 250ms)"). Secrets are held as Secret and never printed.
-// Later issues add sections (cache, master, worker) as further structs of Config.
+// Loading is strict: an unknown key, a wrong type or a bad value is an InvalidArgument whose
+// message names the file, the dotted key and what is wrong ("lake.yaml:
+// namespaces.test.metadata_ttl: invalid duration 'x' (expected e.g. 30s, 5m, 250ms)"). Secrets are
+// held as Secret and never printed. Later issues add sections (master, worker) as further structs
+// of Config.
 #pragma once
 
 #include <map>
@@ -25,7 +26,8 @@ struct NamespaceConfig {
   std::string mode = "cache";  // the only mode for now
   std::string uri;             // as written, e.g. "s3://bucket/prefix"
   ObjectUri location;          // parsed `uri`
-  std::string endpoint;        // "http://127.0.0.1:9000"; empty: AWS's regional endpoint (or OSS's from uri)
+  // "http://127.0.0.1:9000"; empty: AWS's regional endpoint (or OSS's from uri)
+  std::string endpoint;
   std::string region = "us-east-1";
   bool path_style = false;
   std::string access_key;  // key id: not secret, may appear in messages
@@ -35,11 +37,31 @@ struct NamespaceConfig {
   std::string secret_key_file;
   Duration metadata_ttl = std::chrono::seconds(60);
   bool immutable = false;
+  uint64_t block_size = 4ull << 20;  // cache block size; the last block of an object may be shorter
+};
+
+// One cache directory of the disk tier (`cache.disks` entries).
+struct DiskCacheConfig {
+  std::string path;       // absolute
+  uint64_t capacity = 0;  // bytes of blocks this directory may hold; > 0
+  // The free-space floor: blocks are never written once the file system has less free space.
+  // The config key `min_free` sets one of the two, a size ("20GiB") or a share of the file
+  // system's size ("10%", default 5%); if code sets both, the larger floor applies.
+  uint64_t min_free_bytes = 0;
+  double min_free_ratio = 0.05;
+};
+
+// The block cache of this process (`cache` section). Defaults: 1GiB of memory, no disk tier.
+struct CacheConfig {
+  uint64_t memory_capacity = 1ull << 30;  // memory tier budget; > 0
+  std::vector<DiskCacheConfig> disks;     // empty: memory only
+  std::string policy = "tinylfu";         // eviction policy of every tier: "tinylfu" or "lru"
 };
 
 struct Config {
   std::string source;  // the file it came from, for messages; empty when built in code
   std::map<std::string, NamespaceConfig> namespaces;
+  CacheConfig cache;
 };
 
 enum class ConfigFormat { kAuto, kYaml, kProperties };

@@ -13,6 +13,7 @@ Status InitLogging(const std::string& level, const std::string& file) {
                                    "' (expected trace, debug, info, warn, error or off)");
   }
   std::shared_ptr<spdlog::logger> logger;
+  spdlog::drop("lakecache");  // a daemon re-initialises after fork
   try {
     if (file.empty()) {
       logger = spdlog::stderr_logger_mt("lakecache");

@@ -147,7 +147,7 @@ TEST(ConfigYamlTest, OssWithoutEndpointNamesTheKey) {
 TEST(ConfigYamlErrorTest, UnknownKey) {
   EXPECT_EQ(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "metdata_ttl: 5m"}))),
             "lake.yaml: namespaces.test.metdata_ttl: unknown key");
-  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  size: 1GiB\n")), "lake.yaml: cache: unknown key");
+  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  size: 1GiB\n")), "lake.yaml: cache.size: unknown key");
 }
 
 TEST(ConfigYamlErrorTest, BadDuration) {
@@ -255,7 +255,7 @@ TEST(ConfigOverrideTest, UnknownKeySaysItCameFromOverride) {
   EXPECT_EQ(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.metdata_ttl=5m"})),
             "lake.yaml: namespaces.test.metdata_ttl (from -o): unknown key");
   EXPECT_EQ(ErrorOf(LoadYaml(kFullYaml, {"cache.size=1GiB"})),
-            "lake.yaml: cache (from -o): unknown key");
+            "lake.yaml: cache.size (from -o): unknown key");
   ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.metadata_ttl=soon"})),
                  "lake.yaml: namespaces.test.metadata_ttl (from -o): invalid duration");
   ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.uri.x=1"})),
@@ -426,6 +426,176 @@ TEST(ConfigFileTest, YamlFileErrorsNameThePath) {
   TempDir dir;
   std::string path = dir.Write("lake.yaml", NamespaceYaml({"uri: s3://b", "bogus: 1"}));
   EXPECT_EQ(ErrorOf(LoadConfigFile(path)), path + ": namespaces.test.bogus: unknown key");
+}
+
+constexpr char kCacheYaml[] = R"(cache:
+  memory: {capacity: 2GiB}
+  disks:
+    - {path: /var/cache/lakecache, capacity: 100GiB, min_free: 10%}
+    - path: /mnt/nvme1/lakecache
+      capacity: 1.5TiB
+      min_free: 20GiB
+  policy: lru
+namespaces:
+  ns:
+    uri: s3://bucket/prefix
+    block_size: 8MiB
+)";
+
+TEST(ConfigCacheTest, FullExample) {
+  Result<Config> config = LoadYaml(kCacheYaml);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const CacheConfig& cache = config->cache;
+  EXPECT_EQ(cache.memory_capacity, 2ull << 30);
+  EXPECT_EQ(cache.policy, "lru");
+  ASSERT_EQ(cache.disks.size(), 2u);
+  EXPECT_EQ(cache.disks[0].path, "/var/cache/lakecache");
+  EXPECT_EQ(cache.disks[0].capacity, 100ull << 30);
+  EXPECT_DOUBLE_EQ(cache.disks[0].min_free_ratio, 0.10);
+  EXPECT_EQ(cache.disks[0].min_free_bytes, 0u);
+  EXPECT_EQ(cache.disks[1].path, "/mnt/nvme1/lakecache");
+  EXPECT_EQ(cache.disks[1].capacity, 3ull << 39);
+  EXPECT_EQ(cache.disks[1].min_free_bytes, 20ull << 30);
+  EXPECT_EQ(cache.disks[1].min_free_ratio, 0.0);
+  EXPECT_EQ(config->namespaces.at("ns").block_size, 8u << 20);
+}
+
+TEST(ConfigCacheTest, Defaults) {
+  for (std::string_view text : {"", "cache:\n", "cache: {disks: [], memory: {}}\n"}) {
+    Result<Config> config = LoadYaml(std::string(text) + NamespaceYaml({"uri: s3://b"}));
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    EXPECT_EQ(config->cache.memory_capacity, 1ull << 30);
+    EXPECT_TRUE(config->cache.disks.empty());
+    EXPECT_EQ(config->cache.policy, "tinylfu");
+    EXPECT_EQ(config->namespaces.at("test").block_size, 4u << 20);
+  }
+  Result<Config> disk = LoadYaml("cache:\n  disks:\n    - {path: /c, capacity: 1GiB}\n");
+  ASSERT_TRUE(disk.ok()) << disk.status().ToString();
+  EXPECT_DOUBLE_EQ(disk->cache.disks[0].min_free_ratio, 0.05);
+  EXPECT_EQ(disk->cache.disks[0].min_free_bytes, 0u);
+}
+
+TEST(ConfigCacheErrorTest, BlockSizeBetween64KiBAnd256MiB) {
+  for (std::string_view size : {"64KiB", "256MiB", "1MiB"}) {
+    Result<Config> config =
+        LoadYaml(NamespaceYaml({"uri: s3://b", "block_size: " + std::string(size)}));
+    EXPECT_TRUE(config.ok()) << size << ": " << config.status().ToString();
+  }
+  EXPECT_EQ(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "block_size: 32KiB"}))),
+            "lake.yaml: namespaces.test.block_size: block size 32KiB out of range (expected "
+            "64KiB to 256MiB)");
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "block_size: 512MiB"}))),
+                 "namespaces.test.block_size: block size 512MiB out of range");
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "block_size: big"}))),
+                 "lake.yaml: namespaces.test.block_size: invalid size 'big'");
+}
+
+TEST(ConfigCacheErrorTest, PolicyAndMemory) {
+  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  policy: mru\n")),
+            "lake.yaml: cache.policy: unknown eviction policy 'mru' (expected tinylfu or lru)");
+  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  memory: {capacity: 0}\n")),
+            "lake.yaml: cache.memory.capacity: must be more than 0");
+  ExpectContains(ErrorOf(LoadYaml("cache:\n  memory: {capacity: lots}\n")),
+                 "lake.yaml: cache.memory.capacity: invalid size 'lots'");
+  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  memory: {size: 1GiB}\n")),
+            "lake.yaml: cache.memory.size: unknown key");
+  ExpectContains(ErrorOf(LoadYaml("cache:\n  memory: 1GiB\n")),
+                 "lake.yaml: cache.memory: expected a map");
+  ExpectContains(ErrorOf(LoadYaml("cache: [a]\n")), "lake.yaml: cache: expected a map");
+}
+
+// The error of a config with one disk entry `disk` (a flow map).
+std::string DiskError(std::string_view disk) {
+  return ErrorOf(LoadYaml("cache:\n  disks:\n    - " + std::string(disk) + "\n"));
+}
+
+TEST(ConfigCacheErrorTest, DiskEntries) {
+  EXPECT_EQ(DiskError("{path: cache, capacity: 1GiB}"),
+            "lake.yaml: cache.disks.0.path: 'cache' is not an absolute path");
+  ExpectContains(DiskError("{capacity: 1GiB}"), "lake.yaml: cache.disks.0.path: missing");
+  ExpectContains(DiskError("{path: /c}"), "lake.yaml: cache.disks.0.capacity: missing or 0");
+  ExpectContains(DiskError("{path: /c, capacity: 0}"), "cache.disks.0.capacity: missing or 0");
+  EXPECT_EQ(DiskError("{path: /c, capacity: 1GiB, size: 1}"),
+            "lake.yaml: cache.disks.0.size: unknown key");
+  ExpectContains(DiskError("/var/cache"), "lake.yaml: cache.disks.0: expected a map");
+  ExpectContains(ErrorOf(LoadYaml("cache:\n  disks: {path: /c}\n")),
+                 "lake.yaml: cache.disks: expected a list of cache directories, got a map");
+  ExpectContains(ErrorOf(LoadYaml("cache:\n  disks:\n    - {path: /c, capacity: 1G}\n"
+                                  "    - {path: /c, capacity: 2G}\n")),
+                 "lake.yaml: cache.disks.1.path: '/c' is listed twice");
+}
+
+TEST(ConfigCacheErrorTest, MinFreeIsASizeOrAPercentageBelow100) {
+  for (std::string_view ok : {"0%", "99.5%", "5 %", "0", "20GiB"}) {
+    Result<Config> config = LoadYaml(
+        "cache:\n  disks:\n    - {path: /c, capacity: 1G, min_free: " + std::string(ok) + "}\n");
+    EXPECT_TRUE(config.ok()) << ok << ": " << config.status().ToString();
+  }
+  for (std::string_view bad : {"100%", "-5%", "x%", "%", "1e1%", "lots"}) {
+    std::string msg = DiskError("{path: /c, capacity: 1G, min_free: '" + std::string(bad) + "'}");
+    ExpectContains(msg, "lake.yaml: cache.disks.0.min_free: invalid");
+  }
+}
+
+TEST(ConfigCacheOverrideTest, SetsMemoryPolicyAndDiskEntries) {
+  Result<Config> config =
+      LoadYaml(kCacheYaml, {"cache.memory.capacity=512MiB", "cache.policy=tinylfu",
+                            "cache.disks.0.capacity=50GiB", "namespaces.ns.block_size=16MiB"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->cache.memory_capacity, 512u << 20);
+  EXPECT_EQ(config->cache.policy, "tinylfu");
+  EXPECT_EQ(config->cache.disks[0].capacity, 50ull << 30);
+  EXPECT_EQ(config->cache.disks[1].capacity, 3ull << 39);
+  EXPECT_EQ(config->namespaces.at("ns").block_size, 16u << 20);
+}
+
+TEST(ConfigCacheOverrideTest, AppendsDiskEntriesByPosition) {
+  Result<Config> config =
+      LoadYaml("", {"cache.disks.0.path=/a", "cache.disks.0.capacity=1GiB", "cache.disks.1.path=/b",
+                    "cache.disks.1.capacity=2GiB", "cache.disks.1.min_free=1%"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->cache.disks.size(), 2u);
+  EXPECT_EQ(config->cache.disks[0].path, "/a");
+  EXPECT_EQ(config->cache.disks[1].capacity, 2ull << 30);
+  EXPECT_DOUBLE_EQ(config->cache.disks[1].min_free_ratio, 0.01);
+  Result<Config> appended =
+      LoadYaml(kCacheYaml, {"cache.disks.2.path=/c", "cache.disks.2.capacity=1G"});
+  ASSERT_TRUE(appended.ok()) << appended.status().ToString();
+  EXPECT_EQ(appended->cache.disks.size(), 3u);
+}
+
+TEST(ConfigCacheOverrideTest, BadPositionsAndValuesNameTheKey) {
+  EXPECT_EQ(ErrorOf(LoadYaml(kCacheYaml, {"cache.disks.5.capacity=1G"})),
+            "lake.yaml: -o cache.disks.5: cache.disks is a list of 2; address an entry by "
+            "position, from 0 to 2 (which appends one)");
+  ExpectContains(ErrorOf(LoadYaml("", {"cache.disks.first.path=/a"})),
+                 "-o cache.disks.first: cache.disks is a list of 0");
+  EXPECT_EQ(ErrorOf(LoadYaml("", {"cache.disks.0.path=/a"})),
+            "lake.yaml: cache.disks.0.capacity: missing or 0 (the bytes of blocks the directory "
+            "may hold, e.g. 100GiB)");
+  EXPECT_EQ(ErrorOf(LoadYaml(kCacheYaml, {"cache.disks.0.capacity=huge"})),
+            "lake.yaml: cache.disks.0.capacity (from -o): invalid size 'huge' (expected e.g. "
+            "4MiB, 512M, 10GiB)");
+  ExpectContains(ErrorOf(LoadYaml("", {"cache.policy=arc"})),
+                 "lake.yaml: cache.policy (from -o): unknown eviction policy 'arc'");
+}
+
+TEST(ConfigCacheRenderTest, ShowsTheCacheSectionAndReloads) {
+  Result<Config> config = LoadYaml(kCacheYaml);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::string yaml = RenderConfig(*config);
+  ExpectContains(yaml, "capacity: 2GiB");
+  ExpectContains(yaml, "min_free: 10%");
+  ExpectContains(yaml, "min_free: 20GiB");
+  ExpectContains(yaml, "policy: lru");
+  ExpectContains(yaml, "block_size: 8MiB");
+  Result<Config> reloaded = LoadYaml(yaml);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString() << "\n" << yaml;
+  EXPECT_EQ(RenderConfig(*reloaded), yaml);
+  std::string defaults = RenderConfig(Config{});
+  ExpectContains(defaults, "capacity: 1GiB");
+  ExpectContains(defaults, "disks: []");
+  ExpectContains(defaults, "policy: tinylfu");
 }
 
 }  // namespace

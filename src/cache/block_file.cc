@@ -1,0 +1,322 @@
+#include "cache/block_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+namespace lakecache {
+namespace {
+
+// Fields are stored little-endian; copying them as host integers is only right on such hosts.
+static_assert(std::endian::native == std::endian::little, "block files are little-endian");
+
+constexpr uint32_t kMagic = 0x4B42434C;  // the bytes "LCBK"
+// magic, version, header length, chunk size, content id (2), index, data length, data offset,
+// object key length, etag length: see docs/cache-format.md.
+constexpr size_t kFixedLength = 64;
+// Bounds what a corrupt length field can make us allocate; a real header is ~0.6 KiB + the key.
+constexpr size_t kMaxHeaderLength = 1 << 20;
+// WriteBlockFile writes "<name>.blk" through "<name>.blk.tmp.<pid>.<n>".
+constexpr std::string_view kTempMarker = ".blk.tmp.";
+
+uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+uint64_t ChunkCount(uint64_t data_length) {
+  return (data_length + kBlockFileChunkSize - 1) / kBlockFileChunkSize;
+}
+
+size_t HeaderLength(size_t object_key_length, size_t etag_length, uint64_t data_length) {
+  return kFixedLength + object_key_length + etag_length + 8 * ChunkCount(data_length) + 8;
+}
+
+Status ErrnoStatus(int err, std::string_view what, const std::string& path) {
+  std::string msg = path + ": " + std::string(what) + ": " + std::generic_category().message(err);
+  if (err == ENOENT) return Status::NotFound(std::move(msg));
+  if (err == ENOSPC || err == EDQUOT) return Status::NoSpace(std::move(msg));
+  return Status::IoError(std::move(msg));
+}
+
+template <typename T>
+void Put(std::string* out, T value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+// Reads fields front to back, refusing to run past the end.
+class Cursor {
+ public:
+  explicit Cursor(std::string_view bytes) : rest_(bytes) {}
+  template <typename T>
+  bool Get(T* value) {
+    if (rest_.size() < sizeof(T)) return false;
+    std::memcpy(value, rest_.data(), sizeof(T));
+    rest_.remove_prefix(sizeof(T));
+    return true;
+  }
+  bool GetString(size_t n, std::string* value) {
+    if (rest_.size() < n) return false;
+    value->assign(rest_.substr(0, n));
+    rest_.remove_prefix(n);
+    return true;
+  }
+
+ private:
+  std::string_view rest_;
+};
+
+// The header followed by zero padding up to the data offset.
+std::string EncodeHeader(const BlockRequest& request, std::span<const char> data) {
+  size_t length = HeaderLength(request.object_key.size(), request.etag.size(), data.size());
+  std::string out;
+  out.reserve(RoundUp(length, kBlockFileAlignment));
+  Put<uint32_t>(&out, kMagic);
+  Put<uint32_t>(&out, kBlockFileVersion);
+  Put<uint32_t>(&out, static_cast<uint32_t>(length));
+  Put<uint32_t>(&out, static_cast<uint32_t>(kBlockFileChunkSize));
+  Put<uint64_t>(&out, request.key.content.hi);
+  Put<uint64_t>(&out, request.key.content.lo);
+  Put<uint64_t>(&out, request.key.index);
+  Put<uint64_t>(&out, data.size());
+  Put<uint64_t>(&out, RoundUp(length, kBlockFileAlignment));
+  Put<uint32_t>(&out, static_cast<uint32_t>(request.object_key.size()));
+  Put<uint32_t>(&out, static_cast<uint32_t>(request.etag.size()));
+  out += request.object_key;
+  out += request.etag;
+  for (uint64_t at = 0; at < data.size(); at += kBlockFileChunkSize) {
+    size_t n = std::min<uint64_t>(kBlockFileChunkSize, data.size() - at);
+    Put<uint64_t>(&out, XXH3_64bits(data.data() + at, n));
+  }
+  Put<uint64_t>(&out, XXH3_64bits(out.data(), out.size()));
+  out.resize(RoundUp(out.size(), kBlockFileAlignment), '\0');
+  return out;
+}
+
+// Decodes a header whose checksum was verified; still checks that the lengths agree.
+Result<BlockFileHeader> DecodeHeader(std::string_view bytes, const std::string& path) {
+  Cursor in(bytes);
+  uint32_t magic = 0, version = 0, length = 0, chunk_size = 0, key_length = 0, etag_length = 0;
+  BlockFileHeader h;
+  bool ok = in.Get(&magic) && in.Get(&version) && in.Get(&length) && in.Get(&chunk_size) &&
+            in.Get(&h.key.content.hi) && in.Get(&h.key.content.lo) && in.Get(&h.key.index) &&
+            in.Get(&h.data_length) && in.Get(&h.data_offset) && in.Get(&key_length) &&
+            in.Get(&etag_length);
+  ok = ok && chunk_size == kBlockFileChunkSize &&
+       length == HeaderLength(key_length, etag_length, h.data_length) &&
+       h.data_offset == RoundUp(length, kBlockFileAlignment) &&
+       in.GetString(key_length, &h.object_key) && in.GetString(etag_length, &h.etag);
+  h.chunk_size = chunk_size;
+  h.chunk_checksums.resize(ok ? ChunkCount(h.data_length) : 0);
+  for (uint64_t& sum : h.chunk_checksums) ok = ok && in.Get(&sum);
+  if (!ok) return Status::Corruption(path + ": block file header lengths disagree");
+  return h;
+}
+
+// Reads exactly dst.size() bytes at `offset`; running into the end of the file is corruption
+// (a file truncated after its header was written).
+Status PreadFull(int fd, std::span<char> dst, uint64_t offset, const std::string& path) {
+  size_t done = 0;
+  while (done < dst.size()) {
+    ssize_t n =
+        ::pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "read", path);
+    if (n == 0) return Status::Corruption(path + ": block file truncated");
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<BlockFileHeader> ReadHeader(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "stat", path);
+  uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  // Most headers fit the first page, so one pread usually reads the whole header.
+  std::string buf(std::min<uint64_t>(file_size, kBlockFileAlignment), '\0');
+  LC_RETURN_IF_ERROR(PreadFull(fd, buf, 0, path));
+  uint32_t magic = 0, version = 0, length = 0;
+  Cursor in(buf);
+  if (!in.Get(&magic) || magic != kMagic) return Status::Corruption(path + ": not a block file");
+  if (!in.Get(&version) || version != kBlockFileVersion) {
+    return Status::Unimplemented(path + ": block file format version " + std::to_string(version) +
+                                 " (this build reads " + std::to_string(kBlockFileVersion) + ")");
+  }
+  if (!in.Get(&length) || length < kFixedLength + 8 || length > kMaxHeaderLength ||
+      length > file_size) {
+    return Status::Corruption(path + ": bad block file header length");
+  }
+  if (length > buf.size()) {
+    size_t had = buf.size();
+    buf.resize(length);
+    LC_RETURN_IF_ERROR(PreadFull(fd, std::span(buf).subspan(had), had, path));
+  }
+  uint64_t stored;
+  std::memcpy(&stored, buf.data() + length - 8, 8);
+  if (XXH3_64bits(buf.data(), length - 8) != stored) {
+    return Status::Corruption(path + ": block file header checksum mismatch");
+  }
+  LC_ASSIGN_OR_RETURN(BlockFileHeader h,
+                      DecodeHeader(std::string_view(buf).substr(0, length), path));
+  if (h.data_offset + h.data_length > file_size) {
+    return Status::Corruption(path + ": block file truncated");
+  }
+  return h;
+}
+
+// A name no other writer uses, so concurrent writers of one block never share a temp file.
+std::string TempPathFor(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." +
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+Result<int> CreateTemp(const std::string& tmp) {
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {  // first block in this subfolder
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(tmp).parent_path(), ec);
+    if (ec) return ErrnoStatus(ec.value(), "create directory", tmp);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
+  if (fd < 0) return ErrnoStatus(errno, "create", tmp);
+  return fd;
+}
+
+// Writes header then data. Space is allocated first so a full disk fails before 4 MiB are copied.
+Status WriteAll(int fd, const std::string& header, std::span<const char> data,
+                const std::string& tmp) {
+  uint64_t total = header.size() + data.size();
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP &&
+      errno != ENOSYS) {
+    return ErrnoStatus(errno, "allocate", tmp);
+  }
+  uint64_t done = 0;
+  while (done < total) {
+    iovec iov[2];
+    int n = 0;
+    if (done < header.size()) {
+      iov[n++] = {const_cast<char*>(header.data()) + done, header.size() - done};
+    }
+    uint64_t at = done > header.size() ? done - header.size() : 0;
+    if (at < data.size()) iov[n++] = {const_cast<char*>(data.data()) + at, data.size() - at};
+    ssize_t w = ::writev(fd, iov, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return ErrnoStatus(errno, "write", tmp);
+    done += static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint64_t BlockFileSize(size_t object_key_length, size_t etag_length, uint64_t data_length) {
+  uint64_t header =
+      RoundUp(HeaderLength(object_key_length, etag_length, data_length), kBlockFileAlignment);
+  return RoundUp(header + data_length, kBlockFileAlignment);
+}
+
+bool IsBlockFileTempName(std::string_view file_name) {
+  return file_name.find(kTempMarker) != std::string_view::npos;
+}
+
+// No fsync: this is a cache of bytes the object store still holds, and every read verifies them,
+// so a file that lost its contents in a crash is found and dropped like any corrupt one. Syncing
+// would add milliseconds to every miss for no gain in what readers can observe.
+Status WriteBlockFile(const std::string& path, const BlockRequest& request,
+                      std::span<const char> data) {
+  if (HeaderLength(request.object_key.size(), request.etag.size(), data.size()) >
+      kMaxHeaderLength) {
+    return Status::InvalidArgument(path + ": object key or block too long for a block file");
+  }
+  std::string header = EncodeHeader(request, data);
+  std::string tmp = TempPathFor(path);
+  LC_ASSIGN_OR_RETURN(int fd, CreateTemp(tmp));
+  Status st = WriteAll(fd, header, data, tmp);
+  if (::close(fd) != 0 && st.ok()) st = ErrnoStatus(errno, "close", tmp);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus(errno, "rename", path);
+  if (!st.ok()) ::unlink(tmp.c_str());
+  return st;
+}
+
+BlockFile::BlockFile(int fd, std::string path, BlockFileHeader header)
+    : fd_(fd), path_(std::move(path)), header_(std::move(header)) {}
+
+BlockFile::BlockFile(BlockFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      header_(std::move(other.header_)) {}
+
+BlockFile& BlockFile::operator=(BlockFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+    header_ = std::move(other.header_);
+  }
+  return *this;
+}
+
+BlockFile::~BlockFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<BlockFile> BlockFile::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  BlockFile file(fd, path, {});  // owns fd from here on
+  LC_ASSIGN_OR_RETURN(file.header_, ReadHeader(fd, path));
+  return file;
+}
+
+Status BlockFile::ReadChunks(uint64_t first, uint64_t last, char* out) const {
+  const uint64_t cs = header_.chunk_size;
+  uint64_t begin = first * cs;
+  uint64_t end = std::min((last + 1) * cs, header_.data_length);
+  LC_RETURN_IF_ERROR(
+      PreadFull(fd_, std::span(out, end - begin), header_.data_offset + begin, path_));
+  for (uint64_t i = first; i <= last; ++i) {
+    uint64_t at = i * cs;
+    size_t n = std::min(cs, header_.data_length - at);
+    if (XXH3_64bits(out + (at - begin), n) != header_.chunk_checksums[i]) {
+      return Status::Corruption(path_ + ": checksum mismatch in chunk " + std::to_string(i));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<size_t> BlockFile::Read(uint64_t offset, std::span<char> dst) const {
+  if (offset >= header_.data_length || dst.empty()) return size_t{0};
+  size_t n = std::min<uint64_t>(dst.size(), header_.data_length - offset);
+  const uint64_t cs = header_.chunk_size;
+  uint64_t first = offset / cs;
+  uint64_t last = (offset + n - 1) / cs;
+  uint64_t end = std::min((last + 1) * cs, header_.data_length);
+  if (offset == first * cs && offset + n == end) {  // whole chunks: no bounce buffer needed
+    LC_RETURN_IF_ERROR(ReadChunks(first, last, dst.data()));
+    return n;
+  }
+  // One buffer per thread, grown to the largest range seen: no allocation per read.
+  thread_local std::vector<char> buffer;
+  if (buffer.size() < end - first * cs) buffer.resize(end - first * cs);
+  LC_RETURN_IF_ERROR(ReadChunks(first, last, buffer.data()));
+  std::memcpy(dst.data(), buffer.data() + (offset - first * cs), n);
+  return n;
+}
+
+Result<BlockRef> BlockFile::ReadAll() const {
+  std::shared_ptr<Block> block = Block::Allocate(header_.data_length);
+  if (header_.data_length > 0) {
+    LC_RETURN_IF_ERROR(ReadChunks(0, header_.chunk_checksums.size() - 1, block->mutable_data()));
+  }
+  return BlockRef(std::move(block));
+}
+
+}  // namespace lakecache

@@ -1,0 +1,391 @@
+#include "cache/cache_dir.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+namespace lakecache {
+namespace fs = std::filesystem;
+namespace {
+
+// Shared so that a miss, frequent when the block is in no tier, allocates nothing.
+const Status& NotHeld() {
+  static const Status miss = Status::NotFound("disk tier: block not held");
+  return miss;
+}
+
+Status DirError(const std::string& path, std::string_view what, int err) {
+  return Status::IoError("disk cache dir " + path + ": " + std::string(what) + ": " +
+                         std::generic_category().message(err));
+}
+
+// "<path>/blocks" with no trailing slash, so that the paths Scan finds equal those PathFor builds.
+std::string BlocksRoot(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  return (p / "blocks").string();
+}
+
+// Held for the life of the CacheDir: two processes sharing a directory would delete each other's
+// temp files and overrun the capacity together.
+Result<int> LockDir(const std::string& path) {
+  std::string lock_path = path + "/LOCK";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return DirError(path, "not writable", errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err != EWOULDBLOCK) return DirError(path, "lock", err);
+    return Status::Unavailable("disk cache dir " + path + ": in use by another cache (" +
+                               lock_path + " is locked)");
+  }
+  return fd;
+}
+
+struct FsSpace {
+  uint64_t size = 0;
+  uint64_t available = 0;  // to unprivileged writers: root's reserve is not ours to take
+};
+
+Result<FsSpace> StatFs(const std::string& path) {
+  struct statvfs st;
+  if (::statvfs(path.c_str(), &st) != 0) return DirError(path, "statvfs", errno);
+  return FsSpace{st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize};
+}
+
+bool HasFloor(const DiskCacheConfig& c) { return c.min_free_bytes > 0 || c.min_free_ratio > 0; }
+
+uint64_t FloorBytes(const DiskCacheConfig& c, uint64_t fs_size) {
+  return std::max(c.min_free_bytes, static_cast<uint64_t>(c.min_free_ratio * fs_size));
+}
+
+}  // namespace
+
+uint64_t StableKeyHash(const BlockKey& key, uint64_t seed) {
+  const uint64_t words[3] = {key.content.hi, key.content.lo, key.index};
+  return XXH3_64bits_withSeed(words, sizeof(words), seed);
+}
+
+Result<std::unique_ptr<CacheDir>> CacheDir::Open(const DiskCacheConfig& config,
+                                                 std::string_view policy, uint64_t seed,
+                                                 TierCounters* counters) {
+  std::string root = BlocksRoot(config.path);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return DirError(config.path, "cannot create", ec.value());
+  LC_ASSIGN_OR_RETURN(int lock_fd, LockDir(config.path));
+  std::unique_ptr<CacheDir> dir(new CacheDir(config, std::move(root), lock_fd, counters));
+  LC_ASSIGN_OR_RETURN(std::vector<Found> found, dir->Scan());
+  LC_ASSIGN_OR_RETURN(uint64_t capacity, dir->UsableCapacity(found));
+  LC_ASSIGN_OR_RETURN(dir->policy_, MakeEvictionPolicy(policy, capacity, seed));
+  for (const Found& f : found) dir->Adopt(f.key, f.bytes);
+  return dir;
+}
+
+CacheDir::CacheDir(DiskCacheConfig config, std::string root, int lock_fd, TierCounters* counters)
+    : config_(std::move(config)),
+      blocks_root_(std::move(root)),
+      lock_fd_(lock_fd),
+      counters_(counters) {}
+
+CacheDir::~CacheDir() { ::close(lock_fd_); }
+
+std::string CacheDir::PathFor(const BlockKey& key) const {
+  // Two levels of 256 folders keep directories small even for millions of one-block files.
+  uint64_t h = StableKeyHash(key);
+  char folders[16];
+  std::snprintf(folders, sizeof(folders), "/%02x/%02x/", static_cast<unsigned>(h >> 56),
+                static_cast<unsigned>((h >> 48) & 0xff));
+  return blocks_root_ + folders + key.ToString() + std::string(kBlockFileSuffix);
+}
+
+CacheDir::Shard& CacheDir::ShardFor(const BlockKey& key) const {
+  // The low bits of BlockKeyHash pick the map bucket; mixing keeps shard and bucket choice apart.
+  size_t h = BlockKeyHash()(key);
+  return shards_[((h ^ (h >> 29)) * 0x9E3779B97F4A7C15ull >> 32) % kShards];
+}
+
+// ---- Reads ----
+
+Result<BlockFile> CacheDir::OpenVerified(const BlockKey& key) const {
+  std::string path = PathFor(key);
+  LC_ASSIGN_OR_RETURN(BlockFile file, BlockFile::Open(path));
+  if (file.header().key != key) {
+    return Status::Corruption(path + ": holds block " + file.header().key.ToString());
+  }
+  return file;
+}
+
+Result<BlockRef> CacheDir::Get(const BlockKey& key) {
+  std::optional<uint64_t> gen = OnDiskGen(key);
+  if (!gen) return NotHeld();
+  Result<BlockFile> file = OpenVerified(key);
+  Result<BlockRef> block = file.ok() ? file->ReadAll() : Result<BlockRef>(file.status());
+  if (!block.ok()) return Miss(key, *gen, block.status());
+  policy_->OnHit(key);
+  return block;
+}
+
+Result<size_t> CacheDir::Read(const BlockKey& key, uint64_t offset, std::span<char> dst) {
+  std::optional<uint64_t> gen = OnDiskGen(key);
+  if (!gen) return NotHeld();
+  Result<BlockFile> file = OpenVerified(key);
+  Result<size_t> n = file.ok() ? file->Read(offset, dst) : Result<size_t>(file.status());
+  if (!n.ok()) return Miss(key, *gen, n.status());
+  policy_->OnHit(key);
+  return n;
+}
+
+// A block that failed to read is dropped: the reader refetches it, and it must not fail again.
+Status CacheDir::Miss(const BlockKey& key, uint64_t gen, const Status& why) {
+  bool corrupt = why.code() == StatusCode::kCorruption || why.code() == StatusCode::kUnimplemented;
+  if (why.code() != StatusCode::kNotFound) {
+    spdlog::warn("disk cache: dropping block: {}", why.ToString());
+  }
+  bool dropped;
+  {
+    std::lock_guard lock(mutate_mu_);
+    dropped = Drop(key, gen, /*tell_policy=*/true);
+  }
+  if (dropped && corrupt) counters_->Add(counters_->corrupt_blocks);
+  return Status::NotFound("disk tier: " + why.message());
+}
+
+bool CacheDir::Touch(const BlockKey& key) {
+  if (!OnDiskGen(key)) return false;
+  policy_->OnHit(key);
+  return true;
+}
+
+bool CacheDir::Contains(const BlockKey& key) const { return OnDiskGen(key).has_value(); }
+
+std::optional<uint64_t> CacheDir::OnDiskGen(const BlockKey& key) const {
+  Shard& shard = ShardFor(key);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || it->second.state != State::kOnDisk) return std::nullopt;
+  return it->second.gen;
+}
+
+// ---- Writes ----
+
+bool CacheDir::Insert(const BlockRequest& request, const Block& block) {
+  const BlockKey& key = request.key;
+  uint64_t bytes = BlockFileSize(request.object_key.size(), request.etag.size(), block.size());
+  std::optional<uint64_t> gen = Claim(key, bytes);
+  if (!gen) return false;  // held already, or another thread is writing it
+  {
+    std::lock_guard lock(mutate_mu_);
+    std::vector<BlockKey> victims;
+    bool admit = policy_->OnMiss(key, bytes, &victims);
+    DropVictims(victims);
+    if (!admit || !Charge(key, *gen)) return Decline(key, *gen, counters_->rejected);
+  }
+  if (!ReserveDiskSpace(bytes)) {
+    std::lock_guard lock(mutate_mu_);
+    return Decline(key, *gen, counters_->rejected);
+  }
+  Status written = WriteBlockFile(PathFor(key), request, block.bytes());
+  ReleaseDiskSpace(bytes);
+  std::lock_guard lock(mutate_mu_);
+  if (!written.ok()) {
+    spdlog::warn("disk cache: not caching block: {}", written.ToString());
+    return Decline(key, *gen, counters_->write_errors);
+  }
+  if (!Publish(key, *gen)) return false;
+  counters_->Add(counters_->inserts);
+  return true;
+}
+
+std::optional<uint64_t> CacheDir::Claim(const BlockKey& key, uint64_t bytes) {
+  Shard& shard = ShardFor(key);
+  std::lock_guard lock(shard.mu);
+  auto [it, inserted] = shard.entries.try_emplace(key);
+  if (!inserted) return std::nullopt;
+  it->second = Entry{bytes, next_gen_.fetch_add(1, std::memory_order_relaxed), State::kClaimed};
+  return it->second.gen;
+}
+
+// REQUIRES: mutate_mu_ held. The capacity is the tier's promise, not only the policy's.
+bool CacheDir::Charge(const BlockKey& key, uint64_t gen) {
+  Shard& shard = ShardFor(key);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.entries.find(key);
+  if (it == shard.entries.end() || it->second.gen != gen) return false;
+  if (held_bytes_ + it->second.bytes > policy_->capacity_bytes()) return false;
+  held_bytes_ += it->second.bytes;
+  it->second.state = State::kCharged;
+  return true;
+}
+
+// REQUIRES: mutate_mu_ held.
+bool CacheDir::Publish(const BlockKey& key, uint64_t gen) {
+  {
+    Shard& shard = ShardFor(key);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.entries.find(key);
+    if (it != shard.entries.end() && it->second.gen == gen) {
+      it->second.state = State::kOnDisk;
+      used_bytes_.fetch_add(it->second.bytes, std::memory_order_relaxed);
+      blocks_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    // A later insert of the key is writing the same file: it is that insert's to keep.
+    if (it != shard.entries.end()) return false;
+  }
+  ::unlink(PathFor(key).c_str());  // evicted while it was being written
+  return false;
+}
+
+// REQUIRES: mutate_mu_ held.
+bool CacheDir::Decline(const BlockKey& key, uint64_t gen, std::atomic<uint64_t>& counter) {
+  Drop(key, gen, /*tell_policy=*/true);
+  counters_->Add(counter);
+  return false;
+}
+
+// REQUIRES: mutate_mu_ held, so no insert of the key can rename a new file into place before the
+// old one is unlinked here.
+bool CacheDir::Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_policy) {
+  Entry entry;
+  {
+    Shard& shard = ShardFor(key);
+    std::lock_guard lock(shard.mu);
+    auto it = shard.entries.find(key);
+    if (it == shard.entries.end() || (gen && it->second.gen != *gen)) return false;
+    entry = it->second;
+    shard.entries.erase(it);
+  }
+  if (entry.state != State::kClaimed) held_bytes_ -= entry.bytes;
+  if (entry.state == State::kOnDisk) {
+    ::unlink(PathFor(key).c_str());
+    used_bytes_.fetch_sub(entry.bytes, std::memory_order_relaxed);
+    blocks_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (tell_policy) policy_->Remove(key);
+  return true;
+}
+
+// REQUIRES: mutate_mu_ held.
+void CacheDir::DropVictims(const std::vector<BlockKey>& victims) {
+  for (const BlockKey& victim : victims) {
+    if (Drop(victim, std::nullopt, /*tell_policy=*/false)) counters_->Add(counters_->evictions);
+  }
+}
+
+bool CacheDir::Erase(const BlockKey& key) {
+  std::lock_guard lock(mutate_mu_);
+  return Drop(key, std::nullopt, /*tell_policy=*/true);
+}
+
+// ---- Free-space floor ----
+
+// The write-time half of the floor (Open applies the other): other files on the file system may
+// have grown since. Checks and reserves under one lock, counting writes in flight, so concurrent
+// inserts cannot each take room that only one of them may have.
+bool CacheDir::ReserveDiskSpace(uint64_t bytes) {
+  if (!HasFloor(config_)) return true;  // no floor: only ENOSPC stops a write
+  std::lock_guard lock(space_mu_);
+  Result<FsSpace> space = StatFs(config_.path);
+  if (!space.ok()) {
+    spdlog::warn("disk cache: not caching block: {}", space.status().ToString());
+    return false;
+  }
+  uint64_t available = space->available - std::min(space->available, writing_bytes_);
+  if (available < FloorBytes(config_, space->size) + bytes) return false;
+  writing_bytes_ += bytes;
+  return true;
+}
+
+void CacheDir::ReleaseDiskSpace(uint64_t bytes) {
+  if (!HasFloor(config_)) return;
+  std::lock_guard lock(space_mu_);
+  writing_bytes_ -= bytes;
+}
+
+// ---- Recovery ----
+
+Result<std::vector<CacheDir::Found>> CacheDir::Scan() {
+  std::vector<Found> found;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(blocks_root_, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code file_ec;
+    if (!it->is_regular_file(file_ec)) continue;
+    std::optional<BlockFileHeader> h = Examine(it->path().string());
+    if (!h) continue;
+    uint64_t bytes = BlockFileSize(h->object_key.size(), h->etag.size(), h->data_length);
+    found.push_back({h->key, bytes, fs::last_write_time(it->path(), file_ec)});
+  }
+  if (ec) return DirError(config_.path, "scan " + blocks_root_, ec.value());
+  // Oldest first, so a recency policy starts from the order the blocks were written in.
+  std::sort(found.begin(), found.end(),
+            [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
+  return found;
+}
+
+// The open-time half of the floor: the policy gets what the file system can hold above the floor
+// (counting the blocks already here), so its own evictions keep the floor in steady state. A disk
+// already past the floor makes the Restores evict until it is not.
+Result<uint64_t> CacheDir::UsableCapacity(const std::vector<Found>& found) const {
+  if (!HasFloor(config_)) return config_.capacity;
+  LC_ASSIGN_OR_RETURN(FsSpace space, StatFs(config_.path));
+  uint64_t room = space.available;
+  for (const Found& f : found) room += f.bytes;
+  uint64_t floor = FloorBytes(config_, space.size);
+  uint64_t usable = std::min(config_.capacity, room - std::min(room, floor));
+  if (usable < config_.capacity) {
+    spdlog::info("disk cache dir {}: capacity {} bytes lowered to {} to keep {} bytes free",
+                 config_.path, config_.capacity, usable, floor);
+  }
+  return usable;
+}
+
+std::optional<BlockFileHeader> CacheDir::Examine(const std::string& path) {
+  std::string name = fs::path(path).filename().string();
+  std::error_code ec;
+  if (IsBlockFileTempName(name)) {  // a write cut short by a crash
+    fs::remove(path, ec);
+    return std::nullopt;
+  }
+  if (!name.ends_with(kBlockFileSuffix)) return std::nullopt;  // not ours: left alone
+  Result<BlockFile> file = BlockFile::Open(path);
+  if (file.ok() && PathFor(file->header().key) == path) return file->header();
+  Status why = file.ok() ? Status::Corruption(path + ": misplaced block file") : file.status();
+  if (why.code() == StatusCode::kNotFound) return std::nullopt;
+  if (why.code() == StatusCode::kUnimplemented) {
+    spdlog::info("disk cache: removing {}", why.ToString());
+  } else {
+    spdlog::warn("disk cache: removing {}", why.ToString());
+    counters_->Add(counters_->corrupt_blocks);
+  }
+  fs::remove(path, ec);
+  return std::nullopt;
+}
+
+void CacheDir::Adopt(const BlockKey& key, uint64_t bytes) {
+  std::lock_guard lock(mutate_mu_);
+  {
+    Shard& shard = ShardFor(key);
+    std::lock_guard shard_lock(shard.mu);
+    shard.entries[key] = Entry{bytes, next_gen_.fetch_add(1), State::kOnDisk};
+  }
+  held_bytes_ += bytes;
+  used_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  blocks_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<BlockKey> victims;
+  policy_->Restore(key, bytes, &victims);
+  DropVictims(victims);
+}
+
+}  // namespace lakecache

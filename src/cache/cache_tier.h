@@ -1,0 +1,51 @@
+// CacheTier: one level of the block cache (memory, or a set of disk directories).
+//
+// All tiers share this interface so the BlockStore can stack them. A tier owns its index, its bytes and
+// its EvictionPolicy. Get returns the whole block (memory: the pinned buffer itself, zero-copy; disk:
+// read and checksum-verified into a new Block); Read copies a range (disk: verifying only the chunks
+// it touches). A corrupt block is never returned: it is removed, counted, and reported as a miss.
+// Thread-safe; lookups take no global lock.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "cache/block.h"
+#include "cache/block_source.h"
+#include "cache/cache_stats.h"
+#include "common/result.h"
+
+namespace lakecache {
+
+class CacheTier {
+ public:
+  virtual ~CacheTier() = default;
+
+  virtual const std::string& name() const = 0;
+
+  // The block, or kNotFound on a miss (including a corrupt block, which is removed). Counts a hit or
+  // miss and reports it to the policy.
+  virtual Result<BlockRef> Get(const BlockKey& key) = 0;
+
+  // Copies [offset, offset + dst.size()) of the block into dst (clamped to the block's end); returns
+  // the bytes copied. kNotFound on a miss, like Get.
+  virtual Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst) = 0;
+
+  // Offers a block that was just missed here. The policy may decline (returns false) and may evict
+  // others. Write failures (disk full) are counted and return false, never an error for the reader.
+  virtual bool Insert(const BlockRequest& request, const BlockRef& block) = 0;
+
+  // A reader read `key` from a tier above this one. If this tier holds it too, its policy counts the
+  // access (so a block hot in memory stays on disk across restarts); no hit or miss is counted.
+  virtual void Touch(const BlockKey& key) = 0;
+
+  // True if the tier holds the block (no hit/miss counted).
+  virtual bool Contains(const BlockKey& key) const = 0;
+
+  // Drops the block if present.
+  virtual void Erase(const BlockKey& key) = 0;
+
+  virtual TierStats Stats() const = 0;
+};
+
+}  // namespace lakecache

@@ -1,0 +1,22 @@
+#include "cache/eviction_policy.h"
+
+#include "cache/lru_policy.h"
+#include "cache/tinylfu_policy.h"
+
+namespace lakecache {
+
+Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name,
+                                                           uint64_t capacity_bytes, uint64_t seed) {
+  std::unique_ptr<EvictionPolicy> policy;
+  if (name == "lru") {
+    policy = std::make_unique<LruPolicy>(capacity_bytes);
+  } else if (name == "tinylfu") {
+    policy = std::make_unique<TinyLfuPolicy>(capacity_bytes, seed);
+  } else {
+    return Status::InvalidArgument("unknown eviction policy \"" + std::string(name) +
+                                   "\"; valid: lru, tinylfu");
+  }
+  return policy;
+}
+
+}  // namespace lakecache

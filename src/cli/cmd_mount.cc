@@ -1,0 +1,190 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "cache/block_store.h"
+#include "cli/commands.h"
+#include "cli/mount_options.h"
+#include "common/cache_flags.h"
+#include "common/logging.h"
+#include "fuse/fuse_mount.h"
+#include "meta/namespace_table.h"
+
+namespace lakecache::cli {
+namespace {
+
+// A mountpoint must be an existing, empty folder: mounting over files would hide them.
+int CheckMountpoint(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr, "lakecache: error: mountpoint %s does not exist or is not a folder\n",
+                 path.c_str());
+    return kExitUsage;
+  }
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) {
+    std::fprintf(stderr, "lakecache: error: cannot open mountpoint %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return kExitFailure;
+  }
+  bool empty = true;
+  while (dirent* e = ::readdir(dir)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+  }
+  ::closedir(dir);
+  if (!empty) {
+    std::fprintf(stderr, "lakecache: error: mountpoint %s is not empty\n", path.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+// The quick form's config: the URI's namespace, with the -o overrides applied through the same
+// loader as a file's (so they are validated the same way). Credentials are kept out of the rendered
+// text and carried over afterwards.
+Result<Config> QuickConfig(const NamespaceConfig& ns, const CacheConfig& cache,
+                           const std::vector<std::string>& overrides) {
+  Config base;
+  base.cache = cache;
+  NamespaceConfig plain = ns;
+  plain.access_key.clear();
+  plain.secret_key = Secret();
+  plain.session_token = Secret();
+  plain.access_key_file.clear();
+  plain.secret_key_file.clear();
+  base.namespaces[ns.name] = plain;
+  LC_ASSIGN_OR_RETURN(Config config, LoadConfigText(RenderConfig(base), "the mount command line",
+                                                    ConfigFormat::kYaml, overrides));
+  NamespaceConfig& loaded = config.namespaces[ns.name];
+  loaded.access_key = ns.access_key;
+  loaded.secret_key = ns.secret_key;
+  loaded.session_token = ns.session_token;
+  loaded.access_key_file = ns.access_key_file;
+  loaded.secret_key_file = ns.secret_key_file;
+  return config;
+}
+
+// The config a mount serves: the one URI of the quick form, or every namespace of --config.
+Result<Config> MountConfig(const CliContext& ctx, const std::string& uri) {
+  if (uri.empty()) {
+    LC_ASSIGN_OR_RETURN(Config config, ctx.LoadConfig());
+    if (config.namespaces.empty()) {
+      return Status::InvalidArgument(ctx.flags().config_file + ": no namespaces to mount");
+    }
+    return config;
+  }
+  GlobalFlags plain_flags = ctx.flags();
+  plain_flags.overrides.clear();  // they apply to the quick form's config, below
+  CliContext plain(plain_flags);
+  LC_ASSIGN_OR_RETURN(Config file_config, plain.LoadConfig());
+  LC_ASSIGN_OR_RETURN(NamespaceConfig ns, plain.NamespaceFor(uri));
+  return QuickConfig(ns, file_config.cache, ctx.flags().overrides);
+}
+
+// Builds the whole stack and mounts it. On success the mount is visible.
+Result<std::unique_ptr<FuseMount>> BuildAndMount(const CliContext& ctx, const MountRequest& req,
+                                                 const MountOptions& options) {
+  LC_ASSIGN_OR_RETURN(Config config, MountConfig(ctx, req.uri));
+  LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &config.cache));
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> blocks, BlockStore::Open(config.cache));
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<NamespaceTable> namespaces,
+                      NamespaceTable::Open(config, ctx.MakeStoreOptions(), /*probe=*/true));
+  FileSystemOptions fs_options = options.fs;
+  fs_options.single_namespace_root = !req.uri.empty();
+  auto fs = std::make_shared<FileSystem>(std::move(namespaces), std::move(blocks), fs_options);
+  FuseMountOptions fuse_options = options.fuse;
+  fuse_options.fs_name = req.uri.empty() ? "lakecache" : "lakecache:" + req.uri;
+  auto mount = std::make_unique<FuseMount>(fs, fuse_options);
+  LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
+  return mount;
+}
+
+int MountExitCode(const Status& status) {
+  std::fprintf(stderr, "lakecache: error: %s\n", status.message().c_str());
+  return kExitFailure;
+}
+
+int RunForeground(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
+  auto mount = BuildAndMount(ctx, req, options);
+  if (!mount.ok()) return MountExitCode(mount.status());
+  std::fprintf(stderr, "lakecache: mounted at %s\n", req.mountpoint.c_str());
+  Status s = (*mount)->Run();
+  return s.ok() ? kExitOk : ReportError(s);
+}
+
+// Forks a daemon that mounts and serves; returns once the mount is ready (or failed).
+int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
+  int fds[2];
+  if (::pipe(fds) != 0) return ReportError(Status::IoError("pipe failed"));
+  pid_t pid = ::fork();
+  if (pid < 0) return ReportError(Status::IoError("fork failed"));
+  if (pid > 0) {  // the caller: wait for the daemon's word
+    ::close(fds[1]);
+    char code = 1;
+    ssize_t n = ::read(fds[0], &code, 1);
+    ::close(fds[0]);
+    if (n != 1) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : kExitFailure;
+    }
+    return code;
+  }
+  ::close(fds[0]);
+  ::setsid();
+  std::string log_file = ctx.flags().log_file.empty() ? DefaultMountLogFile() : ctx.flags().log_file;
+  if (Status s = InitLogging(ctx.flags().log_level, log_file); !s.ok()) {
+    std::fprintf(stderr, "lakecache: error: %s\n", s.message().c_str());
+    ::_exit(kExitFailure);
+  }
+  auto mount = BuildAndMount(ctx, req, options);
+  if (!mount.ok()) ::_exit(MountExitCode(mount.status()));  // stderr still reaches the caller
+  int devnull = ::open("/dev/null", O_RDWR);
+  ::dup2(devnull, STDIN_FILENO);
+  ::dup2(devnull, STDOUT_FILENO);
+  ::dup2(devnull, STDERR_FILENO);
+  char ok = kExitOk;
+  (void)!::write(fds[1], &ok, 1);
+  ::close(fds[1]);
+  Status s = (*mount)->Run();
+  ::_exit(s.ok() ? kExitOk : kExitFailure);
+}
+
+}  // namespace
+
+std::string DefaultMountLogFile() {
+  return "/tmp/lakecache-mount-" + std::to_string(::getuid()) + ".log";
+}
+
+int RunMount(const GlobalFlags& flags, const MountRequest& req) {
+  auto options = ParseMountOptions(flags.overrides);
+  if (!options.ok()) return ReportError(options.status());
+  if (req.uri.empty() && flags.config_file.empty()) {
+    return ReportError(Status::InvalidArgument("mount needs a URI or --config FILE"));
+  }
+  if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
+  GlobalFlags config_flags = flags;
+  config_flags.overrides = options->config_overrides;
+  CliContext ctx(config_flags);
+  return req.background ? RunBackground(ctx, req, *options) : RunForeground(ctx, req, *options);
+}
+
+int RunUmount(const std::string& mountpoint) {
+  if (::geteuid() == 0) {
+    if (::umount2(mountpoint.c_str(), 0) == 0) return kExitOk;
+    std::fprintf(stderr, "lakecache: error: unmounting %s: %s\n", mountpoint.c_str(),
+                 std::strerror(errno));
+    return errno == EINVAL || errno == ENOENT ? kExitUsage : kExitFailure;
+  }
+  ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
+  std::fprintf(stderr, "lakecache: error: cannot run fusermount3: %s\n", std::strerror(errno));
+  return kExitFailure;
+}
+
+}  // namespace lakecache::cli

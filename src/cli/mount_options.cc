@@ -1,0 +1,72 @@
+#include "cli/mount_options.h"
+
+#include <unistd.h>
+
+#include <charconv>
+
+namespace lakecache::cli {
+namespace {
+
+Result<uint32_t> ParseNumber(const std::string& option, const std::string& text, int base) {
+  uint32_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    return Status::InvalidArgument("-o " + option + ": '" + text + "' is not a " +
+                                   (base == 8 ? "octal mode" : "number"));
+  }
+  return value;
+}
+
+Status ApplyOne(const std::string& opt, MountOptions* out) {
+  size_t eq = opt.find('=');
+  std::string name = opt.substr(0, eq);
+  std::string value = eq == std::string::npos ? "" : opt.substr(eq + 1);
+  if (name == "allow_other" && eq == std::string::npos) {
+    out->fuse.allow_other = true;
+  } else if (name == "default_permissions" && eq == std::string::npos) {
+    out->fuse.default_permissions = true;
+  } else if (name == "ro" && eq == std::string::npos) {
+    // Always read-only.
+  } else if (name == "uid") {
+    LC_ASSIGN_OR_RETURN(out->fs.uid, ParseNumber(opt, value, 10));
+  } else if (name == "gid") {
+    LC_ASSIGN_OR_RETURN(out->fs.gid, ParseNumber(opt, value, 10));
+  } else if (name == "file_mode") {
+    LC_ASSIGN_OR_RETURN(out->fs.file_mode, ParseNumber(opt, value, 8));
+  } else if (name == "dir_mode") {
+    LC_ASSIGN_OR_RETURN(out->fs.dir_mode, ParseNumber(opt, value, 8));
+  } else {
+    return Status::InvalidArgument("-o " + opt +
+                                   ": unknown mount option (expected allow_other, "
+                                   "default_permissions, uid=N, gid=N, file_mode=MODE, dir_mode=MODE"
+                                   ", or a config override such as namespaces.NS.metadata_ttl=5m)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<MountOptions> ParseMountOptions(const std::vector<std::string>& values) {
+  MountOptions out;
+  out.fs.uid = ::getuid();
+  out.fs.gid = ::getgid();
+  for (const std::string& value : values) {
+    size_t eq = value.find('=');
+    if (value.substr(0, eq).find('.') != std::string::npos) {  // a dotted config key
+      out.config_overrides.push_back(value);
+      continue;
+    }
+    size_t start = 0;
+    while (start <= value.size()) {
+      size_t comma = value.find(',', start);
+      std::string opt = value.substr(start, comma == std::string::npos ? std::string::npos
+                                                                       : comma - start);
+      if (!opt.empty()) LC_RETURN_IF_ERROR(ApplyOne(opt, &out));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,22 @@
+// Splits the mount command's `-o` values into config overrides ("dotted.key=value") and mount options
+// ("allow_other", "uid=N,gid=N", "file_mode=0444,dir_mode=0555", "default_permissions", "ro").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "client/file_system.h"
+#include "common/result.h"
+#include "fuse/fuse_mount.h"
+
+namespace lakecache::cli {
+
+struct MountOptions {
+  std::vector<std::string> config_overrides;
+  FileSystemOptions fs;      // uid, gid and modes (defaults: the mounting user, 0444 / 0555)
+  FuseMountOptions fuse;
+};
+
+Result<MountOptions> ParseMountOptions(const std::vector<std::string>& values);
+
+}  // namespace lakecache::cli

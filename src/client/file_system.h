@@ -1,0 +1,93 @@
+// FileSystem: the read-only file system a mount shows, testable without FUSE.
+//
+// Namespaces are top-level folders (or, in the quick form, the one namespace is the root). Folders
+// and attributes come from each namespace's MetadataCache; file bytes from the BlockStore, whose
+// misses become ranged GETs of the object version (ETag) seen at open. A file opened twice with the
+// same ETag may keep the kernel page cache (keep_cache); a changed ETag drops it. Thread-safe: FUSE
+// calls every method from many threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/block_store.h"
+#include "client/inode_table.h"
+#include "common/result.h"
+#include "meta/namespace_table.h"
+
+namespace lakecache {
+
+struct FileSystemOptions {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  uint32_t file_mode = 0444;
+  uint32_t dir_mode = 0555;
+  // Quick form: the single namespace is the mount's root instead of a top-level folder.
+  bool single_namespace_root = false;
+};
+
+struct FileAttr {
+  uint64_t ino = 0;
+  bool is_dir = false;
+  uint64_t size = 0;
+  int64_t mtime = 0;
+  uint32_t mode = 0;  // type and permission bits
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+struct DirItem {
+  std::string name;
+  FileAttr attr;
+};
+
+struct OpenedFile {
+  uint64_t fh = 0;
+  bool keep_cache = false;  // the kernel may keep pages cached from an earlier open
+};
+
+class FileSystem {
+ public:
+  FileSystem(std::unique_ptr<NamespaceTable> namespaces, std::shared_ptr<BlockStore> blocks,
+             FileSystemOptions options);
+  ~FileSystem();
+
+  Result<FileAttr> Lookup(uint64_t parent, const std::string& name);
+  Result<FileAttr> GetAttr(uint64_t ino);
+  Result<std::vector<DirItem>> ReadDir(uint64_t ino);
+  Result<OpenedFile> Open(uint64_t ino);
+  // Reads up to dst.size() bytes at `offset`; short only at the end of the file.
+  Result<size_t> Read(uint64_t fh, uint64_t offset, std::span<char> dst);
+  void Release(uint64_t fh);
+
+  // How long the kernel may cache an entry or attributes of `ino`: its namespace's metadata TTL
+  // (a day for immutable namespaces; the shortest TTL for the multi-namespace root).
+  double AttrTimeoutSeconds(uint64_t ino) const;
+
+  BlockStore& blocks() { return *blocks_; }
+
+ private:
+  struct Handle;
+  Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name);
+  Result<std::vector<DirItem>> ListRoot();
+  FileAttr DirAttr(uint64_t ino) const;
+  FileAttr FileAttrOf(uint64_t ino, const DirEntry& entry) const;
+  Result<size_t> ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
+                           std::span<char> dst);
+
+  std::unique_ptr<NamespaceTable> namespaces_;
+  std::shared_ptr<BlockStore> blocks_;
+  const FileSystemOptions options_;
+  const int64_t mount_time_;
+  InodeTable inodes_;
+  std::mutex etag_mu_;
+  std::unordered_map<uint64_t, std::string> opened_etag_;  // GUARDED_BY(etag_mu_)
+};
+
+}  // namespace lakecache

@@ -1,0 +1,43 @@
+#include "client/inode_table.h"
+
+#include <mutex>
+
+namespace lakecache {
+
+InodeTable::InodeTable(InodeInfo root) {
+  inodes_.push_back(root);
+  by_key_[KeyOf(root.ns, root.path)] = kRootIno;
+}
+
+std::string InodeTable::KeyOf(const Namespace* ns, const std::string& path) {
+  // The namespace's address keeps keys of different namespaces apart; '\0' cannot be in a path.
+  std::string key = std::to_string(reinterpret_cast<uintptr_t>(ns));
+  key.push_back('\0');
+  key += path;
+  return key;
+}
+
+uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir) {
+  std::string key = KeyOf(ns, path);
+  {
+    std::shared_lock lock(mu_);
+    auto it = by_key_.find(key);
+    if (it != by_key_.end() && inodes_[it->second - 1].is_dir == is_dir) return it->second;
+  }
+  std::unique_lock lock(mu_);
+  auto [it, inserted] = by_key_.try_emplace(key, inodes_.size() + 1);
+  if (inserted) {
+    inodes_.push_back(InodeInfo{ns, path, is_dir});
+  } else {
+    inodes_[it->second - 1].is_dir = is_dir;
+  }
+  return it->second;
+}
+
+std::optional<InodeInfo> InodeTable::Get(uint64_t ino) const {
+  std::shared_lock lock(mu_);
+  if (ino == 0 || ino > inodes_.size()) return std::nullopt;
+  return inodes_[ino - 1];
+}
+
+}  // namespace lakecache

@@ -1,0 +1,51 @@
+#include "meta/dir_listing.h"
+
+#include <algorithm>
+
+namespace lakecache {
+namespace {
+
+bool IsValidName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find('\0') == std::string_view::npos && name.find('/') == std::string_view::npos;
+}
+
+}  // namespace
+
+DirListing DirListing::FromObjects(std::string_view prefix, const ListResult& listing) {
+  DirListing out;
+  out.exists_ = !listing.objects.empty() || !listing.common_prefixes.empty();
+  for (const std::string& p : listing.common_prefixes) {
+    if (!p.starts_with(prefix)) continue;
+    std::string_view name = std::string_view(p).substr(prefix.size());
+    if (name.ends_with('/')) name.remove_suffix(1);
+    if (IsValidName(name)) out.entries_.push_back(DirEntry{std::string(name), true, 0, "", 0});
+  }
+  for (const ObjectInfo& o : listing.objects) {
+    if (!o.key.starts_with(prefix)) continue;
+    std::string_view name = std::string_view(o.key).substr(prefix.size());
+    bool marker = name.ends_with('/');
+    if (marker) name.remove_suffix(1);
+    if (!IsValidName(name)) continue;  // includes the listed folder's own "dir/" marker
+    out.entries_.push_back(
+        DirEntry{std::string(name), marker, marker ? 0 : o.size, marker ? "" : o.etag, o.mtime});
+  }
+  // Sort folders before files of the same name, then keep the first: a folder shadows a file.
+  std::stable_sort(out.entries_.begin(), out.entries_.end(),
+                   [](const DirEntry& a, const DirEntry& b) {
+                     if (a.name != b.name) return a.name < b.name;
+                     return a.is_dir && !b.is_dir;
+                   });
+  auto same = [](const DirEntry& a, const DirEntry& b) { return a.name == b.name; };
+  out.entries_.erase(std::unique(out.entries_.begin(), out.entries_.end(), same),
+                     out.entries_.end());
+  return out;
+}
+
+const DirEntry* DirListing::Find(std::string_view name) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                             [](const DirEntry& e, std::string_view n) { return e.name < n; });
+  return (it != entries_.end() && it->name == name) ? &*it : nullptr;
+}
+
+}  // namespace lakecache

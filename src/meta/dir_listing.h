@@ -1,0 +1,43 @@
+// DirListing: one folder of a namespace as the file system shows it, built from an object listing.
+//
+// Common prefixes become folders; "dir/" marker objects are folders too (the marker of the folder
+// being listed is skipped); a name that is both an object and a prefix shows as a folder; names
+// that cannot be file names ("", ".", "..", or with NUL) are left out. Immutable once built;
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ufs/object_store.h"
+
+namespace lakecache {
+
+struct DirEntry {
+  std::string name;  // one path component
+  bool is_dir = false;
+  uint64_t size = 0;
+  std::string etag;  // files only
+  int64_t mtime = 0;
+};
+
+class DirListing {
+ public:
+  // `prefix` is the listed prefix ("" or ending in '/'), `listing` what ListAll returned for it
+  // with delimiter "/".
+  static DirListing FromObjects(std::string_view prefix, const ListResult& listing);
+
+  const std::vector<DirEntry>& entries() const { return entries_; }  // sorted by name
+  // The entry named `name`, or nullptr.
+  const DirEntry* Find(std::string_view name) const;
+  // True when the listing had anything at all (objects, prefixes or the folder's own marker).
+  bool exists() const { return exists_; }
+
+ private:
+  std::vector<DirEntry> entries_;
+  bool exists_ = false;
+};
+
+}  // namespace lakecache

@@ -1,0 +1,80 @@
+#include "meta/metadata_cache.h"
+
+#include <spdlog/spdlog.h>
+
+namespace lakecache {
+
+// One folder's cached listing. `mu` is held while the folder is fetched, so concurrent callers wait
+// for that one listing instead of sending their own.
+struct MetadataCache::Slot {
+  std::mutex mu;
+  std::shared_ptr<const DirListing> listing;  // GUARDED_BY(mu)
+  Clock::time_point fetched;                  // GUARDED_BY(mu)
+  bool warned_stale = false;                  // GUARDED_BY(mu)
+};
+
+std::pair<std::string, std::string> SplitParent(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {"", path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+MetadataCache::MetadataCache(std::shared_ptr<ObjectStore> store, std::string prefix,
+                             MetadataCacheOptions options)
+    : store_(std::move(store)), prefix_(std::move(prefix)), options_(std::move(options)) {}
+
+MetadataCache::~MetadataCache() = default;
+
+std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& dir) {
+  std::lock_guard lock(mu_);
+  auto& slot = slots_[dir];
+  if (!slot) slot = std::make_shared<Slot>();
+  return slot;
+}
+
+Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir) {
+  std::shared_ptr<Slot> slot = SlotFor(dir);
+  std::lock_guard lock(slot->mu);
+  if (slot->listing) {
+    bool fresh = options_.immutable || options_.now() - slot->fetched < options_.ttl;
+    if (fresh) return slot->listing;
+  }
+  return Refresh(dir, *slot);
+}
+
+Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::string& dir,
+                                                                 Slot& slot) {
+  std::string prefix = dir.empty() ? prefix_ : prefix_ + dir + "/";
+  auto listed = ListAll(*store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout));
+  Clock::time_point now = options_.now();
+  if (listed.ok()) {
+    slot.listing = std::make_shared<const DirListing>(DirListing::FromObjects(prefix, *listed));
+    slot.fetched = now;
+    slot.warned_stale = false;
+    return slot.listing;
+  }
+  const Status& error = listed.status();
+  bool unreachable = error.retryable() || error.code() == StatusCode::kDeadlineExceeded ||
+                     error.code() == StatusCode::kIoError;
+  if (unreachable && slot.listing && now - slot.fetched < options_.ttl + options_.stale_if_error) {
+    if (!slot.warned_stale) {
+      spdlog::warn("serving cached listing of {}/{} past its TTL: revalidation failed: {}",
+                   store_->Describe(), prefix, error.ToString());
+      slot.warned_stale = true;
+    }
+    return slot.listing;
+  }
+  return error;
+}
+
+Result<DirEntry> MetadataCache::Stat(const std::string& path) {
+  auto [parent, name] = SplitParent(path);
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing, List(parent));
+  const DirEntry* entry = listing->Find(name);
+  if (entry == nullptr) {
+    return Status::NotFound(store_->Describe() + "/" + prefix_ + path + ": no such file or folder");
+  }
+  return *entry;
+}
+
+}  // namespace lakecache

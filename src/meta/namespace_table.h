@@ -1,0 +1,46 @@
+// NamespaceTable: the namespaces a mount (or server) serves, each with its object store, key prefix
+// and metadata cache.
+//
+// Built once at start-up from the config; read-only afterwards, so lookups are thread-safe. Opening
+// resolves each namespace's credentials and checks that its bucket answers, so a bad endpoint, a
+// missing bucket or wrong credentials fail at start-up with a message naming the namespace.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "meta/metadata_cache.h"
+#include "ufs/store_factory.h"
+
+namespace lakecache {
+
+struct Namespace {
+  std::string name;
+  NamespaceConfig config;
+  std::shared_ptr<ObjectStore> store;
+  std::string prefix;  // key prefix within the bucket: "" or ending in '/'
+  std::unique_ptr<MetadataCache> meta;
+};
+
+class NamespaceTable {
+ public:
+  // Opens every namespace of `config`. With `probe`, lists each namespace root once (max-keys 1).
+  static Result<std::unique_ptr<NamespaceTable>> Open(const Config& config,
+                                                      const StoreOptions& options, bool probe);
+
+  // nullptr if there is no such namespace.
+  Namespace* Find(const std::string& name) const;
+  const std::vector<std::string>& names() const { return names_; }  // sorted
+
+ private:
+  std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
+  std::vector<std::string> names_;
+};
+
+// The key prefix of a namespace URI's key: "" or ending in '/'.
+std::string NormalizePrefix(const std::string& key);
+
+}  // namespace lakecache

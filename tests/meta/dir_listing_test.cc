@@ -1,0 +1,148 @@
+#include "meta/dir_listing.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace lakecache {
+namespace {
+
+ObjectInfo Object(std::string key, uint64_t size = 1, std::string etag = "e", int64_t mtime = 7) {
+  return ObjectInfo{std::move(key), size, std::move(etag), mtime};
+}
+
+std::vector<std::string> Names(const DirListing& listing) {
+  std::vector<std::string> names;
+  for (const DirEntry& e : listing.entries()) names.push_back(e.name);
+  return names;
+}
+
+TEST(DirListingTest, CommonPrefixesBecomeFolders) {
+  ListResult listed;
+  listed.common_prefixes = {"data/a/", "data/b/"};
+  DirListing listing = DirListing::FromObjects("data/", listed);
+  ASSERT_EQ(Names(listing), (std::vector<std::string>{"a", "b"}));
+  for (const DirEntry& e : listing.entries()) {
+    EXPECT_TRUE(e.is_dir) << e.name;
+    EXPECT_EQ(e.size, 0u);
+    EXPECT_EQ(e.etag, "");
+  }
+  EXPECT_TRUE(listing.exists());
+}
+
+TEST(DirListingTest, ObjectsBecomeFilesWithTheirAttributes) {
+  ListResult listed;
+  listed.objects = {Object("data/x.bin", 123, "etag-x", 1700000000)};
+  DirListing listing = DirListing::FromObjects("data/", listed);
+  ASSERT_EQ(listing.entries().size(), 1u);
+  const DirEntry& e = listing.entries()[0];
+  EXPECT_EQ(e.name, "x.bin");
+  EXPECT_FALSE(e.is_dir);
+  EXPECT_EQ(e.size, 123u);
+  EXPECT_EQ(e.etag, "etag-x");
+  EXPECT_EQ(e.mtime, 1700000000);
+}
+
+TEST(DirListingTest, MarkerObjectsAreFoldersAndTheListedFoldersOwnMarkerIsSkipped) {
+  ListResult listed;
+  // "data/" is the listed folder's own marker; "data/empty/" marks a folder with nothing below it.
+  listed.objects = {Object("data/", 0), Object("data/empty/", 0, "marker-etag")};
+  DirListing listing = DirListing::FromObjects("data/", listed);
+  ASSERT_EQ(Names(listing), (std::vector<std::string>{"empty"}));
+  EXPECT_TRUE(listing.entries()[0].is_dir);
+  EXPECT_EQ(listing.entries()[0].etag, "");  // folders carry no ETag
+  EXPECT_TRUE(listing.exists());
+}
+
+TEST(DirListingTest, OwnMarkerAloneMeansTheFolderExistsButIsEmpty) {
+  ListResult listed;
+  listed.objects = {Object("data/", 0)};
+  DirListing listing = DirListing::FromObjects("data/", listed);
+  EXPECT_TRUE(listing.entries().empty());
+  EXPECT_TRUE(listing.exists());
+}
+
+TEST(DirListingTest, NameThatIsBothObjectAndPrefixShowsOnceAsFolder) {
+  ListResult listed;
+  listed.objects = {Object("data/both", 10), Object("data/file", 5)};
+  listed.common_prefixes = {"data/both/"};
+  DirListing listing = DirListing::FromObjects("data/", listed);
+  ASSERT_EQ(Names(listing), (std::vector<std::string>{"both", "file"}));
+  EXPECT_TRUE(listing.Find("both")->is_dir);
+  EXPECT_EQ(listing.Find("both")->size, 0u);
+  EXPECT_FALSE(listing.Find("file")->is_dir);
+}
+
+TEST(DirListingTest, MarkerAndPrefixOfTheSameFolderShowOnce) {
+  ListResult listed;
+  listed.objects = {Object("d/", 0)};
+  listed.common_prefixes = {"d/"};
+  DirListing listing = DirListing::FromObjects("", listed);
+  ASSERT_EQ(Names(listing), (std::vector<std::string>{"d"}));
+  EXPECT_TRUE(listing.entries()[0].is_dir);
+}
+
+TEST(DirListingTest, NamesThatCannotBeFileNamesAreSkipped) {
+  ListResult listed;
+  listed.objects = {Object("p/."), Object("p/.."), Object("p/ok"),
+                    Object(std::string("p/nul\0x", 7))};
+  // "p//" would name a folder "" and "p/./" and "p/../" would name "." and "..".
+  listed.common_prefixes = {"p//", "p/./", "p/../", "p/sub/"};
+  DirListing listing = DirListing::FromObjects("p/", listed);
+  EXPECT_EQ(Names(listing), (std::vector<std::string>{"ok", "sub"}));
+}
+
+TEST(DirListingTest, EntriesOutsideThePrefixAreIgnored) {
+  ListResult listed;
+  listed.objects = {Object("other/x"), Object("p/in")};
+  listed.common_prefixes = {"elsewhere/"};
+  DirListing listing = DirListing::FromObjects("p/", listed);
+  EXPECT_EQ(Names(listing), (std::vector<std::string>{"in"}));
+}
+
+TEST(DirListingTest, EntriesAreSortedByNameWhateverTheInputOrder) {
+  ListResult listed;
+  // Keys in S3 order, but folders and files interleave differently once the '/' is cut off.
+  listed.objects = {Object("b"), Object("a.txt"), Object("c-1"), Object("Z")};
+  listed.common_prefixes = {"c/", "a/", "B/"};
+  DirListing listing = DirListing::FromObjects("", listed);
+  std::vector<std::string> names = Names(listing);
+  EXPECT_EQ(names, (std::vector<std::string>{"B", "Z", "a", "a.txt", "b", "c", "c-1"}));
+}
+
+TEST(DirListingTest, FindReturnsTheEntryOrNull) {
+  ListResult listed;
+  listed.objects = {Object("f1", 1), Object("f3", 3)};
+  listed.common_prefixes = {"d2/"};
+  DirListing listing = DirListing::FromObjects("", listed);
+  ASSERT_NE(listing.Find("f1"), nullptr);
+  EXPECT_EQ(listing.Find("f1")->size, 1u);
+  ASSERT_NE(listing.Find("d2"), nullptr);
+  EXPECT_TRUE(listing.Find("d2")->is_dir);
+  ASSERT_NE(listing.Find("f3"), nullptr);
+  EXPECT_EQ(listing.Find("f3")->size, 3u);
+  EXPECT_EQ(listing.Find("f2"), nullptr);  // between two entries
+  EXPECT_EQ(listing.Find("a"), nullptr);   // before the first
+  EXPECT_EQ(listing.Find("z"), nullptr);   // after the last
+  EXPECT_EQ(listing.Find(""), nullptr);
+  EXPECT_EQ(listing.Find("f"), nullptr);  // a prefix of a name is no match
+}
+
+TEST(DirListingTest, EmptyListingDoesNotExist) {
+  DirListing listing = DirListing::FromObjects("gone/", ListResult{});
+  EXPECT_FALSE(listing.exists());
+  EXPECT_TRUE(listing.entries().empty());
+  EXPECT_EQ(listing.Find("x"), nullptr);
+}
+
+TEST(DirListingTest, RootListingUsesAnEmptyPrefix) {
+  ListResult listed;
+  listed.objects = {Object("top.txt", 9)};
+  listed.common_prefixes = {"dir/"};
+  DirListing listing = DirListing::FromObjects("", listed);
+  EXPECT_EQ(Names(listing), (std::vector<std::string>{"dir", "top.txt"}));
+}
+
+}  // namespace
+}  // namespace lakecache

@@ -1,0 +1,308 @@
+#include "meta/metadata_cache.h"
+
+#include <atomic>
+#include <chrono>
+#include <latch>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/test_servers.h"
+#include "ufs/fault_injecting_store.h"
+#include "ufs/local_store.h"
+
+namespace lakecache {
+namespace {
+
+using std::chrono::seconds;
+
+// A clock that moves only when the test says so.
+class FakeClock {
+ public:
+  Clock::time_point Now() const { return start_ + offset_.load(); }
+  void Advance(Clock::duration d) { offset_.store(offset_.load() + d); }
+
+ private:
+  const Clock::time_point start_ = Clock::now();
+  std::atomic<Clock::duration> offset_{Clock::duration::zero()};
+};
+
+// A MetadataCache over file:// (a temp dir) behind a FaultInjectingStore, with a fake clock.
+class MetadataCacheTest : public ::testing::Test {
+ protected:
+  static constexpr auto kTtl = seconds(60);
+  static constexpr auto kStaleIfError = seconds(600);
+
+  void SetUp() override {
+    local_ = std::make_shared<LocalStore>(dir_.path());
+    store_ = std::make_shared<FaultInjectingStore>(local_);
+  }
+
+  // Builds the cache; tests may change options_ first.
+  MetadataCache& Cache(const std::string& prefix = "") {
+    options_.now = [this] { return clock_.Now(); };
+    cache_ = std::make_unique<MetadataCache>(store_, prefix, options_);
+    return *cache_;
+  }
+
+  void Put(const std::string& key, const std::string& data) {
+    Status st = local_->Put(key, data, {});
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  // The listing of `dir`, failing the test on an error.
+  std::shared_ptr<const DirListing> MustList(const std::string& dir) {
+    auto listed = cache_->List(dir);
+    EXPECT_TRUE(listed.ok()) << listed.status().ToString();
+    return listed.ok() ? *listed : std::make_shared<const DirListing>();
+  }
+
+  static MetadataCacheOptions DefaultOptions() {
+    MetadataCacheOptions options;
+    options.ttl = kTtl;
+    options.stale_if_error = kStaleIfError;
+    return options;
+  }
+
+  int64_t Lists() const { return store_->Calls(StoreOp::kList); }
+
+  testing::TempDir dir_{"lakecache-meta"};
+  std::shared_ptr<LocalStore> local_;
+  std::shared_ptr<FaultInjectingStore> store_;
+  FakeClock clock_;
+  MetadataCacheOptions options_ = DefaultOptions();
+  std::unique_ptr<MetadataCache> cache_;
+};
+
+TEST_F(MetadataCacheTest, ListShowsFilesAndFoldersOfOneLevel) {
+  Put("a.txt", "hello");
+  Put("sub/b.txt", "x");
+  Put("sub/deeper/c.txt", "y");
+  Cache();
+  auto root = MustList("");
+  ASSERT_EQ(root->entries().size(), 2u);
+  EXPECT_EQ(root->entries()[0].name, "a.txt");
+  EXPECT_EQ(root->entries()[0].size, 5u);
+  EXPECT_FALSE(root->entries()[0].is_dir);
+  EXPECT_EQ(root->entries()[1].name, "sub");
+  EXPECT_TRUE(root->entries()[1].is_dir);
+  auto sub = MustList("sub");
+  ASSERT_EQ(sub->entries().size(), 2u);
+  EXPECT_EQ(sub->entries()[0].name, "b.txt");
+  EXPECT_EQ(sub->entries()[1].name, "deeper");
+  EXPECT_TRUE(sub->exists());
+  EXPECT_FALSE(MustList("nothing-here")->exists());
+}
+
+TEST_F(MetadataCacheTest, PrefixMapsPathsToKeysBelowIt) {
+  Put("ns/dir/f", "12345");
+  Put("other/g", "x");
+  MetadataCache& cache = Cache("ns/");
+  auto root = MustList("");
+  ASSERT_EQ(root->entries().size(), 1u);
+  EXPECT_EQ(root->entries()[0].name, "dir");
+  auto entry = cache.Stat("dir/f");
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  EXPECT_EQ(entry->size, 5u);
+  EXPECT_EQ(cache.ObjectKey("dir/f"), "ns/dir/f");
+}
+
+TEST_F(MetadataCacheTest, ListingIsCachedWithinTtl) {
+  Put("dir/f1", "1");
+  Put("dir/f2", "22");
+  MetadataCache& cache = Cache();
+  for (int i = 0; i < 50; ++i) {
+    MustList("dir");
+    ASSERT_TRUE(cache.Stat("dir/f1").ok());
+    ASSERT_TRUE(cache.Stat("dir/f2").ok());
+    clock_.Advance(kTtl / 100);
+  }
+  EXPECT_EQ(Lists(), 1);  // 50 lists and 100 stats of one folder: one listing
+}
+
+TEST_F(MetadataCacheTest, EachFolderIsListedOnce) {
+  Put("a/f", "1");
+  Put("b/f", "1");
+  MetadataCache& cache = Cache();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(cache.Stat("a/f").ok());
+    ASSERT_TRUE(cache.Stat("b/f").ok());
+    ASSERT_TRUE(cache.Stat("a").ok());  // from the root's listing
+  }
+  EXPECT_EQ(Lists(), 3);
+}
+
+TEST_F(MetadataCacheTest, AfterTtlRelistsAndSeesTheChangedFile) {
+  Put("dir/f", "old");
+  MetadataCache& cache = Cache();
+  auto before = cache.Stat("dir/f");
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->size, 3u);
+
+  Put("dir/f", "new and longer");
+  clock_.Advance(kTtl - seconds(1));
+  auto within = cache.Stat("dir/f");
+  ASSERT_TRUE(within.ok());
+  EXPECT_EQ(within->etag, before->etag);  // still the cached listing
+  EXPECT_EQ(Lists(), 1);
+
+  clock_.Advance(seconds(1));
+  auto after = cache.Stat("dir/f");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(Lists(), 2);
+  EXPECT_EQ(after->size, 14u);
+  EXPECT_NE(after->etag, before->etag);
+}
+
+TEST_F(MetadataCacheTest, AfterTtlSeesNewAndDeletedFiles) {
+  Put("dir/keep", "k");
+  Put("dir/gone", "g");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/gone").ok());
+  ASSERT_TRUE(local_->Delete("dir/gone", {}).ok());
+  Put("dir/new", "n");
+  clock_.Advance(kTtl);
+  EXPECT_EQ(cache.Stat("dir/gone").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Stat("dir/new").ok());
+  EXPECT_TRUE(cache.Stat("dir/keep").ok());
+}
+
+TEST_F(MetadataCacheTest, ImmutableNamespaceNeverRelists) {
+  Put("f", "old");
+  options_.immutable = true;
+  MetadataCache& cache = Cache();
+  auto before = cache.Stat("f");
+  ASSERT_TRUE(before.ok());
+  Put("f", "changed content");
+  clock_.Advance(std::chrono::hours(24 * 365));
+  auto after = cache.Stat("f");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->etag, before->etag);
+  EXPECT_EQ(after->size, 3u);
+  EXPECT_EQ(Lists(), 1);
+}
+
+TEST_F(MetadataCacheTest, ConcurrentListsOfOneFolderShareOneListing) {
+  Put("dir/f", "x");
+  Cache();
+  // The listing takes long enough that every thread asks while it is in flight.
+  FaultRule slow;
+  slow.op = StoreOp::kList;
+  slow.delay = std::chrono::milliseconds(200);
+  store_->AddRule(slow);
+  constexpr int kThreads = 8;
+  std::latch start(kThreads);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      auto listed = cache_->List("dir");
+      if (listed.ok() && (*listed)->Find("f") != nullptr) ok.fetch_add(1);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kThreads);
+  EXPECT_EQ(Lists(), 1);
+}
+
+TEST_F(MetadataCacheTest, StaleListingIsServedWhileStoreIsUnavailable) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  auto fresh = cache.Stat("dir/f");
+  ASSERT_TRUE(fresh.ok());
+
+  store_->FailAlways(StoreOp::kList, store_->ServerError("dir/"));
+  clock_.Advance(kTtl + seconds(1));
+  auto stale = cache.Stat("dir/f");
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_EQ(stale->etag, fresh->etag);
+  EXPECT_EQ(Lists(), 2);  // it did try to revalidate
+
+  clock_.Advance(kStaleIfError - seconds(2));  // just inside ttl + stale_if_error
+  EXPECT_TRUE(cache.List("dir").ok());
+
+  clock_.Advance(seconds(1));  // exactly ttl + stale_if_error: no longer served
+  auto expired = cache.List("dir");
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(MetadataCacheTest, StaleListingIsServedOnConnectionReset) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailAlways(StoreOp::kList, store_->ConnectionReset("dir/"));
+  clock_.Advance(kTtl * 2);
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+}
+
+TEST_F(MetadataCacheTest, RecoveredStoreRefreshesTheStaleListing) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailNext(StoreOp::kList, store_->ServerError("dir/"));
+  Put("dir/f", "abcdef");
+  clock_.Advance(kTtl);
+  auto stale = cache.Stat("dir/f");
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(stale->size, 3u);
+  auto fresh = cache.Stat("dir/f");  // the store answers again
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(fresh->size, 6u);
+  EXPECT_EQ(Lists(), 3);
+}
+
+TEST_F(MetadataCacheTest, AccessDeniedIsNotMaskedByStaleListing) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailAlways(StoreOp::kList, store_->AccessDenied("dir/"));
+  clock_.Advance(kTtl + seconds(1));
+  auto listed = cache.List("dir");
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.status().code(), StatusCode::kAccessDenied);
+}
+
+TEST_F(MetadataCacheTest, NotFoundIsNotMaskedByStaleListing) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailAlways(StoreOp::kList, store_->NotFound("dir/"));
+  clock_.Advance(kTtl + seconds(1));
+  auto entry = cache.Stat("dir/f");
+  ASSERT_FALSE(entry.ok());
+  EXPECT_EQ(entry.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(MetadataCacheTest, ErrorWithoutAnyCachedListingIsReturned) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  store_->FailAlways(StoreOp::kList, store_->ServerError(""));
+  auto listed = cache.List("dir");
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.status().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(MetadataCacheTest, StatOfMissingNameIsNotFound) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  EXPECT_EQ(cache.Stat("dir/missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache.Stat("missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache.Stat("nodir/f").status().code(), StatusCode::kNotFound);
+  auto folder = cache.Stat("dir");
+  ASSERT_TRUE(folder.ok());
+  EXPECT_TRUE(folder->is_dir);
+}
+
+TEST(SplitParentTest, SplitsAtTheLastSlash) {
+  EXPECT_EQ(SplitParent("a/b/c"), std::make_pair(std::string("a/b"), std::string("c")));
+  EXPECT_EQ(SplitParent("a/b"), std::make_pair(std::string("a"), std::string("b")));
+  EXPECT_EQ(SplitParent("c"), std::make_pair(std::string(""), std::string("c")));
+}
+
+}  // namespace
+}  // namespace lakecache
