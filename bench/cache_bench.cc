@@ -122,7 +122,7 @@ void BM_MemoryTierRead4MiB(benchmark::State& state) {
   BlockKey key = RequestFor(0).key;
   std::span<char> dst = Buffer(1);
   for (auto _ : state) {
-    Result<size_t> n = tier->Read(key, 0, dst);
+    Result<size_t> n = tier->Read(key, 0, dst, true);
     benchmark::DoNotOptimize(n);
   }
   state.SetBytesProcessed(state.iterations() * kBlockSize);
@@ -227,7 +227,7 @@ void BM_DiskTierRead4MiB(benchmark::State& state) {
   std::span<char> dst = Buffer(1);
   uint64_t i = 0;
   for (auto _ : state) {
-    Result<size_t> n = bench.tier().Read(RequestFor(i++ % kDiskBlocks).key, 0, dst);
+    Result<size_t> n = bench.tier().Read(RequestFor(i++ % kDiskBlocks).key, 0, dst, true);
     if (!n.ok() || *n != kBlockSize) state.SkipWithError("disk tier read failed");
   }
   state.SetBytesProcessed(state.iterations() * kBlockSize);

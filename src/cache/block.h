@@ -1,7 +1,8 @@
 // Block: the immutable bytes of one cached block, shared by everyone reading it.
 //
-// A BlockRef (shared_ptr<const Block>) pins the bytes: a block evicted from the memory tier stays valid
-// for readers that still hold it. Filled once by its creator before it is shared; read-only after.
+// A BlockRef (shared_ptr<const Block>) pins the bytes: a block evicted from the memory tier stays
+// valid for readers that still hold it. Filled once by its creator before it is shared; read-only
+// after.
 #pragma once
 
 #include <cstddef>

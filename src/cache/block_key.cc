@@ -25,8 +25,9 @@ ContentId MakeContentId(std::string_view ns, std::string_view object_key, std::s
 
 std::string BlockKey::ToString() const {
   char out[64];
-  std::snprintf(out, sizeof(out), "%016llx%016llx-%llu", static_cast<unsigned long long>(content.hi),
-                static_cast<unsigned long long>(content.lo), static_cast<unsigned long long>(index));
+  std::snprintf(
+      out, sizeof(out), "%016llx%016llx-%llu", static_cast<unsigned long long>(content.hi),
+      static_cast<unsigned long long>(content.lo), static_cast<unsigned long long>(index));
   return out;
 }
 

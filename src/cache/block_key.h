@@ -1,7 +1,8 @@
 // BlockKey: the identity of one cached block, {content id, block index}.
 //
-// The content id hashes (namespace, object key, ETag, block size), so a changed object (new ETag) or a
-// changed block size can never be served blocks cut from other bytes. Value types; thread-safe.
+// The content id hashes (namespace, object key, ETag, block size), so a changed object (new ETag)
+// or a changed block size can never be served blocks cut from other bytes. Value types;
+// thread-safe.
 #pragma once
 
 #include <cstdint>

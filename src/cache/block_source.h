@@ -1,7 +1,8 @@
 // BlockRequest and BlockSource: how the cache asks the layer above for a block it does not hold.
 //
-// The cache never talks to object stores; the client (or worker) passes a BlockSource that fetches the
-// block's bytes (a ranged GET). The cache calls it at most once per block at a time (single-flight).
+// The cache never talks to object stores; the client (or worker) passes a BlockSource that fetches
+// the block's bytes (a ranged GET). The cache calls it at most once per block at a time
+// (single-flight).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,9 @@ struct BlockRequest {
   std::string etag;
   uint64_t offset = 0;  // of the block within the object: index * block size
   uint64_t length = 0;  // of this block: the block size, or less for an object's last block
+  // Set by a reader whose previous read was of this same block: the access was already reported to
+  // the eviction policies, which count once per block per reading stream.
+  bool repeat_access = false;
 };
 
 // Returns exactly request.length bytes, or an error (passed on to every waiting reader).

@@ -114,9 +114,9 @@ Result<BlockRef> BlockStore::Get(const BlockRequest& request, const BlockSource&
 Result<size_t> BlockStore::Read(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                                 const BlockSource& source) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst);
+    Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, !request.repeat_access);
     if (!hit.ok()) continue;
-    TouchBelow(i, request.key);
+    if (!request.repeat_access) TouchBelow(i, request.key);
     return hit;
   }
   LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));

@@ -136,13 +136,14 @@ Result<BlockRef> CacheDir::Get(const BlockKey& key) {
   return block;
 }
 
-Result<size_t> CacheDir::Read(const BlockKey& key, uint64_t offset, std::span<char> dst) {
+Result<size_t> CacheDir::Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                              bool count_access) {
   std::optional<uint64_t> gen = OnDiskGen(key);
   if (!gen) return NotHeld();
   Result<BlockFile> file = OpenVerified(key);
   Result<size_t> n = file.ok() ? file->Read(offset, dst) : Result<size_t>(file.status());
   if (!n.ok()) return Miss(key, *gen, n.status());
-  policy_->OnHit(key);
+  if (count_access) policy_->OnHit(key);
   return n;
 }
 

@@ -50,7 +50,7 @@ class CacheDir {
   // The verified block or range, reporting a hit to the policy. kNotFound when not held or when the
   // file fails verification (it is then deleted and counted). The tier counts hits and misses.
   Result<BlockRef> Get(const BlockKey& key);
-  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst);
+  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst, bool count_access);
 
   // Writes the block if the policy admits it and the free-space floor allows. Returns false (and
   // counts why) when declined, when the write failed, or when another thread is writing it.

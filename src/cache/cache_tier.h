@@ -1,10 +1,10 @@
 // CacheTier: one level of the block cache (memory, or a set of disk directories).
 //
-// All tiers share this interface so the BlockStore can stack them. A tier owns its index, its bytes and
-// its EvictionPolicy. Get returns the whole block (memory: the pinned buffer itself, zero-copy; disk:
-// read and checksum-verified into a new Block); Read copies a range (disk: verifying only the chunks
-// it touches). A corrupt block is never returned: it is removed, counted, and reported as a miss.
-// Thread-safe; lookups take no global lock.
+// All tiers share this interface so the BlockStore can stack them. A tier owns its index, its bytes
+// and its EvictionPolicy. Get returns the whole block (memory: the pinned buffer itself, zero-copy;
+// disk: read and checksum-verified into a new Block); Read copies a range (disk: verifying only the
+// chunks it touches). A corrupt block is never returned: it is removed, counted, and reported as a
+// miss. Thread-safe; lookups take no global lock.
 #pragma once
 
 #include <span>
@@ -23,20 +23,23 @@ class CacheTier {
 
   virtual const std::string& name() const = 0;
 
-  // The block, or kNotFound on a miss (including a corrupt block, which is removed). Counts a hit or
-  // miss and reports it to the policy.
+  // The block, or kNotFound on a miss (including a corrupt block, which is removed). Counts a hit
+  // or miss and reports it to the policy.
   virtual Result<BlockRef> Get(const BlockKey& key) = 0;
 
-  // Copies [offset, offset + dst.size()) of the block into dst (clamped to the block's end); returns
-  // the bytes copied. kNotFound on a miss, like Get.
-  virtual Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst) = 0;
+  // Copies [offset, offset + dst.size()) of the block into dst (clamped to the block's end);
+  // returns the bytes copied. kNotFound on a miss, like Get. With count_access false (a further
+  // small read of a block its reader has just read) the policy is not told again; hit counters
+  // still count.
+  virtual Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                              bool count_access) = 0;
 
   // Offers a block that was just missed here. The policy may decline (returns false) and may evict
   // others. Write failures (disk full) are counted and return false, never an error for the reader.
   virtual bool Insert(const BlockRequest& request, const BlockRef& block) = 0;
 
-  // A reader read `key` from a tier above this one. If this tier holds it too, its policy counts the
-  // access (so a block hot in memory stays on disk across restarts); no hit or miss is counted.
+  // A reader read `key` from a tier above this one. If this tier holds it too, its policy counts
+  // the access (so a block hot in memory stays on disk across restarts); no hit or miss is counted.
   virtual void Touch(const BlockKey& key) = 0;
 
   // True if the tier holds the block (no hit/miss counted).

@@ -67,9 +67,10 @@ Result<BlockRef> DiskTier::Get(const BlockKey& key) {
   return NotHeld();
 }
 
-Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<char> dst) {
+Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                              bool count_access) {
   for (const auto& dir : dirs_) {
-    Result<size_t> n = dir->Read(key, offset, dst);
+    Result<size_t> n = dir->Read(key, offset, dst, count_access);
     if (n.ok()) {
       counters_.Add(counters_.hits);
       return n;

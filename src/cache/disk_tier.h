@@ -32,7 +32,8 @@ class DiskTier : public CacheTier {
 
   const std::string& name() const override { return name_; }  // "disk:<path>[,<path>...]"
   Result<BlockRef> Get(const BlockKey& key) override;
-  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst) override;
+  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                      bool count_access) override;
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;
   bool Contains(const BlockKey& key) const override;

@@ -32,7 +32,7 @@ MemoryTier::Shard& MemoryTier::ShardFor(const BlockKey& key) const {
   return shards_[(h ^ (h >> 29)) * 0x9E3779B97F4A7C15ull >> 58];
 }
 
-BlockRef MemoryTier::Lookup(const BlockKey& key) {
+BlockRef MemoryTier::Lookup(const BlockKey& key, bool count_access) {
   BlockRef block;
   {
     Shard& shard = ShardFor(key);
@@ -45,7 +45,7 @@ BlockRef MemoryTier::Lookup(const BlockKey& key) {
     ++shard.hits;
     block = it->second;
   }
-  policy_->OnHit(key);
+  if (count_access) policy_->OnHit(key);
   return block;
 }
 
@@ -55,8 +55,9 @@ Result<BlockRef> MemoryTier::Get(const BlockKey& key) {
   return block;
 }
 
-Result<size_t> MemoryTier::Read(const BlockKey& key, uint64_t offset, std::span<char> dst) {
-  BlockRef block = Lookup(key);
+Result<size_t> MemoryTier::Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                                bool count_access) {
+  BlockRef block = Lookup(key, count_access);
   if (block == nullptr) return MissStatus();
   if (offset >= block->size()) return size_t{0};
   size_t n = std::min<uint64_t>(dst.size(), block->size() - offset);

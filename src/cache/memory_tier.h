@@ -32,7 +32,8 @@ class MemoryTier : public CacheTier {
 
   const std::string& name() const override { return name_; }
   Result<BlockRef> Get(const BlockKey& key) override;
-  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst) override;
+  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                      bool count_access) override;
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;
   bool Contains(const BlockKey& key) const override;
@@ -54,7 +55,7 @@ class MemoryTier : public CacheTier {
 
   Shard& ShardFor(const BlockKey& key) const;
   // The block if held, counting the hit or miss and telling the policy of a hit.
-  BlockRef Lookup(const BlockKey& key);
+  BlockRef Lookup(const BlockKey& key, bool count_access = true);
   // Stores or drops one block in its shard, keeping used_bytes_ and blocks_ in step.
   void Store(const BlockKey& key, const BlockRef& block);
   bool Drop(const BlockKey& key);  // true if it was held

@@ -45,6 +45,9 @@ struct FileSystem::Handle {
   uint64_t size;
   uint64_t block_size;
   ContentId content;
+  // The block this handle read last: later reads of it are not counted again by the eviction
+  // policies, which want one access per block per reading stream.
+  std::atomic<uint64_t> last_block{UINT64_MAX};
 };
 
 FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
@@ -166,6 +169,7 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
   req.etag = h.etag;
   req.offset = index * h.block_size;
   req.length = std::min<uint64_t>(h.block_size, h.size - req.offset);
+  req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
   ObjectStore& store = *h.ns->store;
   return blocks_->Read(req, offset_in_block, dst,
                        [&store](const BlockRequest& r) { return FetchBlock(store, r); });

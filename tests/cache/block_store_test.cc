@@ -66,7 +66,9 @@ class RecordingTier : public CacheTier {
     if (it == blocks_.end()) return Status::NotFound("fake tier: miss");
     return it->second;
   }
-  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst) override {
+  Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
+                      bool count_access) override {
+    (count_access ? counted_reads : uncounted_reads).fetch_add(1);
     LC_ASSIGN_OR_RETURN(BlockRef block, Get(key));
     size_t n = offset >= block->size() ? 0 : std::min<uint64_t>(dst.size(), block->size() - offset);
     std::memcpy(dst.data(), block->data() + offset, n);
@@ -93,6 +95,7 @@ class RecordingTier : public CacheTier {
   bool full = false;
   int gets = 0, inserts = 0;  // GUARDED_BY(mu_)
   std::atomic<int> touches{0};
+  std::atomic<int> counted_reads{0}, uncounted_reads{0};
 
  private:
   const std::string name_ = "recording";
@@ -299,6 +302,25 @@ TEST(BlockStoreTest, UpperTierHitTouchesLowerTiers) {
   char buf[10];
   ASSERT_TRUE(store->Read(RequestFor(6), 0, buf, source.Source()).ok());
   EXPECT_EQ(lower->touches, 2);
+  EXPECT_EQ(source.calls, 1);
+}
+
+// A stream's further small reads of one block count once: eviction policies see one access per
+// block per reader, not one per 128 KiB read.
+TEST(BlockStoreTest, RepeatAccessIsNeitherCountedNorTouchedBelow) {
+  RecordingTier* lower;
+  auto store = TwoTierStore(&lower, /*memory_capacity=*/0);  // memory holds nothing: reads go below
+  CountingSource source;
+  ASSERT_TRUE(store->Get(RequestFor(3), source.Source()).ok());
+  char buf[10];
+  BlockRequest first = RequestFor(3);
+  ASSERT_TRUE(store->Read(first, 0, buf, source.Source()).ok());
+  BlockRequest repeat = RequestFor(3);
+  repeat.repeat_access = true;
+  ASSERT_TRUE(store->Read(repeat, 10, buf, source.Source()).ok());
+  ASSERT_TRUE(store->Read(repeat, 20, buf, source.Source()).ok());
+  EXPECT_EQ(lower->counted_reads, 1);
+  EXPECT_EQ(lower->uncounted_reads, 2);
   EXPECT_EQ(source.calls, 1);
 }
 

@@ -177,13 +177,13 @@ TEST_F(DiskTierTest, InsertThenGetAndRangeReadReturnSameBytes) {
                                            {short_size, 10, 0},
                                            {short_size + 100, 10, 0}}) {
     std::vector<char> out(r.length, '\0');
-    Result<size_t> n = tier->Read(Request(1, 0).key, r.offset, out);
+    Result<size_t> n = tier->Read(Request(1, 0).key, r.offset, out, true);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     ASSERT_EQ(*n, r.expect) << "offset " << r.offset;
     EXPECT_EQ(std::memcmp(out.data(), last->data() + r.offset, *n), 0) << "offset " << r.offset;
   }
   std::vector<char> tail(2 * chunk);
-  ASSERT_EQ(*tier->Read(Request(0, 0).key, kBlockSize - chunk - 1, tail), chunk + 1);
+  ASSERT_EQ(*tier->Read(Request(0, 0).key, kBlockSize - chunk - 1, tail, true), chunk + 1);
   EXPECT_EQ(std::memcmp(tail.data(), full->data() + kBlockSize - chunk - 1, chunk + 1), 0);
 
   TierStats stats = tier->Stats();
@@ -216,7 +216,7 @@ TEST_F(DiskTierTest, FlippedByteCausesMissAndFileRemoval) {
   file = FileOf(Sub("c"), header_rot.key);
   FlipByte(file, 70);  // a byte of the object key, in the header
   std::vector<char> out(10);
-  EXPECT_EQ(tier->Read(header_rot.key, 0, out).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier->Read(header_rot.key, 0, out, true).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(tier->Stats().corrupt_blocks, 2u);
   EXPECT_FALSE(fs::exists(file));
   EXPECT_EQ(tier->Stats().blocks, 0u);
@@ -238,12 +238,12 @@ TEST_F(DiskTierTest, RangeReadVerifiesOnlyTouchedChunks) {
   FlipByte(FileOf(Sub("c"), request.key), kBlockFileAlignment + 5 * chunk + 100);
 
   std::vector<char> out(chunk);
-  ASSERT_EQ(*tier->Read(request.key, 0, out), chunk);
+  ASSERT_EQ(*tier->Read(request.key, 0, out, true), chunk);
   EXPECT_EQ(std::memcmp(out.data(), block->data(), chunk), 0);
-  ASSERT_TRUE(tier->Read(request.key, 6 * chunk, out).ok());
+  ASSERT_TRUE(tier->Read(request.key, 6 * chunk, out, true).ok());
   EXPECT_EQ(tier->Stats().corrupt_blocks, 0u);
 
-  EXPECT_EQ(tier->Read(request.key, 5 * chunk - 10, std::span(out).first(20)).status().code(),
+  EXPECT_EQ(tier->Read(request.key, 5 * chunk - 10, std::span(out).first(20), true).status().code(),
             StatusCode::kNotFound);
   EXPECT_EQ(tier->Stats().corrupt_blocks, 1u);
   EXPECT_FALSE(tier->Contains(request.key));
@@ -368,7 +368,7 @@ TEST_F(DiskTierTest, ConcurrentInsertsAndReadsKeepCapacityAndBytes) {
         BlockRequest request = Request(i, size);
         if (rng() % 2) {
           tier->Insert(request, blocks[i]);
-        } else if (Result<size_t> r = tier->Read(request.key, 65000, out); r.ok()) {
+        } else if (Result<size_t> r = tier->Read(request.key, 65000, out, true); r.ok()) {
           bad_bytes += std::memcmp(out.data(), blocks[i]->data() + 65000, *r) != 0;
         }
       }

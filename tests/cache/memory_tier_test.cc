@@ -77,7 +77,7 @@ TEST(MemoryTierTest, MissIsNotFoundAndCounted) {
   ASSERT_FALSE(miss.ok());
   EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
   char buf[16];
-  EXPECT_EQ(tier->Read(RequestFor(9, 0).key, 0, buf).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(tier->Read(RequestFor(9, 0).key, 0, buf, true).status().code(), StatusCode::kNotFound);
   TierStats stats = tier->Stats();
   EXPECT_EQ(stats.tier, "memory");
   EXPECT_EQ(stats.misses, 2u);
@@ -89,15 +89,15 @@ TEST(MemoryTierTest, ReadCopiesTheRangeClampedToTheBlockEnd) {
   BlockKey key = RequestFor(2, 0).key;
   ASSERT_TRUE(tier->Insert(RequestFor(2, 1000), PatternBlock(1000, 3)));
   std::vector<char> buf(300);
-  Result<size_t> n = tier->Read(key, 100, buf);
+  Result<size_t> n = tier->Read(key, 100, buf, true);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 300u);
   EXPECT_EQ(buf[0], static_cast<char>(103));
   EXPECT_EQ(buf[299], static_cast<char>(3 + 399));
-  n = tier->Read(key, 900, buf);
+  n = tier->Read(key, 900, buf, true);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 100u);
-  n = tier->Read(key, 1000, buf);
+  n = tier->Read(key, 1000, buf, true);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 0u);
   EXPECT_EQ(tier->Stats().hits, 3u);
@@ -190,7 +190,7 @@ void CheckCapacityOverRandomOps(std::string_view policy, uint64_t seed) {
         (void)tier->Get(key);
         break;
       case 3:
-        (void)tier->Read(key, rng() % 1024, buf);
+        (void)tier->Read(key, rng() % 1024, buf, true);
         break;
       default:
         rng() % 4 == 0 ? tier->Erase(key) : tier->Touch(key);
