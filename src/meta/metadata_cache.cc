@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace lakecache {
 
 // One folder's cached listing. `mu` is held while the folder is fetched, so concurrent callers wait
@@ -11,6 +13,9 @@ struct MetadataCache::Slot {
   std::shared_ptr<const DirListing> listing;  // GUARDED_BY(mu)
   Clock::time_point fetched;                  // GUARDED_BY(mu)
   bool warned_stale = false;                  // GUARDED_BY(mu)
+  // While serving a stale listing, the store is asked again only after this point, so callers do
+  // not each wait for a store that does not answer.
+  Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
 };
 
 std::pair<std::string, std::string> SplitParent(const std::string& path) {
@@ -36,8 +41,11 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
   std::shared_ptr<Slot> slot = SlotFor(dir);
   std::lock_guard lock(slot->mu);
   if (slot->listing) {
-    bool fresh = options_.immutable || options_.now() - slot->fetched < options_.ttl;
-    if (fresh) return slot->listing;
+    Clock::time_point now = options_.now();
+    bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
+    bool within_stale_bound = now - slot->fetched < options_.ttl + options_.stale_if_error;
+    bool backing_off = slot->warned_stale && now < slot->retry_stale_after && within_stale_bound;
+    if (fresh || backing_off) return slot->listing;
   }
   return Refresh(dir, *slot);
 }
@@ -57,6 +65,8 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::stri
   bool unreachable = error.retryable() || error.code() == StatusCode::kDeadlineExceeded ||
                      error.code() == StatusCode::kIoError;
   if (unreachable && slot.listing && now - slot.fetched < options_.ttl + options_.stale_if_error) {
+    slot.retry_stale_after =
+        now + std::clamp<Duration>(options_.ttl, std::chrono::seconds(1), std::chrono::seconds(10));
     if (!slot.warned_stale) {
       spdlog::warn("serving cached listing of {}/{} past its TTL: revalidation failed: {}",
                    store_->Describe(), prefix, error.ToString());

@@ -250,6 +250,9 @@ TEST_F(MetadataCacheTest, RecoveredStoreRefreshesTheStaleListing) {
   auto stale = cache.Stat("dir/f");
   ASSERT_TRUE(stale.ok());
   EXPECT_EQ(stale->size, 3u);
+  EXPECT_EQ(cache.Stat("dir/f")->size, 3u);  // backing off: the store is not asked again yet
+  EXPECT_EQ(Lists(), 2);
+  clock_.Advance(std::chrono::seconds(10));
   auto fresh = cache.Stat("dir/f");  // the store answers again
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ(fresh->size, 6u);
