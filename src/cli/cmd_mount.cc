@@ -93,8 +93,13 @@ Result<std::unique_ptr<FuseMount>> BuildAndMount(const CliContext& ctx, const Mo
   LC_ASSIGN_OR_RETURN(Config config, MountConfig(ctx, req.uri));
   LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &config.cache));
   LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> blocks, BlockStore::Open(config.cache));
+  // A mount serves long-running jobs: it rides out a store outage of several seconds (a restart)
+  // rather than failing the read, at the price of reporting a dead store more slowly.
+  StoreOptions store_options = ctx.MakeStoreOptions();
+  store_options.retry.max_attempts = 10;
+  store_options.retry.max_backoff = std::chrono::seconds(2);
   LC_ASSIGN_OR_RETURN(std::unique_ptr<NamespaceTable> namespaces,
-                      NamespaceTable::Open(config, ctx.MakeStoreOptions(), /*probe=*/true));
+                      NamespaceTable::Open(config, store_options, /*probe=*/true));
   FileSystemOptions fs_options = options.fs;
   fs_options.single_namespace_root = !req.uri.empty();
   auto fs = std::make_shared<FileSystem>(std::move(namespaces), std::move(blocks), fs_options);
@@ -138,7 +143,8 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
   }
   ::close(fds[0]);
   ::setsid();
-  std::string log_file = ctx.flags().log_file.empty() ? DefaultMountLogFile() : ctx.flags().log_file;
+  std::string log_file =
+      ctx.flags().log_file.empty() ? DefaultMountLogFile() : ctx.flags().log_file;
   if (Status s = InitLogging(ctx.flags().log_level, log_file); !s.ok()) {
     std::fprintf(stderr, "lakecache: error: %s\n", s.message().c_str());
     ::_exit(kExitFailure);
