@@ -20,7 +20,8 @@ int RunStat(const CliContext& ctx, const std::string& uri);
 int RunCat(const CliContext& ctx, const std::string& uri, const std::string& range);
 
 struct MountRequest {
-  std::string uri;  // quick form: the one source, shown at the mountpoint's root; empty with --config
+  std::string
+      uri;  // quick form: the one source, shown at the mountpoint's root; empty with --config
   std::string mountpoint;
   CacheFlags cache_flags;
   bool background = false;

@@ -61,8 +61,9 @@ int Main(int argc, char** argv) {
   std::vector<std::string> mount_args;
   MountRequest mount_req;
   CLI::App* mount = app.add_subcommand(
-      "mount", "Mount object storage as a read-only folder: `mount s3://bucket[/prefix] MOUNTPOINT` "
-               "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder)");
+      "mount",
+      "Mount object storage as a read-only folder: `mount s3://bucket[/prefix] MOUNTPOINT` "
+      "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder)");
   mount->add_option("args", mount_args, "[URI] MOUNTPOINT")->required()->expected(1, 2);
   mount->add_option("--cache-dir", mount_req.cache_flags.cache_dir,
                     "Disk cache directory, e.g. /var/cache/lakecache (default: memory only)");

@@ -36,10 +36,11 @@ Status ApplyOne(const std::string& opt, MountOptions* out) {
   } else if (name == "dir_mode") {
     LC_ASSIGN_OR_RETURN(out->fs.dir_mode, ParseNumber(opt, value, 8));
   } else {
-    return Status::InvalidArgument("-o " + opt +
-                                   ": unknown mount option (expected allow_other, "
-                                   "default_permissions, uid=N, gid=N, file_mode=MODE, dir_mode=MODE"
-                                   ", or a config override such as namespaces.NS.metadata_ttl=5m)");
+    return Status::InvalidArgument(
+        "-o " + opt +
+        ": unknown mount option (expected allow_other, "
+        "default_permissions, uid=N, gid=N, file_mode=MODE, dir_mode=MODE"
+        ", or a config override such as namespaces.NS.metadata_ttl=5m)");
   }
   return Status::Ok();
 }
@@ -59,8 +60,8 @@ Result<MountOptions> ParseMountOptions(const std::vector<std::string>& values) {
     size_t start = 0;
     while (start <= value.size()) {
       size_t comma = value.find(',', start);
-      std::string opt = value.substr(start, comma == std::string::npos ? std::string::npos
-                                                                       : comma - start);
+      std::string opt =
+          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       if (!opt.empty()) LC_RETURN_IF_ERROR(ApplyOne(opt, &out));
       if (comma == std::string::npos) break;
       start = comma + 1;

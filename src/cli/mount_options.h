@@ -1,4 +1,5 @@
-// Splits the mount command's `-o` values into config overrides ("dotted.key=value") and mount options
+// Splits the mount command's `-o` values into config overrides ("dotted.key=value") and mount
+// options
 // ("allow_other", "uid=N,gid=N", "file_mode=0444,dir_mode=0555", "default_permissions", "ro").
 #pragma once
 
@@ -13,7 +14,7 @@ namespace lakecache::cli {
 
 struct MountOptions {
   std::vector<std::string> config_overrides;
-  FileSystemOptions fs;      // uid, gid and modes (defaults: the mounting user, 0444 / 0555)
+  FileSystemOptions fs;  // uid, gid and modes (defaults: the mounting user, 0444 / 0555)
   FuseMountOptions fuse;
 };
 

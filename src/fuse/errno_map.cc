@@ -6,14 +6,22 @@ namespace lakecache {
 
 int StatusToErrno(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kNotFound: return ENOENT;
-    case StatusCode::kAccessDenied: return EACCES;
-    case StatusCode::kInvalidArgument: return EINVAL;
-    case StatusCode::kDeadlineExceeded: return ETIMEDOUT;
-    case StatusCode::kNoSpace: return ENOSPC;
-    case StatusCode::kPreconditionFailed: return ESTALE;  // the object changed under an open file
-    case StatusCode::kUnimplemented: return ENOSYS;
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kNotFound:
+      return ENOENT;
+    case StatusCode::kAccessDenied:
+      return EACCES;
+    case StatusCode::kInvalidArgument:
+      return EINVAL;
+    case StatusCode::kDeadlineExceeded:
+      return ETIMEDOUT;
+    case StatusCode::kNoSpace:
+      return ENOSPC;
+    case StatusCode::kPreconditionFailed:
+      return ESTALE;  // the object changed under an open file
+    case StatusCode::kUnimplemented:
+      return ENOSYS;
     case StatusCode::kUnavailable:
     case StatusCode::kIoError:
     case StatusCode::kCorruption:

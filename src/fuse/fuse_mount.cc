@@ -5,9 +5,9 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <algorithm>
 #include <cstring>
 
 #include "fuse/errno_map.h"
@@ -212,15 +212,16 @@ FuseMount::~FuseMount() {
 }
 
 Status FuseMount::Mount(const std::string& mountpoint) {
-  std::string opts = "ro,fsname=" + options_.fs_name + ",subtype=lakecache,max_read=" +
-                     std::to_string(kMaxRead);
+  std::string opts =
+      "ro,fsname=" + options_.fs_name + ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
   if (options_.allow_other) opts += ",allow_other";
   if (options_.default_permissions) opts += ",default_permissions";
   const char* argv[] = {"lakecache", "-o", opts.c_str()};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fuse_lowlevel_ops ops = MakeOps();
   session_ = fuse_session_new(&args, &ops, sizeof(ops), fs_.get());
-  if (session_ == nullptr) return Status::Internal("could not create the FUSE session (" + opts + ")");
+  if (session_ == nullptr)
+    return Status::Internal("could not create the FUSE session (" + opts + ")");
   if (fuse_set_signal_handlers(session_) != 0) {
     return Status::Internal("could not install signal handlers");
   }
