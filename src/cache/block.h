@@ -2,8 +2,11 @@
 //
 // A BlockRef (shared_ptr<const Block>) pins the bytes: a block evicted from the memory tier stays
 // valid for readers that still hold it. Filled once by its creator before it is shared; read-only
-// after.
+// after. Blocks of 1 MiB and more are mapped pages of their own, returned to the system when freed:
+// from the heap they would raise glibc's mmap threshold and stay in the process as free heap.
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -16,7 +19,13 @@ class Block {
  public:
   // A block of `size` bytes, 64-byte aligned, contents unspecified.
   static std::shared_ptr<Block> Allocate(size_t size);
-  ~Block() { std::free(data_); }
+  ~Block() {
+    if (mapped_) {
+      ::munmap(data_, size_);
+    } else {
+      std::free(data_);
+    }
+  }
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
@@ -26,18 +35,25 @@ class Block {
   std::span<const char> bytes() const { return {data_, size_}; }
 
  private:
-  Block(char* data, size_t size) : data_(data), size_(size) {}
+  static constexpr size_t kMapAtLeast = 1 << 20;
+  Block(char* data, size_t size, bool mapped) : data_(data), size_(size), mapped_(mapped) {}
   char* data_;
   size_t size_;
+  bool mapped_;
 };
 
 using BlockRef = std::shared_ptr<const Block>;
 
 inline std::shared_ptr<Block> Block::Allocate(size_t size) {
+  if (size >= kMapAtLeast) {
+    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    return std::shared_ptr<Block>(new Block(static_cast<char*>(m), size, true));
+  }
   size_t rounded = (size + 63) / 64 * 64;
   char* p = static_cast<char*>(std::aligned_alloc(64, rounded == 0 ? 64 : rounded));
   if (p == nullptr) throw std::bad_alloc();
-  return std::shared_ptr<Block>(new Block(p, size));
+  return std::shared_ptr<Block>(new Block(p, size, false));
 }
 
 }  // namespace lakecache

@@ -17,6 +17,7 @@ namespace lakecache {
 
 // One fetch in progress: the leader fills `result`, everyone else waits for it.
 struct BlockStore::Flight {
+  bool prefetch = false;  // led by Prefetch: the block goes to staging, not to the tiers
   std::mutex mu;
   std::condition_variable done;
   std::optional<Result<BlockRef>> result;  // GUARDED_BY(mu)
@@ -35,11 +36,18 @@ struct BlockStore::Flight {
   }
 };
 
+// A prefetched block nobody has read yet; its bytes are reserved in the budget.
+struct BlockStore::Staged {
+  BlockRef block;
+  std::chrono::steady_clock::time_point since;
+};
+
 struct BlockStore::Counters {
   // Bucket i counts fetches of [2^i, 2^(i+1)) microseconds; the last one also everything longer.
   static constexpr size_t kLatencyBuckets = 40;
 
   std::atomic<uint64_t> fetches{0}, fetch_errors{0}, fetched_bytes{0}, singleflight_waits{0};
+  std::atomic<uint64_t> prefetches{0}, prefetch_used{0}, prefetch_dropped{0}, prefetch_refused{0};
   std::atomic<uint64_t> latency_us_total{0};
   std::array<std::atomic<uint64_t>, kLatencyBuckets> latency_us_log2{};
 
@@ -56,6 +64,13 @@ struct BlockStore::Counters {
 };
 
 namespace {
+
+// A staged block this young is kept even when the budget is needed: its reader is probably on the
+// way (dropping it would waste its GET). Older unread ones are dropped first when the budget is
+// needed; those staged longer than kStagedExpiry are dropped anyway.
+constexpr auto kStagedPatience = std::chrono::milliseconds(500);
+constexpr auto kStagedExpiry = std::chrono::seconds(30);
+constexpr uint64_t kDefaultBudget = ClientConfig{}.memory_budget;
 
 uint64_t Load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
@@ -76,7 +91,8 @@ size_t CopyRange(const Block& block, uint64_t offset, std::span<char> dst) {
 
 }  // namespace
 
-Result<std::unique_ptr<BlockStore>> BlockStore::Open(const CacheConfig& config) {
+Result<std::unique_ptr<BlockStore>> BlockStore::Open(const CacheConfig& config,
+                                                     std::shared_ptr<MemoryBudget> budget) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
   auto memory = MemoryTier::Create(config.memory_capacity, config.policy);
   if (!memory.ok()) return memory.status().WithContext("cache.policy");
@@ -86,13 +102,20 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const CacheConfig& config) 
     if (!disk.ok()) return disk.status().WithContext("cache.disks");
     tiers.push_back(std::move(*disk));
   }
-  return std::make_unique<BlockStore>(std::move(tiers));
+  return std::make_unique<BlockStore>(std::move(tiers), std::move(budget));
 }
 
-BlockStore::BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers)
-    : tiers_(std::move(tiers)), counters_(std::make_unique<Counters>()) {}
+BlockStore::BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
+                       std::shared_ptr<MemoryBudget> budget)
+    : tiers_(std::move(tiers)),
+      budget_(budget != nullptr ? std::move(budget)
+                                : std::make_shared<MemoryBudget>(kDefaultBudget)),
+      counters_(std::make_unique<Counters>()) {}
 
-BlockStore::~BlockStore() = default;
+BlockStore::~BlockStore() {
+  std::lock_guard lock(staging_mu_);
+  for (const auto& [key, staged] : staging_) budget_->Release(staged.block->size());
+}
 
 BlockRef BlockStore::Lookup(const BlockRequest& request) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
@@ -108,19 +131,145 @@ BlockRef BlockStore::Lookup(const BlockRequest& request) {
 
 Result<BlockRef> BlockStore::Get(const BlockRequest& request, const BlockSource& source) {
   if (BlockRef block = Lookup(request)) return block;
+  if (BlockRef block = AdmitStaged(request)) return block;
   return Fetch(request, source);
 }
 
 Result<size_t> BlockStore::Read(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                                 const BlockSource& source) {
+  LC_ASSIGN_OR_RETURN(PinnedRead read, ReadPinned(request, offset, dst, source));
+  if (read.block == nullptr) return read.copied;
+  return CopyRange(*read.block, offset, dst);
+}
+
+Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& request, uint64_t offset,
+                                                      std::span<char> dst,
+                                                      const BlockSource& source) {
+  const bool count = !request.repeat_access;
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, !request.repeat_access);
-    if (!hit.ok()) continue;
-    if (!request.repeat_access) TouchBelow(i, request.key);
-    return hit;
+    PinnedRead read;
+    if (tiers_[i]->resident()) {
+      read.block = tiers_[i]->Pin(request.key, count);
+      if (read.block == nullptr) continue;
+    } else {
+      Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, count);
+      if (!hit.ok()) continue;
+      read.copied = *hit;
+    }
+    if (count) TouchBelow(i, request.key);
+    return read;
   }
+  if (BlockRef block = AdmitStaged(request)) return PinnedRead{std::move(block), 0};
   LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));
-  return CopyRange(*block, offset, dst);
+  return PinnedRead{std::move(block), 0};
+}
+
+BlockStore::PrefetchResult BlockStore::Prefetch(const BlockRequest& request, BlockSource source,
+                                                ThreadPool& pool) {
+  if (Contains(request.key) || IsStaged(request.key)) return PrefetchResult::kPresent;
+  {
+    std::lock_guard lock(flights_mu_);
+    if (flights_.contains(request.key)) return PrefetchResult::kPresent;
+  }
+  if (!ReserveForPrefetch(request.length)) {
+    Counters::Add(counters_->prefetch_refused);
+    return PrefetchResult::kNoBudget;
+  }
+  pool.Post([this, request, source = std::move(source)] { RunPrefetch(request, source); });
+  return PrefetchResult::kStarted;
+}
+
+void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& source) {
+  auto flight = std::make_shared<Flight>();
+  flight->prefetch = true;
+  {
+    std::lock_guard lock(flights_mu_);
+    // A reader may have fetched it while this task waited in the pool's queue.
+    if (!flights_.try_emplace(request.key, flight).second || Contains(request.key) ||
+        IsStaged(request.key)) {
+      if (flights_[request.key] == flight) flights_.erase(request.key);
+      budget_->Release(request.length);
+      return;
+    }
+  }
+  Result<BlockRef> result = CallSource(request, source);
+  Counters::Add(counters_->prefetches);
+  if (result.ok()) {
+    std::lock_guard lock(staging_mu_);
+    staging_[request.key] = Staged{*result, std::chrono::steady_clock::now()};
+  } else {
+    budget_->Release(request.length);
+  }
+  {
+    std::lock_guard lock(flights_mu_);
+    flights_.erase(request.key);
+  }
+  flight->Finish(result);
+}
+
+bool BlockStore::IsStaged(const BlockKey& key) {
+  std::lock_guard lock(staging_mu_);
+  return staging_.contains(key);
+}
+
+BlockRef BlockStore::AdmitStaged(const BlockRequest& request) {
+  BlockRef block;
+  {
+    std::lock_guard lock(staging_mu_);
+    auto it = staging_.find(request.key);
+    if (it == staging_.end()) return nullptr;
+    block = std::move(it->second.block);
+    staging_.erase(it);
+  }
+  budget_->Release(block->size());
+  Counters::Add(counters_->prefetch_used);
+  // Read now, so an access: the policies see it as the miss it was in the tiers.
+  for (const auto& tier : tiers_) tier->Insert(request, block);
+  return block;
+}
+
+void BlockStore::DropStaged(const BlockKey& key) {
+  BlockRef block;
+  {
+    std::lock_guard lock(staging_mu_);
+    auto it = staging_.find(key);
+    if (it == staging_.end()) return;
+    block = std::move(it->second.block);
+    staging_.erase(it);
+  }
+  budget_->Release(block->size());
+  Counters::Add(counters_->prefetch_dropped);
+}
+
+bool BlockStore::ReserveForPrefetch(uint64_t need) {
+  if (budget_->TryAcquire(need)) return true;
+  auto now = std::chrono::steady_clock::now();
+  std::vector<BlockRef> dropped;  // freed outside the lock
+  bool reserved = false;
+  {
+    std::lock_guard lock(staging_mu_);
+    std::erase_if(staging_, [&](auto& entry) {
+      if (now - entry.second.since < kStagedExpiry) return false;
+      dropped.push_back(std::move(entry.second.block));
+      return true;
+    });
+    for (const BlockRef& block : dropped) budget_->Release(block->size());
+    reserved = budget_->TryAcquire(need);
+    while (!reserved) {
+      auto oldest = staging_.end();
+      for (auto it = staging_.begin(); it != staging_.end(); ++it) {
+        if (now - it->second.since < kStagedPatience) continue;
+        if (oldest == staging_.end() || it->second.since < oldest->second.since) oldest = it;
+      }
+      if (oldest == staging_.end()) break;
+      budget_->Release(oldest->second.block->size());
+      dropped.push_back(std::move(oldest->second.block));
+      staging_.erase(oldest);
+      reserved = budget_->TryAcquire(need);
+    }
+  }
+  Counters::Add(counters_->prefetch_dropped, dropped.size());
+  return reserved;
 }
 
 void BlockStore::TouchBelow(size_t tier, const BlockKey& key) {
@@ -139,7 +288,10 @@ Result<BlockRef> BlockStore::Fetch(const BlockRequest& request, const BlockSourc
   }
   if (!leader) {
     Counters::Add(counters_->singleflight_waits);
-    return flight->Wait();
+    Result<BlockRef> result = flight->Wait();
+    // A prefetch left it in staging: this read is its first access, so admit it now.
+    if (result.ok() && flight->prefetch) AdmitStaged(request);
+    return result;
   }
   Result<BlockRef> result = LeadFetch(request, source);
   {
@@ -156,7 +308,12 @@ Result<BlockRef> BlockStore::LeadFetch(const BlockRequest& request, const BlockS
   if (Contains(request.key)) {
     if (BlockRef block = Lookup(request)) return block;  // unless evicted meanwhile
   }
-  LC_ASSIGN_OR_RETURN(BlockRef block, CallSource(request, source));
+  if (BlockRef block = AdmitStaged(request)) return block;  // likewise for a prefetch
+  // Counted so that read-ahead backs off, but never refused: a reader always gets its bytes.
+  budget_->ForceAcquire(request.length);
+  Result<BlockRef> fetched = CallSource(request, source);
+  budget_->Release(request.length);
+  LC_ASSIGN_OR_RETURN(BlockRef block, std::move(fetched));
   // Each tier's policy decides; a tier that cannot store it (disk full) only counts that.
   for (const auto& tier : tiers_) tier->Insert(request, block);
   return block;
@@ -210,6 +367,11 @@ BlockStoreStats BlockStore::Stats() const {
   stats.fetch_errors = Load(c.fetch_errors);
   stats.fetched_bytes = Load(c.fetched_bytes);
   stats.singleflight_waits = Load(c.singleflight_waits);
+  stats.prefetches = Load(c.prefetches);
+  stats.prefetch_used = Load(c.prefetch_used);
+  stats.prefetch_dropped = Load(c.prefetch_dropped);
+  stats.prefetch_refused = Load(c.prefetch_refused);
+  stats.budget_peak_bytes = budget_->peak();
   for (const auto& bucket : c.latency_us_log2) stats.fetch_latency_us_log2.push_back(Load(bucket));
   stats.fetch_latency_us_total = Load(c.latency_us_total);
   return stats;

@@ -10,6 +10,12 @@
 //    Read of a range from disk does not promote (it reads only the range).
 //  - A tier that fails to store a block (disk full) only counts it; the reader still gets its
 //  bytes.
+//  - Prefetch fetches through the same single-flight path but parks the block in a staging area
+//    instead of offering it to the tiers: read-ahead is not an access, so the policies must not see
+//    it. A later reader that misses every tier takes the block from staging and only then offers
+//    it to the tiers. Staged and in-flight bytes count against one MemoryBudget; a prefetch that
+//    does not fit is refused (unread staged blocks older than a moment are dropped first, oldest
+//    first); demand fetches are counted but never refused. Unread staged blocks expire.
 // Thread-safe. A hit takes no global lock: only the tier's shard lock and the policy's.
 #pragma once
 
@@ -23,8 +29,10 @@
 
 #include "cache/block_source.h"
 #include "cache/cache_tier.h"
+#include "cache/memory_budget.h"
 #include "common/config.h"
 #include "common/result.h"
+#include "common/thread_pool.h"
 
 namespace lakecache {
 
@@ -34,6 +42,11 @@ struct BlockStoreStats {
   uint64_t fetch_errors = 0;
   uint64_t fetched_bytes = 0;
   uint64_t singleflight_waits = 0;  // misses that joined a fetch already in flight
+  uint64_t prefetches = 0;          // fetches made by Prefetch (also counted in fetches)
+  uint64_t prefetch_used = 0;       // staged blocks a reader took
+  uint64_t prefetch_dropped = 0;    // staged blocks dropped unread (budget needed, or expired)
+  uint64_t prefetch_refused = 0;    // Prefetch calls refused for lack of budget
+  uint64_t budget_peak_bytes = 0;   // most bytes of the MemoryBudget held at once
   // Fetch latency: count per bucket, bucket i holding latencies in [2^i, 2^(i+1)) microseconds.
   std::vector<uint64_t> fetch_latency_us_log2;
   uint64_t fetch_latency_us_total = 0;
@@ -43,10 +56,13 @@ class BlockStore {
  public:
   // Builds the tiers of `config` (memory, then each disk directory), rebuilding disk indexes from
   // what the directories hold. Errors name the config key at fault (e.g. an unwritable cache dir).
-  static Result<std::unique_ptr<BlockStore>> Open(const CacheConfig& config);
+  // `budget` null: a budget of its own, of ClientConfig's default size.
+  static Result<std::unique_ptr<BlockStore>> Open(const CacheConfig& config,
+                                                  std::shared_ptr<MemoryBudget> budget = nullptr);
 
   // Tiers top first. REQUIRES: at least one tier.
-  explicit BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers);
+  explicit BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
+                      std::shared_ptr<MemoryBudget> budget = nullptr);
   ~BlockStore();
 
   // The whole block: from the first tier holding it, else fetched through `source`.
@@ -56,12 +72,32 @@ class BlockStore {
   Result<size_t> Read(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                       const BlockSource& source);
 
+  // A read that avoids the copy where it can: when the block is held in memory (a resident tier,
+  // staging, or just fetched) returns it pinned and leaves dst alone; otherwise (a disk hit) copies
+  // the range into dst and returns a null block with the bytes copied.
+  struct PinnedRead {
+    BlockRef block;     // set: read the range from here
+    size_t copied = 0;  // block null: bytes copied into dst
+  };
+  Result<PinnedRead> ReadPinned(const BlockRequest& request, uint64_t offset, std::span<char> dst,
+                                const BlockSource& source);
+
+  enum class PrefetchResult { kStarted, kPresent, kNoBudget };
+  // Starts fetching the block on `pool` into staging unless a tier or staging holds it already or
+  // a fetch of it is in flight (kPresent). kNoBudget: its bytes do not fit the budget now. Never
+  // blocks and never counts as an access. `source` must stay callable until the pool runs it.
+  PrefetchResult Prefetch(const BlockRequest& request, BlockSource source, ThreadPool& pool);
+  // Drops the block from staging, if it is there unread.
+  void DropStaged(const BlockKey& key);
+
+  MemoryBudget& budget() { return *budget_; }
   bool Contains(const BlockKey& key) const;
   void Erase(const BlockKey& key);
   BlockStoreStats Stats() const;
 
  private:
   struct Flight;
+  struct Staged;
   // The block from the first tier holding it, touched in the tiers below and offered to the tiers
   // above; nullptr when no tier holds it.
   BlockRef Lookup(const BlockRequest& request);
@@ -70,6 +106,15 @@ class BlockStore {
   Result<BlockRef> Fetch(const BlockRequest& request, const BlockSource& source);
   // The leader's part: the source call and the tier inserts.
   Result<BlockRef> LeadFetch(const BlockRequest& request, const BlockSource& source);
+  // The pool's part of Prefetch: fetches into staging. REQUIRES: request.length bytes of budget
+  // reserved for it, which it keeps (staged) or gives back.
+  void RunPrefetch(const BlockRequest& request, const BlockSource& source);
+  // Takes the block out of staging and offers it to the tiers; nullptr if not staged.
+  BlockRef AdmitStaged(const BlockRequest& request);
+  bool IsStaged(const BlockKey& key);
+  // Drops staged blocks that expired and, while `need` bytes do not fit the budget, the oldest of
+  // those staged longer than a moment; then reserves `need` if it fits.
+  bool ReserveForPrefetch(uint64_t need);
   // Calls the source, times it, and checks it returned exactly request.length bytes.
   Result<BlockRef> CallSource(const BlockRequest& request, const BlockSource& source);
 
@@ -77,6 +122,9 @@ class BlockStore {
   std::mutex flights_mu_;
   // GUARDED_BY(flights_mu_)
   std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_;
+  std::shared_ptr<MemoryBudget> budget_;
+  std::mutex staging_mu_;
+  std::unordered_map<BlockKey, Staged, BlockKeyHash> staging_;  // GUARDED_BY(staging_mu_)
   // Counters: see BlockStoreStats.
   struct Counters;
   std::unique_ptr<Counters> counters_;

@@ -34,6 +34,17 @@ class CacheTier {
   virtual Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
                               bool count_access) = 0;
 
+  // The block itself, pinned, when the tier keeps blocks in process memory (zero-copy reads);
+  // nullptr on a miss, counted like Read's. Tiers that do not keep blocks in memory return nullptr
+  // without counting anything: see resident().
+  virtual BlockRef Pin(const BlockKey& key, bool count_access) {
+    (void)key;
+    (void)count_access;
+    return nullptr;
+  }
+  // True if Pin serves this tier's hits (its blocks live in process memory).
+  virtual bool resident() const { return false; }
+
   // Offers a block that was just missed here. The policy may decline (returns false) and may evict
   // others. Write failures (disk full) are counted and return false, never an error for the reader.
   virtual bool Insert(const BlockRequest& request, const BlockRef& block) = 0;

@@ -34,6 +34,10 @@ class MemoryTier : public CacheTier {
   Result<BlockRef> Get(const BlockKey& key) override;
   Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
                       bool count_access) override;
+  BlockRef Pin(const BlockKey& key, bool count_access) override {
+    return Lookup(key, count_access);
+  }
+  bool resident() const override { return true; }
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;
   bool Contains(const BlockKey& key) const override;

@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -48,10 +50,11 @@ int CheckMountpoint(const std::string& path) {
 // The quick form's config: the URI's namespace, with the -o overrides applied through the same
 // loader as a file's (so they are validated the same way). Credentials are kept out of the rendered
 // text and carried over afterwards.
-Result<Config> QuickConfig(const NamespaceConfig& ns, const CacheConfig& cache,
+Result<Config> QuickConfig(const NamespaceConfig& ns, const Config& file_config,
                            const std::vector<std::string>& overrides) {
   Config base;
-  base.cache = cache;
+  base.cache = file_config.cache;
+  base.client = file_config.client;
   NamespaceConfig plain = ns;
   plain.access_key.clear();
   plain.secret_key = Secret();
@@ -84,15 +87,59 @@ Result<Config> MountConfig(const CliContext& ctx, const std::string& uri) {
   CliContext plain(plain_flags);
   LC_ASSIGN_OR_RETURN(Config file_config, plain.LoadConfig());
   LC_ASSIGN_OR_RETURN(NamespaceConfig ns, plain.NamespaceFor(uri));
-  return QuickConfig(ns, file_config.cache, ctx.flags().overrides);
+  return QuickConfig(ns, file_config, ctx.flags().overrides);
 }
 
+// --read-ahead and --memory-budget win over the `client` section.
+Status ApplyClientFlags(const MountRequest& req, ClientConfig* client) {
+  if (!req.read_ahead.empty()) {
+    Result<uint64_t> bytes = ParseByteSize(req.read_ahead);
+    if (!bytes.ok()) return Status::InvalidArgument("--read-ahead: " + bytes.status().message());
+    client->read_ahead_max = *bytes;
+  }
+  if (!req.memory_budget.empty()) {
+    Result<uint64_t> bytes = ParseByteSize(req.memory_budget);
+    if (!bytes.ok() || *bytes == 0) {
+      return Status::InvalidArgument("--memory-budget: " + (bytes.ok()
+                                                                ? std::string("must be more than 0")
+                                                                : bytes.status().message()));
+    }
+    client->memory_budget = *bytes;
+  }
+  return Status::Ok();
+}
+
+// One line for the log when a mount ends: what it fetched and how the cache did.
+void LogCacheStats(const BlockStore& blocks) {
+  BlockStoreStats s = blocks.Stats();
+  std::string tiers;
+  for (const TierStats& t : s.tiers) {
+    tiers += " " + t.tier + ".hits=" + std::to_string(t.hits) + " " + t.tier +
+             ".misses=" + std::to_string(t.misses);
+  }
+  spdlog::info(
+      "cache stats: fetches={} fetched_bytes={} fetch_errors={} singleflight_waits={} "
+      "prefetches={} prefetch_used={} prefetch_dropped={} prefetch_refused={} "
+      "budget_peak_bytes={}{}",
+      s.fetches, s.fetched_bytes, s.fetch_errors, s.singleflight_waits, s.prefetches,
+      s.prefetch_used, s.prefetch_dropped, s.prefetch_refused, s.budget_peak_bytes, tiers);
+}
+
+struct Mounted {
+  std::unique_ptr<FuseMount> mount;
+  std::shared_ptr<BlockStore> blocks;
+};
+
 // Builds the whole stack and mounts it. On success the mount is visible.
-Result<std::unique_ptr<FuseMount>> BuildAndMount(const CliContext& ctx, const MountRequest& req,
-                                                 const MountOptions& options) {
+Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
+                              const MountOptions& options) {
   LC_ASSIGN_OR_RETURN(Config config, MountConfig(ctx, req.uri));
   LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &config.cache));
-  LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> blocks, BlockStore::Open(config.cache));
+  LC_RETURN_IF_ERROR(ApplyClientFlags(req, &config.client));
+  LC_ASSIGN_OR_RETURN(
+      std::unique_ptr<BlockStore> opened,
+      BlockStore::Open(config.cache, std::make_shared<MemoryBudget>(config.client.memory_budget)));
+  std::shared_ptr<BlockStore> blocks = std::move(opened);
   // A mount serves long-running jobs: it rides out a store outage of several seconds (a restart)
   // rather than failing the read, at the price of reporting a dead store more slowly.
   StoreOptions store_options = ctx.MakeStoreOptions();
@@ -102,12 +149,14 @@ Result<std::unique_ptr<FuseMount>> BuildAndMount(const CliContext& ctx, const Mo
                       NamespaceTable::Open(config, store_options, /*probe=*/true));
   FileSystemOptions fs_options = options.fs;
   fs_options.single_namespace_root = !req.uri.empty();
-  auto fs = std::make_shared<FileSystem>(std::move(namespaces), std::move(blocks), fs_options);
+  fs_options.read_ahead_max = config.client.read_ahead_max;
+  fs_options.prefetch_threads = config.client.prefetch_threads;
+  auto fs = std::make_shared<FileSystem>(std::move(namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = options.fuse;
   fuse_options.fs_name = req.uri.empty() ? "lakecache" : "lakecache:" + req.uri;
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);
   LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
-  return mount;
+  return Mounted{std::move(mount), std::move(blocks)};
 }
 
 int MountExitCode(const Status& status) {
@@ -119,7 +168,8 @@ int RunForeground(const CliContext& ctx, const MountRequest& req, const MountOpt
   auto mount = BuildAndMount(ctx, req, options);
   if (!mount.ok()) return MountExitCode(mount.status());
   std::fprintf(stderr, "lakecache: mounted at %s\n", req.mountpoint.c_str());
-  Status s = (*mount)->Run();
+  Status s = mount->mount->Run();
+  LogCacheStats(*mount->blocks);
   return s.ok() ? kExitOk : ReportError(s);
 }
 
@@ -158,7 +208,9 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
   char ok = kExitOk;
   (void)!::write(fds[1], &ok, 1);
   ::close(fds[1]);
-  Status s = (*mount)->Run();
+  Status s = mount->mount->Run();
+  LogCacheStats(*mount->blocks);
+  spdlog::default_logger()->flush();
   ::_exit(s.ok() ? kExitOk : kExitFailure);
 }
 

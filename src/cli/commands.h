@@ -24,6 +24,8 @@ struct MountRequest {
       uri;  // quick form: the one source, shown at the mountpoint's root; empty with --config
   std::string mountpoint;
   CacheFlags cache_flags;
+  std::string read_ahead;     // --read-ahead SIZE; empty: the config's client.read_ahead_max
+  std::string memory_budget;  // --memory-budget SIZE; empty: the config's client.memory_budget
   bool background = false;
 };
 

@@ -71,6 +71,11 @@ int Main(int argc, char** argv) {
                     "Capacity of --cache-dir (default 10GiB)");
   mount->add_option("--mem-cache", mount_req.cache_flags.mem_cache,
                     "Memory cache capacity (default 1GiB)");
+  mount->add_option("--read-ahead", mount_req.read_ahead,
+                    "Largest read-ahead window of a sequential reader, e.g. 64MiB (0: none)");
+  mount->add_option("--memory-budget", mount_req.memory_budget,
+                    "Memory for in-flight and prefetched blocks, all files together (default "
+                    "512MiB)");
   mount->add_flag("--background", mount_req.background,
                   "Return once the mount is ready; the daemon logs to --log-file (default " +
                       DefaultMountLogFile() + ")");

@@ -3,8 +3,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <limits>
+
+#include "client/read_ahead.h"
 
 namespace lakecache {
 namespace {
@@ -35,10 +38,32 @@ Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r) {
   return BlockRef(std::move(block));
 }
 
+// The request for block `index` of an object version. Into `req`, whose strings keep their
+// capacity: a thread's reads reuse it and allocate nothing.
+void FillRequest(const ContentId& content, const std::string& object_key, const std::string& etag,
+                 uint64_t size, uint64_t block_size, uint64_t index, BlockRequest* req) {
+  req->key = BlockKey{content, index};
+  req->object_key.assign(object_key);
+  req->etag.assign(etag);
+  req->offset = index * block_size;
+  req->length = std::min<uint64_t>(block_size, size - req->offset);
+  req->repeat_access = false;
+}
+
 }  // namespace
 
 // An open file: one version of one object, pinned at open.
 struct FileSystem::Handle {
+  Handle(Namespace* n, std::string key, std::string tag, uint64_t bytes, uint64_t block,
+         const ReadAheadOptions& read_ahead_options)
+      : ns(n),
+        object_key(std::move(key)),
+        etag(std::move(tag)),
+        size(bytes),
+        block_size(block),
+        content(MakeContentId(n->name, object_key, etag, block)),
+        read_ahead(read_ahead_options) {}
+
   Namespace* ns;
   std::string object_key;
   std::string etag;
@@ -48,6 +73,14 @@ struct FileSystem::Handle {
   // The block this handle read last: later reads of it are not counted again by the eviction
   // policies, which want one access per block per reading stream.
   std::atomic<uint64_t> last_block{UINT64_MAX};
+  std::mutex read_ahead_mu;
+  ReadAheadWindow read_ahead;  // GUARDED_BY(read_ahead_mu)
+  // The memory block this handle read last, kept so that its further reads (a 4 MiB block is read
+  // in 1 MiB requests) never fetch it again even if the tiers declined or evicted it. Its bytes
+  // count against the memory budget.
+  std::mutex pin_mu;
+  BlockRef pinned;                     // GUARDED_BY(pin_mu)
+  uint64_t pinned_index = UINT64_MAX;  // GUARDED_BY(pin_mu)
 };
 
 FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
@@ -58,7 +91,11 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
       mount_time_(std::time(nullptr)),
       inodes_(InodeInfo{
           options.single_namespace_root ? namespaces_->Find(namespaces_->names()[0]) : nullptr, "",
-          true}) {}
+          true}) {
+  if (options_.prefetch_threads > 0 && options_.read_ahead_max > 0) {
+    prefetch_pool_ = std::make_unique<ThreadPool>(options_.prefetch_threads);
+  }
+}
 
 FileSystem::~FileSystem() = default;
 
@@ -148,10 +185,11 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
   if (entry.is_dir) return Status::InvalidArgument("is a folder");
   const NamespaceConfig& nsc = info->ns->config;
   std::string key = info->ns->meta->ObjectKey(info->path);
-  auto* h =
-      new Handle{info->ns,       key,
-                 entry.etag,     entry.size,
-                 nsc.block_size, MakeContentId(info->ns->name, key, entry.etag, nsc.block_size)};
+  ReadAheadOptions read_ahead;
+  read_ahead.block_size = nsc.block_size;
+  read_ahead.file_size = entry.size;
+  read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
+  auto* h = new Handle(info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
   OpenedFile opened;
   opened.fh = reinterpret_cast<uint64_t>(h);
   std::lock_guard lock(etag_mu_);
@@ -163,21 +201,112 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
 
 Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
                                      std::span<char> dst) {
-  BlockRequest req;
-  req.key = BlockKey{h.content, index};
-  req.object_key = h.object_key;
-  req.etag = h.etag;
-  req.offset = index * h.block_size;
-  req.length = std::min<uint64_t>(h.block_size, h.size - req.offset);
+  auto copy = [&](const Block& block) {
+    if (offset_in_block >= block.size()) return size_t{0};
+    size_t n = std::min<uint64_t>(dst.size(), block.size() - offset_in_block);
+    std::memcpy(dst.data(), block.data() + offset_in_block, n);
+    return n;
+  };
+  {
+    std::lock_guard lock(h.pin_mu);
+    if (h.pinned_index == index) return copy(*h.pinned);
+  }
+  thread_local BlockRequest req;
+  FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
   req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
   ObjectStore& store = *h.ns->store;
-  return blocks_->Read(req, offset_in_block, dst,
-                       [&store](const BlockRequest& r) { return FetchBlock(store, r); });
+  LC_ASSIGN_OR_RETURN(
+      BlockStore::PinnedRead read,
+      blocks_->ReadPinned(req, offset_in_block, dst,
+                          [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
+  if (read.block == nullptr) return read.copied;
+  Pin(h, index, read.block);
+  return copy(*read.block);
+}
+
+void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
+  if (prefetch_pool_ == nullptr) return;
+  ReadAheadWindow::Blocks blocks;
+  {
+    std::lock_guard lock(h.read_ahead_mu);
+    blocks = h.read_ahead.OnRead(offset, length);
+  }
+  if (blocks.empty()) return;
+  ObjectStore* store = h.ns->store.get();
+  BlockSource source = [store](const BlockRequest& r) { return FetchBlock(*store, r); };
+  for (uint64_t index = blocks.first; index < blocks.end; ++index) {
+    BlockRequest req;
+    FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
+    if (blocks_->Prefetch(req, source, *prefetch_pool_) == BlockStore::PrefetchResult::kNoBudget) {
+      std::lock_guard lock(h.read_ahead_mu);
+      h.read_ahead.Unissued(index);  // the window shrinks to what the budget holds
+      return;
+    }
+  }
 }
 
 Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> dst) {
   Handle& h = *reinterpret_cast<Handle*>(fh);
   if (offset >= h.size || dst.empty()) return size_t{0};
+  ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
+  return ReadBlocks(h, offset, dst);
+}
+
+Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offset,
+                                                     std::span<char> scratch, BlockRef* pin) {
+  Handle& h = *reinterpret_cast<Handle*>(fh);
+  if (offset >= h.size || scratch.empty()) return std::span<const char>();
+  uint64_t want = std::min<uint64_t>(scratch.size(), h.size - offset);
+  ReadAhead(h, offset, want);
+  uint64_t index = offset / h.block_size;
+  if ((offset + want - 1) / h.block_size != index) {  // spans blocks: copy
+    LC_ASSIGN_OR_RETURN(size_t n, ReadBlocks(h, offset, scratch));
+    return std::span<const char>(scratch.data(), n);
+  }
+  uint64_t in_block = offset - index * h.block_size;
+  {
+    std::lock_guard lock(h.pin_mu);
+    if (h.pinned_index == index) {
+      *pin = h.pinned;
+      return std::span<const char>((*pin)->data() + in_block, want);
+    }
+  }
+  thread_local BlockRequest req;
+  FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
+  req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
+  ObjectStore& store = *h.ns->store;
+  LC_ASSIGN_OR_RETURN(
+      BlockStore::PinnedRead read,
+      blocks_->ReadPinned(req, in_block, scratch.first(want),
+                          [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
+  std::span<const char> out(scratch.data(), read.copied);
+  if (read.block != nullptr) {
+    uint64_t n = in_block >= read.block->size() ? 0 : read.block->size() - in_block;
+    out = std::span<const char>(read.block->data() + in_block, std::min(n, want));
+    if (out.size() == want) Pin(h, index, read.block);
+    *pin = std::move(read.block);
+  }
+  if (out.size() != want) {
+    return Status::Internal(h.object_key + ": block " + std::to_string(index) + " gave " +
+                            std::to_string(out.size()) + " bytes, expected " +
+                            std::to_string(want));
+  }
+  return out;
+}
+
+void FileSystem::Pin(Handle& h, uint64_t index, const BlockRef& block) {
+  blocks_->budget().ForceAcquire(block->size());
+  BlockRef old;  // freed outside the lock
+  {
+    std::lock_guard lock(h.pin_mu);
+    old = std::move(h.pinned);
+    h.pinned = block;
+    h.pinned_index = index;
+  }
+  if (old != nullptr) blocks_->budget().Release(old->size());
+}
+
+Result<size_t> FileSystem::ReadBlocks(Handle& h, uint64_t offset, std::span<char> dst) {
   uint64_t end = std::min<uint64_t>(h.size, offset + dst.size());
   size_t done = 0;
   for (uint64_t pos = offset; pos < end;) {
@@ -195,7 +324,21 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
   return done;
 }
 
-void FileSystem::Release(uint64_t fh) { delete reinterpret_cast<Handle*>(fh); }
+void FileSystem::Release(uint64_t fh) {
+  auto* h = reinterpret_cast<Handle*>(fh);
+  ReadAheadWindow::Blocks offered;
+  {
+    std::lock_guard lock(h->read_ahead_mu);
+    offered = h->read_ahead.Offered();
+  }
+  // Read-ahead still staged will not be read through this handle: give its memory back now rather
+  // than when it expires. (Blocks that were read have left staging already.)
+  for (uint64_t index = offered.first; index < offered.end; ++index) {
+    blocks_->DropStaged(BlockKey{h->content, index});
+  }
+  if (h->pinned != nullptr) blocks_->budget().Release(h->pinned->size());
+  delete h;
+}
 
 double FileSystem::AttrTimeoutSeconds(uint64_t ino) const {
   auto seconds = [](const NamespaceConfig& c) {

@@ -3,8 +3,10 @@
 // Namespaces are top-level folders (or, in the quick form, the one namespace is the root). Folders
 // and attributes come from each namespace's MetadataCache; file bytes from the BlockStore, whose
 // misses become ranged GETs of the object version (ETag) seen at open. A file opened twice with the
-// same ETag may keep the kernel page cache (keep_cache); a changed ETag drops it. Thread-safe: FUSE
-// calls every method from many threads.
+// same ETag may keep the kernel page cache (keep_cache); a changed ETag drops it. Each handle keeps
+// a ReadAheadWindow: sequential readers get blocks prefetched on a pool of this class (parallel
+// ranged GETs, off the caller's thread) into the BlockStore's staging area, within its memory
+// budget. Thread-safe: FUSE calls every method from many threads.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +21,7 @@
 #include "cache/block_store.h"
 #include "client/inode_table.h"
 #include "common/result.h"
+#include "common/thread_pool.h"
 #include "meta/namespace_table.h"
 
 namespace lakecache {
@@ -30,6 +33,8 @@ struct FileSystemOptions {
   uint32_t dir_mode = 0555;
   // Quick form: the single namespace is the mount's root instead of a top-level folder.
   bool single_namespace_root = false;
+  uint64_t read_ahead_max = 64ull << 20;  // per stream; less than a block: no read-ahead
+  uint32_t prefetch_threads = 16;
 };
 
 struct FileAttr {
@@ -64,6 +69,11 @@ class FileSystem {
   Result<OpenedFile> Open(uint64_t ino);
   // Reads up to dst.size() bytes at `offset`; short only at the end of the file.
   Result<size_t> Read(uint64_t fh, uint64_t offset, std::span<char> dst);
+  // Like Read, without the copy where it can: when the range lies in one block held in memory, the
+  // result points into that block and *pin holds it (keep it until the bytes are used); otherwise
+  // the bytes are copied into `scratch` and the result points there.
+  Result<std::span<const char>> ReadPinned(uint64_t fh, uint64_t offset, std::span<char> scratch,
+                                           BlockRef* pin);
   void Release(uint64_t fh);
 
   // How long the kernel may cache an entry or attributes of `ino`: its namespace's metadata TTL
@@ -80,6 +90,11 @@ class FileSystem {
   FileAttr FileAttrOf(uint64_t ino, const DirEntry& entry) const;
   Result<size_t> ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
                            std::span<char> dst);
+  Result<size_t> ReadBlocks(Handle& h, uint64_t offset, std::span<char> dst);
+  // Tells the handle's window of a read and starts the prefetches it asks for.
+  void ReadAhead(Handle& h, uint64_t offset, uint64_t length);
+  // Keeps `block` as the handle's current block (see Handle::pinned).
+  void Pin(Handle& h, uint64_t index, const BlockRef& block);
 
   std::unique_ptr<NamespaceTable> namespaces_;
   std::shared_ptr<BlockStore> blocks_;
@@ -88,6 +103,8 @@ class FileSystem {
   InodeTable inodes_;
   std::mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_;  // GUARDED_BY(etag_mu_)
+  // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.
+  std::unique_ptr<ThreadPool> prefetch_pool_;  // null without read-ahead
 };
 
 }  // namespace lakecache

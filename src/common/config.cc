@@ -429,6 +429,37 @@ Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* c
       });
 }
 
+Status ReadThreadCount(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                       uint32_t* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  uint32_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 1024) {
+    return ctx.Error(key, "invalid thread count '" + text + "' (expected 1 to 1024)");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig* client) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return ctx.Error("client", "expected a map of read_ahead_max, memory_budget, prefetch_threads");
+  }
+  return ForEachEntry(
+      ctx, "client", node,
+      [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
+        if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
+        if (name == "prefetch_threads")
+          return ReadThreadCount(ctx, key, v, &client->prefetch_threads);
+        if (name != "memory_budget") return ctx.Error(key, "unknown key");
+        LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
+        if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");
+        return Status::Ok();
+      });
+}
+
 Result<Config> BuildConfig(const ConfigTree& tree, const std::string& source) {
   ErrorContext ctx(source, tree.labels);
   Config config;
@@ -442,6 +473,7 @@ Result<Config> BuildConfig(const ConfigTree& tree, const std::string& source) {
       ctx, "", root, [&](const std::string& name, const std::string& key, const YAML::Node& v) {
         if (name == "namespaces") return ReadNamespaces(ctx, v, &config);
         if (name == "cache") return ReadCache(ctx, v, &config.cache);
+        if (name == "client") return ReadClient(ctx, v, &config.client);
         return ctx.Error(key, "unknown key");
       }));
   return config;
@@ -633,6 +665,12 @@ std::string RenderConfig(const Config& config) {
   out << YAML::EndMap;
   out << YAML::Key << "cache" << YAML::Value;
   EmitCache(out, config.cache);
+  out << YAML::Key << "client" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "read_ahead_max" << YAML::Value
+      << FormatByteSize(config.client.read_ahead_max);
+  out << YAML::Key << "memory_budget" << YAML::Value << FormatByteSize(config.client.memory_budget);
+  out << YAML::Key << "prefetch_threads" << YAML::Value << config.client.prefetch_threads;
+  out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -58,10 +58,19 @@ struct CacheConfig {
   std::string policy = "tinylfu";         // eviction policy of every tier: "tinylfu" or "lru"
 };
 
+// How a mount reads (`client` section): adaptive read-ahead and the memory it may hold outside
+// the cache tiers.
+struct ClientConfig {
+  uint64_t read_ahead_max = 64ull << 20;  // largest read-ahead window per stream; 0: none
+  uint64_t memory_budget = 512ull << 20;  // in-flight and prefetched block bytes, all files; > 0
+  uint32_t prefetch_threads = 16;         // parallel ranged GETs of read-ahead; > 0
+};
+
 struct Config {
   std::string source;  // the file it came from, for messages; empty when built in code
   std::map<std::string, NamespaceConfig> namespaces;
   CacheConfig cache;
+  ClientConfig client;
 };
 
 enum class ConfigFormat { kAuto, kYaml, kProperties };

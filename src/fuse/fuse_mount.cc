@@ -86,12 +86,15 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
-  // One buffer per FUSE thread, reused: no allocation per read.
+  // One buffer per FUSE thread, reused: no allocation per read. A range within one block held in
+  // memory is replied straight from the block, pinned until the reply has been written.
   thread_local std::unique_ptr<char[]> buf(new char[kMaxRead]);
   size = std::min(size, kMaxRead);
-  auto n = Fs(req).Read(fi->fh, static_cast<uint64_t>(off), std::span<char>(buf.get(), size));
-  if (!n.ok()) return ReplyError(req, n.status(), "read");
-  fuse_reply_buf(req, buf.get(), *n);
+  BlockRef pin;
+  auto bytes = Fs(req).ReadPinned(fi->fh, static_cast<uint64_t>(off),
+                                  std::span<char>(buf.get(), size), &pin);
+  if (!bytes.ok()) return ReplyError(req, bytes.status(), "read");
+  fuse_reply_buf(req, bytes->data(), bytes->size());
 }
 
 void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {

@@ -795,3 +795,70 @@ TEST_F(FileSystemTest, FileReplacedByFolderKeepsItsNumberAndChangesType) {
 
 }  // namespace
 }  // namespace lakecache
+
+namespace lakecache {
+namespace {
+
+TEST_F(FileSystemTest, ReadPinnedRepliesFromTheBlockAndMatchesRead) {
+  std::string bytes;
+  for (uint64_t i = 0; i < 3 * kBlockSize + 100; ++i) bytes += static_cast<char>(i * 31 + i / 7);
+  WriteFile("lake/p", bytes);
+  MountSpec spec;
+  spec.options.read_ahead_max = 0;  // only the handle's own block holds budget
+  ASSERT_NO_FATAL_FAILURE(Mount(spec));
+  auto opened = fs_->Open(InoOf("lake/p"));
+  ASSERT_TRUE(opened.ok());
+  std::vector<char> scratch(kBlockSize);
+  // Within one block: the bytes come from the pinned block, not the scratch buffer.
+  BlockRef pin;
+  auto in_block = fs_->ReadPinned(opened->fh, 100, std::span<char>(scratch.data(), 4096), &pin);
+  ASSERT_TRUE(in_block.ok()) << in_block.status().ToString();
+  ASSERT_NE(pin, nullptr);
+  EXPECT_EQ(in_block->data(), pin->data() + 100);
+  EXPECT_EQ(std::string(in_block->data(), in_block->size()), bytes.substr(100, 4096));
+  // Across a block boundary and at the end: copied, and short only at EOF.
+  BlockRef none;
+  auto across =
+      fs_->ReadPinned(opened->fh, kBlockSize - 10, std::span<char>(scratch.data(), 20), &none);
+  ASSERT_TRUE(across.ok());
+  EXPECT_EQ(std::string(across->data(), across->size()), bytes.substr(kBlockSize - 10, 20));
+  auto tail = fs_->ReadPinned(opened->fh, 3 * kBlockSize + 50,
+                              std::span<char>(scratch.data(), 4096), &none);
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(std::string(tail->data(), tail->size()), bytes.substr(3 * kBlockSize + 50));
+  fs_->Release(opened->fh);
+  EXPECT_EQ(fs_->blocks().budget().used(), 0u) << "the handle's pinned block was given back";
+}
+
+TEST_F(FileSystemTest, SequentialReaderIsReadAheadAndRandomReaderIsNot) {
+  std::string bytes(16 * kBlockSize, 'x');
+  WriteFile("lake/s", bytes);
+  WriteFile("lake/r", bytes);
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  auto opened = fs_->Open(InoOf("lake/s"));
+  ASSERT_TRUE(opened.ok());
+  std::string buf(kBlockSize / 4, '\0');
+  for (uint64_t off = 0; off < bytes.size(); off += buf.size()) {
+    auto n = fs_->Read(opened->fh, off, std::span<char>(buf.data(), buf.size()));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(buf, bytes.substr(off, buf.size()));
+  }
+  fs_->Release(opened->fh);
+  BlockStoreStats stats = fs_->blocks().Stats();
+  EXPECT_GT(stats.prefetches, 0u);
+  EXPECT_EQ(stats.fetches, 16u) << "each block fetched once, by the reader or by read-ahead";
+
+  auto random = fs_->Open(InoOf("lake/r"));
+  ASSERT_TRUE(random.ok());
+  for (uint64_t block : {9u, 2u, 14u, 5u, 11u}) {
+    ASSERT_TRUE(
+        fs_->Read(random->fh, block * kBlockSize + 7, std::span<char>(buf.data(), 100)).ok());
+  }
+  fs_->Release(random->fh);
+  BlockStoreStats after = fs_->blocks().Stats();
+  EXPECT_EQ(after.prefetches, stats.prefetches) << "nothing prefetched for a random reader";
+  EXPECT_EQ(after.fetches, stats.fetches + 5);
+}
+
+}  // namespace
+}  // namespace lakecache

@@ -600,3 +600,49 @@ TEST(ConfigCacheRenderTest, ShowsTheCacheSectionAndReloads) {
 
 }  // namespace
 }  // namespace lakecache
+
+namespace lakecache {
+namespace {
+
+TEST(ConfigClientTest, ReadsTheClientSectionAndDefaults) {
+  Result<Config> config =
+      LoadYaml("client: {read_ahead_max: 128MiB, memory_budget: 1GiB, prefetch_threads: 8}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->client.read_ahead_max, 128ull << 20);
+  EXPECT_EQ(config->client.memory_budget, 1ull << 30);
+  EXPECT_EQ(config->client.prefetch_threads, 8u);
+  Result<Config> defaults = LoadYaml("client:\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->client.read_ahead_max, 64ull << 20);
+  EXPECT_EQ(defaults->client.memory_budget, 512ull << 20);
+  EXPECT_EQ(defaults->client.prefetch_threads, 16u);
+  Result<Config> overridden = LoadYaml("", {"client.read_ahead_max=0"});
+  ASSERT_TRUE(overridden.ok()) << overridden.status().ToString();
+  EXPECT_EQ(overridden->client.read_ahead_max, 0u);
+}
+
+TEST(ConfigClientTest, ErrorsNameTheKey) {
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  memory_budget: 0\n")),
+            "lake.yaml: client.memory_budget: must be more than 0");
+  ExpectContains(ErrorOf(LoadYaml("client:\n  read_ahead_max: far\n")),
+                 "lake.yaml: client.read_ahead_max: invalid size 'far'");
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  prefetch_threads: 0\n")),
+            "lake.yaml: client.prefetch_threads: invalid thread count '0' (expected 1 to 1024)");
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  readahead: 1MiB\n")),
+            "lake.yaml: client.readahead: unknown key");
+  ExpectContains(ErrorOf(LoadYaml("client: 5\n")), "lake.yaml: client: expected a map");
+}
+
+TEST(ConfigClientTest, RenderShowsTheClientSectionAndReloads) {
+  Config config;
+  config.client.read_ahead_max = 32ull << 20;
+  std::string yaml = RenderConfig(config);
+  EXPECT_NE(yaml.find("read_ahead_max: 32MiB"), std::string::npos) << yaml;
+  Result<Config> reloaded = LoadYaml(yaml);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString();
+  EXPECT_EQ(reloaded->client.read_ahead_max, 32ull << 20);
+  EXPECT_EQ(RenderConfig(*reloaded), yaml);
+}
+
+}  // namespace
+}  // namespace lakecache
