@@ -1,0 +1,164 @@
+// The `cache:` and `client:` sections of the config.
+#include <charconv>
+
+#include "common/config_reader.h"
+#include "common/config_tree.h"
+
+namespace lakecache::config_internal {
+namespace {
+
+// The names MakeEvictionPolicy (src/cache) accepts, repeated here because common must not depend
+// on cache.
+constexpr std::string_view kPolicyNames[] = {"tinylfu", "lru"};
+
+Status ReadPolicy(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                  std::string* out) {
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, out));
+  for (std::string_view name : kPolicyNames) {
+    if (*out == name) return Status::Ok();
+  }
+  return ctx.Error(key, "unknown eviction policy '" + *out + "' (expected tinylfu or lru)");
+}
+
+Status ReadMemory(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) return ctx.Error("cache.memory", "expected a map such as {capacity: 2GiB}");
+  return ForEachEntry(
+      ctx, "cache.memory", node,
+      [&](const std::string& field, const std::string& key, const YAML::Node& v) -> Status {
+        if (field != "capacity") return ctx.Error(key, "unknown key");
+        LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &cache->memory_capacity));
+        if (cache->memory_capacity == 0) return ctx.Error(key, "must be more than 0");
+        return Status::Ok();
+      });
+}
+
+// "10%" or "0%" (a share of the file system), or a size ("20GiB"); exactly one of the two is set.
+Status ReadMinFree(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                   DiskCacheConfig* disk) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  std::string_view s = config_internal::TrimSpace(text);
+  if (!s.ends_with('%')) {
+    LC_RETURN_IF_ERROR(ReadSize(ctx, key, node, &disk->min_free_bytes));
+    disk->min_free_ratio = 0;
+    return Status::Ok();
+  }
+  std::string_view number = config_internal::TrimSpace(s.substr(0, s.size() - 1));
+  double percent = -1;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), percent,
+                                   std::chars_format::fixed);
+  bool parsed = ec == std::errc() && end == number.data() + number.size() && !number.empty() &&
+                std::isdigit(static_cast<unsigned char>(number.front()));
+  if (!parsed || !(percent >= 0 && percent < 100)) {
+    return ctx.Error(key, "invalid free-space floor '" + text +
+                              "' (expected a size such as 20GiB, or a percentage from 0% to 99%)");
+  }
+  disk->min_free_ratio = percent / 100;
+  disk->min_free_bytes = 0;
+  return Status::Ok();
+}
+
+Status ReadDiskField(const ErrorContext& ctx, const std::string& key, std::string_view field,
+                     const YAML::Node& value, DiskCacheConfig* disk) {
+  if (field == "path") return ReadString(ctx, key, value, &disk->path);
+  if (field == "capacity") return ReadSize(ctx, key, value, &disk->capacity);
+  if (field == "min_free") return ReadMinFree(ctx, key, value, disk);
+  return ctx.Error(key, "unknown key");
+}
+
+Status FinishDisk(const ErrorContext& ctx, const std::string& prefix, const DiskCacheConfig& disk) {
+  if (disk.path.empty()) {
+    return ctx.Error(prefix + ".path", "missing (the cache directory, e.g. /var/cache/lakecache)");
+  }
+  if (disk.path.front() != '/') {
+    return ctx.Error(prefix + ".path", "'" + disk.path + "' is not an absolute path");
+  }
+  if (disk.capacity == 0) {
+    return ctx.Error(prefix + ".capacity",
+                     "missing or 0 (the bytes of blocks the directory may hold, e.g. 100GiB)");
+  }
+  return Status::Ok();
+}
+
+Status ReadDisk(const ErrorContext& ctx, const std::string& prefix, const YAML::Node& node,
+                DiskCacheConfig* disk) {
+  if (!node.IsMap()) {
+    return ctx.Error(prefix,
+                     "expected a map such as {path: /var/cache/lakecache, capacity: 100GiB}");
+  }
+  LC_RETURN_IF_ERROR(
+      ForEachEntry(ctx, prefix, node,
+                   [&](const std::string& field, const std::string& key, const YAML::Node& v) {
+                     return ReadDiskField(ctx, key, field, v, disk);
+                   }));
+  return FinishDisk(ctx, prefix, *disk);
+}
+
+// An empty `disks:` is no disk tier, like a missing one.
+Status ReadDisks(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsSequence()) {
+    return ctx.Error("cache.disks", "expected a list of cache directories, got a " +
+                                        std::string(node.IsMap() ? "map" : "single value"));
+  }
+  std::set<std::string> paths;
+  for (size_t i = 0; i < node.size(); ++i) {
+    std::string prefix = "cache.disks." + std::to_string(i);
+    DiskCacheConfig disk;
+    LC_RETURN_IF_ERROR(ReadDisk(ctx, prefix, node[i], &disk));
+    if (!paths.insert(disk.path).second) {
+      return ctx.Error(prefix + ".path", "'" + disk.path + "' is listed twice");
+    }
+    cache->disks.push_back(std::move(disk));
+  }
+  return Status::Ok();
+}
+
+Status ReadThreadCount(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                       uint32_t* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  uint32_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 1024) {
+    return ctx.Error(key, "invalid thread count '" + text + "' (expected 1 to 1024)");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) return ctx.Error("cache", "expected a map of memory, disks and policy");
+  return ForEachEntry(
+      ctx, "cache", node,
+      [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
+        if (name == "memory") return ReadMemory(ctx, v, cache);
+        if (name == "disks") return ReadDisks(ctx, v, cache);
+        if (name == "policy") return ReadPolicy(ctx, key, v, &cache->policy);
+        return ctx.Error(key, "unknown key");
+      });
+}
+
+Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig* client) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return ctx.Error("client", "expected a map of read_ahead_max, memory_budget, prefetch_threads");
+  }
+  return ForEachEntry(
+      ctx, "client", node,
+      [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
+        if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
+        if (name == "prefetch_threads")
+          return ReadThreadCount(ctx, key, v, &client->prefetch_threads);
+        if (name != "memory_budget") return ctx.Error(key, "unknown key");
+        LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
+        if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");
+        return Status::Ok();
+      });
+}
+
+}  // namespace lakecache::config_internal
