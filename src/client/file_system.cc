@@ -1,5 +1,7 @@
 #include "client/file_system.h"
 
+#include "client/block_run_fetch.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,29 +15,12 @@ namespace lakecache {
 namespace {
 
 constexpr double kImmutableTimeout = 86400.0;
-constexpr auto kBlockFetchTimeout = std::chrono::minutes(5);
+// Blocks of one read-ahead run fetched with one GET: 8 × 4 MiB, where object stores reach their
+// per-stream speed (s3rver here: ~300 MB/s with 4 MiB GETs, ~700 MB/s with 32 MiB ones).
+constexpr uint64_t kMaxRunBlocks = 8;
 
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
-}
-
-// Fetches one block of an object version from its store (the BlockStore's miss path).
-Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r) {
-  std::shared_ptr<Block> block = Block::Allocate(r.length);
-  ReadOptions options;
-  options.deadline = Clock::now() + kBlockFetchTimeout;
-  options.if_match = r.etag;
-  uint64_t done = 0;
-  while (done < r.length) {
-    std::span<char> rest(block->mutable_data() + done, r.length - done);
-    LC_ASSIGN_OR_RETURN(size_t n, store.Read(r.object_key, r.offset + done, rest, options));
-    if (n == 0) {
-      return Status::Unavailable(store.Describe() + "/" + r.object_key + ": object ended at " +
-                                 std::to_string(r.offset + done) + " bytes, shorter than listed");
-    }
-    done += n;
-  }
-  return BlockRef(std::move(block));
 }
 
 // The request for block `index` of an object version. Into `req`, whose strings keep their
@@ -232,17 +217,34 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
     blocks = h.read_ahead.OnRead(offset, length);
   }
   if (blocks.empty()) return;
+  // Consecutive blocks that start fetching go out as one ranged GET of up to kMaxRunBlocks.
   ObjectStore* store = h.ns->store.get();
-  BlockSource source = [store](const BlockRequest& r) { return FetchBlock(*store, r); };
+  auto run = std::make_shared<BlockRunFetch>(store);
+  uint64_t run_blocks = 0;
+  auto finish_run = [&] {
+    run->Seal();
+    run = std::make_shared<BlockRunFetch>(store);
+    run_blocks = 0;
+  };
   for (uint64_t index = blocks.first; index < blocks.end; ++index) {
     BlockRequest req;
     FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
-    if (blocks_->Prefetch(req, source, *prefetch_pool_) == BlockStore::PrefetchResult::kNoBudget) {
+    if (run_blocks == kMaxRunBlocks) finish_run();
+    BlockSource source = [run](const BlockRequest& r) { return run->Get(r); };
+    BlockStore::PrefetchResult started = blocks_->Prefetch(req, source, *prefetch_pool_);
+    if (started == BlockStore::PrefetchResult::kStarted) {
+      run->Add(req);
+      ++run_blocks;
+      continue;
+    }
+    finish_run();  // a gap: what follows cannot share this run's range
+    if (started == BlockStore::PrefetchResult::kNoBudget) {
       std::lock_guard lock(h.read_ahead_mu);
       h.read_ahead.Unissued(index);  // the window shrinks to what the budget holds
-      return;
+      break;
     }
   }
+  run->Seal();
 }
 
 Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> dst) {

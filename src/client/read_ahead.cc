@@ -38,6 +38,10 @@ ReadAheadWindow::Blocks ReadAheadWindow::OnRead(uint64_t offset, uint64_t length
     window_ = std::min(window_ * 2, max_blocks_);
   }
   last_block_ = block;
+  // Top the window up in batches: while more than half of it is still ahead of the reader, wait.
+  // Consecutive blocks issued together can then share one request (see BlockRunFetch).
+  uint64_t ahead = issued_end_ > block + 1 ? issued_end_ - (block + 1) : 0;
+  if (ahead * 2 > window_) return {};
   Blocks out;
   out.first = std::max(issued_end_, block + 1);
   out.end = std::min(block + 1 + window_, file_blocks_);

@@ -5,7 +5,9 @@
 // threads deliver neighbouring reads out of order) keeps it sequential; any other jump is random
 // access and resets the window. A sequential stream gets a window that starts at one block past the
 // one being read and doubles each time the reader enters a new block, up to a cap; a random one
-// gets nothing. Each block is offered once per sequential run. Pure logic, no I/O; not thread-safe
+// gets nothing. The window is topped up in batches, once no more than half of it is still ahead of
+// the reader, so that neighbouring blocks go out together. Each block is offered once per
+// sequential run. Pure logic, no I/O; not thread-safe
 // (the handle locks it).
 #pragma once
 

@@ -24,6 +24,13 @@ Result<size_t> FaultInjectingStore::Read(std::string_view key, uint64_t offset, 
   return inner_->Read(key, offset, buf, options);
 }
 
+Result<size_t> FaultInjectingStore::ReadV(std::string_view key, uint64_t offset,
+                                          std::span<const std::span<char>> bufs,
+                                          const ReadOptions& options) {
+  LC_RETURN_IF_ERROR(Intercept(StoreOp::kRead, key));
+  return inner_->ReadV(key, offset, bufs, options);
+}
+
 Status FaultInjectingStore::Put(std::string_view key, std::span<const char> data,
                                 const IoOptions& options) {
   LC_RETURN_IF_ERROR(Intercept(StoreOp::kPut, key));

@@ -34,6 +34,10 @@ struct Transfer {
   const HttpRequest* request = nullptr;
   HttpResponse* response = nullptr;
   bool sink_overflow = false;
+  std::span<const std::span<char>> sinks;  // request.sinks, or request.sink as a list of one
+  size_t sink_index = 0;                   // the buffer being filled
+  size_t sink_offset = 0;                  // bytes already in it
+  size_t sink_capacity = 0;                // all buffers together
 };
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
@@ -56,17 +60,26 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
   size_t n = size * count;
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
-  std::span<char> sink = t->request->sink;
-  if (sink.data() == nullptr || status >= 300) {
+  if (t->sinks.empty() || status >= 300) {
     t->response->body.append(data, n);
     return n;
   }
   size_t& used = t->response->sink_bytes;
-  if (used + n > sink.size()) {
+  if (used + n > t->sink_capacity) {
     t->sink_overflow = true;
     return 0;  // aborts the transfer with CURLE_WRITE_ERROR
   }
-  std::memcpy(sink.data() + used, data, n);
+  for (size_t done = 0; done < n;) {
+    std::span<char> buf = t->sinks[t->sink_index];
+    size_t k = std::min(n - done, buf.size() - t->sink_offset);
+    std::memcpy(buf.data() + t->sink_offset, data + done, k);
+    done += k;
+    t->sink_offset += k;
+    if (t->sink_offset == buf.size()) {
+      ++t->sink_index;
+      t->sink_offset = 0;
+    }
+  }
   used += n;
   return n;
 }
@@ -140,7 +153,17 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
   if (handle->curl == nullptr) return Status::Internal("curl_easy_init failed");
   CURL* curl = handle->curl;
   HttpResponse response;
-  Transfer transfer{curl, &request, &response, false};
+  Transfer transfer;
+  transfer.curl = curl;
+  transfer.request = &request;
+  transfer.response = &response;
+  std::span<char> single[1] = {request.sink};
+  if (!request.sinks.empty()) {
+    transfer.sinks = request.sinks;
+  } else if (request.sink.data() != nullptr) {
+    transfer.sinks = single;
+  }
+  for (std::span<char> buf : transfer.sinks) transfer.sink_capacity += buf.size();
   char errbuf[CURL_ERROR_SIZE] = {0};
 
   curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
@@ -201,7 +224,7 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
     std::string what = RequestName(request);
     if (transfer.sink_overflow) {
       return Status::Internal(what + ": response body is larger than the " +
-                              std::to_string(request.sink.size()) + " bytes expected");
+                              std::to_string(transfer.sink_capacity) + " bytes expected");
     }
     if (rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= options.deadline) {
       return Status::DeadlineExceeded(what + ": deadline passed: " + detail);

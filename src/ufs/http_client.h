@@ -35,6 +35,8 @@ struct HttpRequest {
   // When set, the response body is written here (at most sink.size() bytes; more is an error)
   // instead of HttpResponse::body. Error responses (status >= 300) always go to HttpResponse::body.
   std::span<char> sink;
+  // Instead of `sink`: consecutive buffers filled in order (a ranged GET spanning several blocks).
+  std::span<const std::span<char>> sinks;
   // When set, a body cut short after complete headers is returned with HttpResponse::truncated
   // rather than as an error, so the caller can judge it by the headers (some servers announce a
   // byte they never send for ranges over empty objects).
@@ -45,7 +47,7 @@ struct HttpResponse {
   long status = 0;
   HeaderList headers;  // names lowercased
   std::string body;
-  size_t sink_bytes = 0;   // bytes written into HttpRequest::sink
+  size_t sink_bytes = 0;   // bytes written into HttpRequest::sink (or sinks, in total)
   bool truncated = false;  // see HttpRequest::accept_truncated
 
   // The first header with this (lowercase) name, or empty.

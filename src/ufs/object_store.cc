@@ -5,6 +5,18 @@
 
 namespace lakecache {
 
+Result<size_t> ObjectStore::ReadV(std::string_view key, uint64_t offset,
+                                  std::span<const std::span<char>> bufs,
+                                  const ReadOptions& options) {
+  size_t total = 0;
+  for (std::span<char> buf : bufs) {
+    LC_ASSIGN_OR_RETURN(size_t n, Read(key, offset + total, buf, options));
+    total += n;
+    if (n < buf.size()) break;  // the end of the object
+  }
+  return total;
+}
+
 Status ObjectStore::Put(std::string_view key, std::span<const char>, const IoOptions&) {
   return Status::Unimplemented(Describe() + "/" + std::string(key) +
                                ": writes are not supported yet");

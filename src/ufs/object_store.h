@@ -74,6 +74,12 @@ class ObjectStore {
   virtual Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> buf,
                               const ReadOptions& options) = 0;
 
+  // Reads consecutive bytes of `key` from `offset` into the buffers in order, as one request where
+  // the store can (S3: one ranged GET), so that neighbouring blocks cost one round trip. Returns
+  // the total read, short only at the end of the object. The default reads each buffer in turn.
+  virtual Result<size_t> ReadV(std::string_view key, uint64_t offset,
+                               std::span<const std::span<char>> bufs, const ReadOptions& options);
+
   // The write path (Put, multipart upload, Delete) lands here in a later version; stores that
   // cannot write keep these defaults.
   virtual Status Put(std::string_view key, std::span<const char> data, const IoOptions& options);

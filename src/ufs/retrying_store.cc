@@ -58,6 +58,16 @@ Result<size_t> RetryingStore::Read(std::string_view key, uint64_t offset, std::s
   return *count;
 }
 
+Result<size_t> RetryingStore::ReadV(std::string_view key, uint64_t offset,
+                                    std::span<const std::span<char>> bufs,
+                                    const ReadOptions& options) {
+  std::optional<size_t> count;
+  LC_RETURN_IF_ERROR(Retry("Read", key, options, [&] {
+    return Keep(inner_->ReadV(key, offset, bufs, options), &count);
+  }));
+  return *count;
+}
+
 Status RetryingStore::Put(std::string_view key, std::span<const char> data,
                           const IoOptions& options) {
   return Retry("Put", key, options, [&] { return inner_->Put(key, data, options); });

@@ -175,14 +175,23 @@ Result<ObjectInfo> S3Store::Head(std::string_view key, const IoOptions& options)
 
 Result<size_t> S3Store::Read(std::string_view key, uint64_t offset, std::span<char> buf,
                              const ReadOptions& options) {
-  if (buf.empty()) return size_t{0};
+  std::span<char> one[1] = {buf};
+  return ReadV(key, offset, one, options);
+}
+
+Result<size_t> S3Store::ReadV(std::string_view key, uint64_t offset,
+                              std::span<const std::span<char>> bufs, const ReadOptions& options) {
+  uint64_t total = 0;
+  for (std::span<char> b : bufs) total += b.size();
+  if (total == 0) return size_t{0};
   HttpRequest http;
   http.method = "GET";
   http.headers.emplace_back(
-      "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + buf.size() - 1));
-  if (!options.if_match.empty())
+      "Range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + total - 1));
+  if (!options.if_match.empty()) {
     http.headers.emplace_back("If-Match", "\"" + options.if_match + "\"");
-  http.sink = buf;
+  }
+  http.sinks = bufs;
   http.accept_truncated = true;
   LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
   std::string where = Describe() + "/" + std::string(key);

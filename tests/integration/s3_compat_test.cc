@@ -204,6 +204,19 @@ TEST_P(S3CompatTest, RangedReadsAtBlockBoundaries) {
   EXPECT_GT(info->mtime, 0);
 }
 
+// One request fills several consecutive buffers (neighbouring cache blocks), short at the end.
+TEST_P(S3CompatTest, ReadVFillsConsecutiveBuffersInOneRange) {
+  const std::string big = BigContent();
+  std::string a(65536, '\0'), b(65536, '\0'), c(200000, '\0');
+  std::span<char> bufs[] = {a, b, c};
+  auto n = store_->ReadV("blob/big.bin", 1000, bufs, ReadOptions{});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, kBigSize - 1000);
+  EXPECT_EQ(a, big.substr(1000, 65536));
+  EXPECT_EQ(b, big.substr(1000 + 65536, 65536));
+  EXPECT_EQ(c.substr(0, kBigSize - 1000 - 2 * 65536), big.substr(1000 + 2 * 65536));
+}
+
 TEST_P(S3CompatTest, ZeroByteObject) {
   auto info = store_->Head("blob/empty", IoOptions{});
   ASSERT_TRUE(info.ok()) << info.status().ToString();

@@ -1,0 +1,84 @@
+#include "client/block_run_fetch.h"
+
+namespace lakecache {
+namespace {
+
+constexpr auto kBlockFetchTimeout = std::chrono::minutes(5);
+
+ReadOptions OptionsFor(const BlockRequest& r) {
+  ReadOptions options;
+  options.deadline = Clock::now() + kBlockFetchTimeout;
+  options.if_match = r.etag;  // every block of one open file from the same object version
+  return options;
+}
+
+Status ShorterThanListed(ObjectStore& store, const BlockRequest& r, uint64_t at) {
+  return Status::Unavailable(store.Describe() + "/" + r.object_key + ": object ended at " +
+                             std::to_string(at) + " bytes, shorter than listed");
+}
+
+}  // namespace
+
+Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r) {
+  std::shared_ptr<Block> block = Block::Allocate(r.length);
+  ReadOptions options = OptionsFor(r);
+  uint64_t done = 0;
+  while (done < r.length) {
+    std::span<char> rest(block->mutable_data() + done, r.length - done);
+    LC_ASSIGN_OR_RETURN(size_t n, store.Read(r.object_key, r.offset + done, rest, options));
+    if (n == 0) return ShorterThanListed(store, r, r.offset + done);
+    done += n;
+  }
+  return BlockRef(std::move(block));
+}
+
+void BlockRunFetch::Add(const BlockRequest& request) {
+  std::lock_guard lock(mu_);
+  members_.push_back(request);
+}
+
+void BlockRunFetch::Seal() {
+  {
+    std::lock_guard lock(mu_);
+    sealed_ = true;
+  }
+  sealed_cv_.notify_all();
+}
+
+bool BlockRunFetch::empty() const {
+  std::lock_guard lock(mu_);
+  return members_.empty();
+}
+
+Result<BlockRef> BlockRunFetch::Get(const BlockRequest& request) {
+  std::unique_lock lock(mu_);
+  sealed_cv_.wait(lock, [this] { return sealed_; });
+  if (!fetched_) FetchAll();  // the others wait on mu_ meanwhile
+  for (size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i].key == request.key) return results_[i];
+  }
+  lock.unlock();
+  return FetchBlock(*store_, request);  // not a member: fetch it alone
+}
+
+void BlockRunFetch::FetchAll() {
+  fetched_ = true;
+  std::vector<std::shared_ptr<Block>> blocks;
+  std::vector<std::span<char>> bufs;
+  uint64_t total = 0;
+  for (const BlockRequest& r : members_) {
+    blocks.push_back(Block::Allocate(r.length));
+    bufs.emplace_back(blocks.back()->mutable_data(), r.length);
+    total += r.length;
+  }
+  const BlockRequest& first = members_.front();
+  Result<size_t> n = store_->ReadV(first.object_key, first.offset, bufs, OptionsFor(first));
+  Status error = n.ok() ? Status::Ok() : n.status();
+  if (n.ok() && *n < total) error = ShorterThanListed(*store_, first, first.offset + *n);
+  for (auto& block : blocks) {
+    results_.push_back(error.ok() ? Result<BlockRef>(BlockRef(std::move(block)))
+                                  : Result<BlockRef>(error));
+  }
+}
+
+}  // namespace lakecache

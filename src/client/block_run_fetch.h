@@ -1,0 +1,48 @@
+// BlockRunFetch: fetches a run of consecutive blocks of one object version with one ranged GET.
+//
+// Read-ahead issues blocks in batches; each block is still prefetched (and single-flighted) on its
+// own through the BlockStore, but their sources share one BlockRunFetch, whose first caller fetches
+// every member with one ObjectStore::ReadV into the blocks' own buffers, and the others wait for
+// it. Object stores charge time (and money) per request, so 8 blocks in one GET read several times
+// faster than 8 GETs of one block. Members are added until Seal(); a fetch waits for the seal, so
+// it never misses a member. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cache/block_source.h"
+#include "ufs/object_store.h"
+
+namespace lakecache {
+
+class BlockRunFetch {
+ public:
+  explicit BlockRunFetch(ObjectStore* store) : store_(store) {}
+
+  // Adds the block after the last member. REQUIRES: before Seal(); consecutive with the last one.
+  void Add(const BlockRequest& request);
+  void Seal();
+  bool empty() const;
+
+  // The member's block: fetched with all the others on the first call.
+  Result<BlockRef> Get(const BlockRequest& request);
+
+ private:
+  void FetchAll();  // REQUIRES: mu_ held, sealed_
+
+  ObjectStore* const store_;
+  mutable std::mutex mu_;
+  std::condition_variable sealed_cv_;
+  bool sealed_ = false;                    // GUARDED_BY(mu_)
+  bool fetched_ = false;                   // GUARDED_BY(mu_)
+  std::vector<BlockRequest> members_;      // GUARDED_BY(mu_)
+  std::vector<Result<BlockRef>> results_;  // GUARDED_BY(mu_)
+};
+
+// Fetches one block with its own GET (the demand path, and runs of one).
+Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r);
+
+}  // namespace lakecache
