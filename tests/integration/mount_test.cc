@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -35,6 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
+using testing::IsMounted;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -126,32 +128,6 @@ std::set<std::string> ExpectedFind(const Objects& objects) {
   return out;
 }
 
-// /proc/mounts escapes ' ', '\t', '\n' and '\\' as \ooo.
-std::string UnescapeMountField(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    if (field[i] == '\\' && i + 3 < field.size()) {
-      out += static_cast<char>(std::stoi(field.substr(i + 1, 3), nullptr, 8));
-      i += 3;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
-
-bool IsMounted(const std::string& path) {
-  std::ifstream mounts("/proc/mounts");
-  std::string line;
-  while (std::getline(mounts, line)) {
-    std::istringstream fields(line);
-    std::string device, mountpoint;
-    fields >> device >> mountpoint;
-    if (UnescapeMountField(mountpoint) == path) return true;
-  }
-  return false;
-}
-
 // The whole file, or the errno of the call that failed.
 struct FileBytes {
   int error = 0;
@@ -224,12 +200,8 @@ class MountTest : public ::testing::Test {
 
   void TearDown() override {
     for (const std::string& path : mountpoints_) {
-      if (!IsMounted(path)) continue;
-      RunResult r = RunCommand({LAKECACHE_BINARY, "umount", path}, {}, std::chrono::seconds(20));
-      if (IsMounted(path)) {
-        ADD_FAILURE() << "lakecache umount " << path << " left it mounted: " << r.err;
-        RunCommand({"fusermount3", "-u", "-z", path}, {}, std::chrono::seconds(20));
-      }
+      Status unmounted = testing::UnmountForTest(path);
+      EXPECT_TRUE(unmounted.ok()) << unmounted.ToString();
     }
     for (auto& process : processes_) process->Stop();
     for (const std::string& path : mountpoints_) {

@@ -2,7 +2,7 @@
 // sequential readers stay within the memory-tier capacity plus the memory budget (read-ahead
 // shrinks, the bytes stay right), and a random reader fetches exactly the blocks it touches
 // (nothing is prefetched for it). Fetches are counted from the "cache stats:" line the mount logs
-// when it ends. Needs root and /dev/fuse. Self-contained: its own mount and unmount helpers.
+// when it ends. Needs root and /dev/fuse. Mount checks come from support/fuse_mounts.h.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -30,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
+using testing::IsMounted;
 using testing::RunCommand;
 using testing::TempDir;
 using Clock = std::chrono::steady_clock;
@@ -58,18 +60,6 @@ std::string MakeObject(uint64_t seed, uint64_t size) {
   std::string out(size, '\0');
   for (uint64_t c = 0; c < size / kMiB; ++c) MakeChunk(seed, c, out.data() + c * kMiB);
   return out;
-}
-
-bool IsMounted(const std::string& path) {
-  std::ifstream mounts("/proc/mounts");
-  std::string line;
-  while (std::getline(mounts, line)) {
-    std::istringstream fields(line);
-    std::string device, mountpoint;
-    fields >> device >> mountpoint;
-    if (mountpoint == path) return true;
-  }
-  return false;
 }
 
 // VmRSS of `pid` in bytes; 0 if it cannot be read.
@@ -157,13 +147,8 @@ class ReadPathTest : public ::testing::Test {
 
   // Unmounts and waits for the mount process to end; returns its log.
   std::string Unmount() {
-    if (IsMounted(mountpoint_)) {
-      RunCommand({LAKECACHE_BINARY, "umount", mountpoint_}, {}, std::chrono::seconds(20));
-      if (IsMounted(mountpoint_)) {
-        ADD_FAILURE() << "lakecache umount left " << mountpoint_ << " mounted";
-        RunCommand({"fusermount3", "-u", "-z", mountpoint_}, {}, std::chrono::seconds(20));
-      }
-    }
+    Status unmounted = testing::UnmountForTest(mountpoint_);
+    EXPECT_TRUE(unmounted.ok()) << unmounted.ToString();
     if (!process_) return "";
     auto deadline = Clock::now() + std::chrono::seconds(20);
     while (process_->Running() && Clock::now() < deadline) {
