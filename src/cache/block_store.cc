@@ -71,6 +71,9 @@ namespace {
 constexpr auto kStagedPatience = std::chrono::milliseconds(500);
 constexpr auto kStagedExpiry = std::chrono::seconds(30);
 constexpr uint64_t kDefaultBudget = ClientConfig{}.memory_budget;
+// Blocks queued for the disk writer, so readers never wait for the disk. They are mostly the memory
+// tier's own blocks (shared, not copied); at worst this much more memory stays pinned.
+constexpr uint64_t kDiskWriteBehindBytes = 32ull << 20;
 
 uint64_t Load(const std::atomic<uint64_t>& c) { return c.load(std::memory_order_relaxed); }
 
@@ -98,7 +101,7 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const CacheConfig& config,
   if (!memory.ok()) return memory.status().WithContext("cache.policy");
   tiers.push_back(std::move(*memory));
   if (!config.disks.empty()) {
-    auto disk = DiskTier::Open(config.disks, config.policy);
+    auto disk = DiskTier::Open(config.disks, config.policy, /*seed=*/0, kDiskWriteBehindBytes);
     if (!disk.ok()) return disk.status().WithContext("cache.disks");
     tiers.push_back(std::move(*disk));
   }
@@ -357,6 +360,10 @@ bool BlockStore::Contains(const BlockKey& key) const {
 
 void BlockStore::Erase(const BlockKey& key) {
   for (const auto& tier : tiers_) tier->Erase(key);
+}
+
+void BlockStore::Flush() {
+  for (const auto& tier : tiers_) tier->Flush();
 }
 
 BlockStoreStats BlockStore::Stats() const {

@@ -95,6 +95,9 @@ class BlockStore {
   void Erase(const BlockKey& key);
   BlockStoreStats Stats() const;
 
+  // Returns once every tier has stored what it accepted (the disk tier writes behind).
+  void Flush();
+
  private:
   struct Flight;
   struct Staged;

@@ -60,6 +60,9 @@ class CacheTier {
   virtual void Erase(const BlockKey& key) = 0;
 
   virtual TierStats Stats() const = 0;
+
+  // Returns once every block accepted by Insert is stored (a tier that writes behind).
+  virtual void Flush() {}
 };
 
 }  // namespace lakecache

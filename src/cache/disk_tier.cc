@@ -2,7 +2,9 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "cache/cache_dir.h"
@@ -24,7 +26,8 @@ std::string TierName(const std::vector<DiskCacheConfig>& dirs) {
 }  // namespace
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::vector<DiskCacheConfig>& dirs,
-                                                 std::string_view policy, uint64_t seed) {
+                                                 std::string_view policy, uint64_t seed,
+                                                 uint64_t write_behind) {
   if (dirs.empty()) return Status::InvalidArgument("disk tier: no cache directories");
   std::unique_ptr<DiskTier> tier(new DiskTier(TierName(dirs)));
   for (const DiskCacheConfig& config : dirs) {
@@ -33,12 +36,70 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::vector<DiskCacheConf
     tier->dirs_.push_back(std::move(dir));
     tier->dir_seeds_.push_back(XXH3_64bits(config.path.data(), config.path.size()));
   }
+  if (write_behind > 0) {
+    tier->write_behind_ = write_behind;
+    tier->writer_ = std::thread([t = tier.get()] { t->WriterLoop(); });
+  }
   return tier;
 }
 
 DiskTier::DiskTier(std::string name) : name_(std::move(name)) {}
 
-DiskTier::~DiskTier() = default;
+DiskTier::~DiskTier() {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  writer_.join();  // the writer drains the queue before it exits
+}
+
+void DiskTier::WriterLoop() {
+  std::unique_lock lock(queue_mu_);
+  for (;;) {
+    queue_cv_.wait(lock, [&] { return stopping_ || !queue_order_.empty(); });
+    if (queue_order_.empty()) return;  // stopping, and nothing left to write
+    BlockKey key = queue_order_.front();
+    queue_order_.pop_front();
+    auto it = queued_.find(key);
+    if (it == queued_.end()) continue;  // erased while queued
+    QueuedWrite write = it->second;     // stays queued (and readable) while it is written
+    writing_ = true;
+    lock.unlock();
+    Home(key).Insert(write.request, *write.block);
+    lock.lock();
+    writing_ = false;
+    it = queued_.find(key);
+    if (it == queued_.end()) {
+      Home(key).Erase(key);  // erased while being written: the file must not outlive the erase
+    } else {
+      queued_bytes_ -= it->second.block->size();
+      queued_.erase(it);
+    }
+    queue_cv_.notify_all();
+  }
+}
+
+void DiskTier::Flush() {
+  if (!writer_.joinable()) return;
+  std::unique_lock lock(queue_mu_);
+  queue_cv_.wait(lock, [&] { return queue_order_.empty() && !writing_; });
+}
+
+BlockRef DiskTier::Queued(const BlockKey& key) const {
+  if (write_behind_ == 0) return nullptr;
+  std::lock_guard lock(queue_mu_);
+  auto it = queued_.find(key);
+  return it == queued_.end() ? nullptr : it->second.block;
+}
+
+BlockRef DiskTier::Pin(const BlockKey& key, bool count_access) {
+  (void)count_access;
+  BlockRef block = Queued(key);  // a queued block is in memory: no copy needed
+  if (block != nullptr) counters_.Add(counters_.hits);
+  return block;
+}
 
 // Highest random weight, weighted: each directory scores w / -ln(u) for a per-directory uniform u,
 // so a directory wins a share of keys proportional to its capacity.
@@ -56,6 +117,10 @@ CacheDir& DiskTier::Home(const BlockKey& key) const {
 }
 
 Result<BlockRef> DiskTier::Get(const BlockKey& key) {
+  if (BlockRef block = Queued(key)) {
+    counters_.Add(counters_.hits);
+    return block;
+  }
   for (const auto& dir : dirs_) {
     Result<BlockRef> block = dir->Get(key);
     if (block.ok()) {
@@ -69,6 +134,13 @@ Result<BlockRef> DiskTier::Get(const BlockKey& key) {
 
 Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
                               bool count_access) {
+  if (BlockRef block = Queued(key)) {
+    counters_.Add(counters_.hits);
+    if (offset >= block->size()) return size_t{0};
+    size_t n = std::min<size_t>(dst.size(), block->size() - offset);
+    std::memcpy(dst.data(), block->data() + offset, n);
+    return n;
+  }
   for (const auto& dir : dirs_) {
     Result<size_t> n = dir->Read(key, offset, dst, count_access);
     if (n.ok()) {
@@ -83,6 +155,17 @@ Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<ch
 bool DiskTier::Insert(const BlockRequest& request, const BlockRef& block) {
   if (block == nullptr) return false;
   if (Contains(request.key)) return true;  // a concurrent insert got here first
+  if (write_behind_ > 0) {
+    std::lock_guard lock(queue_mu_);
+    if (queued_bytes_ + block->size() <= write_behind_ && !stopping_) {
+      if (queued_.emplace(request.key, QueuedWrite{request, block}).second) {
+        queued_bytes_ += block->size();
+        queue_order_.push_back(request.key);
+        queue_cv_.notify_all();
+      }
+      return true;
+    }
+  }
   return Home(request.key).Insert(request, *block);
 }
 
@@ -93,6 +176,7 @@ void DiskTier::Touch(const BlockKey& key) {
 }
 
 bool DiskTier::Contains(const BlockKey& key) const {
+  if (Queued(key) != nullptr) return true;
   for (const auto& dir : dirs_) {
     if (dir->Contains(key)) return true;
   }
@@ -100,6 +184,14 @@ bool DiskTier::Contains(const BlockKey& key) const {
 }
 
 void DiskTier::Erase(const BlockKey& key) {
+  if (write_behind_ > 0) {
+    std::lock_guard lock(queue_mu_);
+    auto it = queued_.find(key);
+    if (it != queued_.end()) {
+      queued_bytes_ -= it->second.block->size();
+      queued_.erase(it);  // the writer skips it, or erases the file it was writing
+    }
+  }
   for (const auto& dir : dirs_) dir->Erase(key);
 }
 

@@ -5,13 +5,24 @@
 // Each directory has its own eviction policy, sharded index and free-space floor. Open rebuilds the
 // indexes from the files. Every read is verified; a corrupt file is deleted and reported as a miss.
 // Thread-safe: a hit takes one index shard lock per directory probed, and the policy's.
+//
+// Write-behind: with a write_behind budget, Insert queues the block (pinned) for a writer thread
+// and returns at once, so a reader never waits for the disk; queued blocks are served from memory
+// until written. When queued bytes would pass the budget, Insert writes inline instead
+// (back-pressure: no block offered is dropped). Flush waits for the queue; the destructor flushes,
+// so a clean shutdown leaves every accepted block on disk.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "cache/cache_tier.h"
@@ -26,8 +37,10 @@ class DiskTier : public CacheTier {
   // Creates (or reopens) the directories `dirs`, each with a policy named `policy` (see
   // MakeEvictionPolicy) of that directory's capacity. Blocks left by an earlier run are served
   // again; leftovers it cannot use are removed. Errors name the directory at fault.
+  // `write_behind` bounds the bytes queued for the writer thread; 0 writes every block inline.
   static Result<std::unique_ptr<DiskTier>> Open(const std::vector<DiskCacheConfig>& dirs,
-                                                std::string_view policy, uint64_t seed = 0);
+                                                std::string_view policy, uint64_t seed = 0,
+                                                uint64_t write_behind = 0);
   ~DiskTier() override;
 
   const std::string& name() const override { return name_; }  // "disk:<path>[,<path>...]"
@@ -39,8 +52,15 @@ class DiskTier : public CacheTier {
   bool Contains(const BlockKey& key) const override;
   void Erase(const BlockKey& key) override;
   TierStats Stats() const override;
+  BlockRef Pin(const BlockKey& key, bool count_access) override;
+  void Flush() override;
 
  private:
+  struct QueuedWrite {
+    BlockRequest request;
+    BlockRef block;
+  };
+
   explicit DiskTier(std::string name);
   // The directory a new block goes to (rendezvous hashing). Blocks found at Open stay where they
   // are even if the configuration changed since, so lookups probe every directory.
@@ -50,6 +70,19 @@ class DiskTier : public CacheTier {
   std::vector<std::unique_ptr<CacheDir>> dirs_;
   std::vector<uint64_t> dir_seeds_;  // hash of each directory's path: stable across reorderings
   TierCounters counters_;            // updated by the CacheDirs too
+
+  BlockRef Queued(const BlockKey& key) const;
+  void WriterLoop();
+
+  uint64_t write_behind_ = 0;
+  mutable std::mutex queue_mu_;
+  std::condition_variable queue_cv_;  // work arrived, a write finished, or stopping
+  std::unordered_map<BlockKey, QueuedWrite, BlockKeyHash> queued_;  // until written (or erased)
+  std::deque<BlockKey> queue_order_;
+  uint64_t queued_bytes_ = 0;
+  bool writing_ = false;
+  bool stopping_ = false;
+  std::thread writer_;  // last: started once everything above exists
 };
 
 }  // namespace lakecache

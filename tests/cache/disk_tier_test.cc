@@ -479,5 +479,45 @@ TEST_F(DiskTierTest, EnospcWhileWritingIsCountedNotFatal) {
   tier.reset();
 }
 
+TEST_F(DiskTierTest, WriteBehindServesQueuedBlocksAndFlushesThemToDisk) {
+  Result<std::unique_ptr<DiskTier>> opened =
+      DiskTier::Open({Dir(Sub("c"), 64 * kMiB)}, "lru", /*seed=*/0, /*write_behind=*/16 * kMiB);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<DiskTier> tier = std::move(opened).value();
+  std::vector<BlockRef> blocks;
+  for (uint64_t i = 0; i < 8; ++i) {  // 32 MiB: half go to the queue, the rest are written inline
+    blocks.push_back(RandomBlock(kBlockSize, 100 + i));
+    ASSERT_TRUE(tier->Insert(Request(i, kBlockSize), blocks.back()));
+  }
+  for (uint64_t i = 0; i < 8; ++i) {  // queued or written, every block reads back the same
+    ASSERT_TRUE(tier->Contains(Request(i, 0).key)) << i;
+    Result<BlockRef> got = tier->Get(Request(i, 0).key);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(SameBytes(**got, *blocks[i])) << i;
+    char buf[100];
+    Result<size_t> n = tier->Read(Request(i, 0).key, kBlockSize - 50, buf, true);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, 50u);
+    EXPECT_EQ(std::memcmp(buf, blocks[i]->data() + kBlockSize - 50, 50), 0) << i;
+  }
+  tier->Erase(Request(7, 0).key);
+  tier->Flush();
+  EXPECT_EQ(BlockFiles(Sub("c")).size(), 7u);
+  EXPECT_EQ(TempFiles(Sub("c")), 0u);
+  EXPECT_FALSE(tier->Contains(Request(7, 0).key));
+  EXPECT_EQ(tier->Stats().blocks, 7u);
+
+  // Queue again and close at once: the destructor writes what was accepted.
+  BlockRef late = RandomBlock(kBlockSize, 200);
+  ASSERT_TRUE(tier->Insert(Request(9, kBlockSize), late));
+  tier.reset();
+  auto reopened = Open({Dir(Sub("c"), 64 * kMiB)});
+  ASSERT_NE(reopened, nullptr);
+  Result<BlockRef> got = reopened->Get(Request(9, 0).key);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(SameBytes(**got, *late));
+  EXPECT_EQ(reopened->Stats().blocks, 8u);
+}
+
 }  // namespace
 }  // namespace lakecache
