@@ -10,6 +10,7 @@ DEBIAN_PACKAGES=(
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfuse3-dev fuse3
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   swift swift-proxy swift-account swift-container swift-object python3-swift
 )
 

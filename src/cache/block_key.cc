@@ -31,4 +31,9 @@ std::string BlockKey::ToString() const {
   return out;
 }
 
+uint64_t StableKeyHash(const BlockKey& key, uint64_t seed) {
+  const uint64_t words[3] = {key.content.hi, key.content.lo, key.index};
+  return XXH3_64bits_withSeed(words, sizeof(words), seed);
+}
+
 }  // namespace lakecache

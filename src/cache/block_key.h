@@ -31,6 +31,10 @@ struct BlockKey {
   std::string ToString() const;
 };
 
+// A hash of the key that is the same on every build (of a little-endian host) and every machine:
+// it names folders on disk and places blocks on workers.
+uint64_t StableKeyHash(const BlockKey& key, uint64_t seed = 0);
+
 struct BlockKeyHash {
   size_t operator()(const BlockKey& k) const {
     return static_cast<size_t>(k.content.lo ^ (k.content.hi * 0x9E3779B97F4A7C15ull) ^

@@ -19,8 +19,9 @@ struct BlockRequest {
   BlockKey key;
   std::string object_key;  // recorded in the disk header, for recovery and debugging
   std::string etag;
-  uint64_t offset = 0;  // of the block within the object: index * block size
-  uint64_t length = 0;  // of this block: the block size, or less for an object's last block
+  uint64_t offset = 0;       // of the block within the object: index * block size
+  uint64_t length = 0;       // of this block: the block size, or less for an object's last block
+  uint64_t object_size = 0;  // of the object version (0: not known)
   // Set by a reader whose previous read was of this same block: the access was already reported to
   // the eviction policies, which count once per block per reading stream.
   bool repeat_access = false;

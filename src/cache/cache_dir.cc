@@ -71,11 +71,6 @@ uint64_t FloorBytes(const DiskCacheConfig& c, uint64_t fs_size) {
 
 }  // namespace
 
-uint64_t StableKeyHash(const BlockKey& key, uint64_t seed) {
-  const uint64_t words[3] = {key.content.hi, key.content.lo, key.index};
-  return XXH3_64bits_withSeed(words, sizeof(words), seed);
-}
-
 Result<std::unique_ptr<CacheDir>> CacheDir::Open(const DiskCacheConfig& config,
                                                  std::string_view policy, uint64_t seed,
                                                  TierCounters* counters) {

@@ -27,10 +27,6 @@
 
 namespace lakecache {
 
-// A hash of the key that is the same on every build (of a little-endian host): it names folders
-// on disk.
-uint64_t StableKeyHash(const BlockKey& key, uint64_t seed = 0);
-
 class CacheDir {
  public:
   // Creates and locks the directory, removes what an earlier run left unusable (temp files, other

@@ -1,13 +1,11 @@
 #include "cache/disk_tier.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <utility>
 
 #include "cache/cache_dir.h"
+#include "common/rendezvous.h"
 
 namespace lakecache {
 namespace {
@@ -34,7 +32,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::vector<DiskCacheConf
     LC_ASSIGN_OR_RETURN(std::unique_ptr<CacheDir> dir,
                         CacheDir::Open(config, policy, seed, &tier->counters_));
     tier->dirs_.push_back(std::move(dir));
-    tier->dir_seeds_.push_back(XXH3_64bits(config.path.data(), config.path.size()));
+    tier->dir_nodes_.push_back({RendezvousSeed(config.path), static_cast<double>(config.capacity)});
   }
   if (write_behind > 0) {
     tier->write_behind_ = write_behind;
@@ -101,19 +99,10 @@ BlockRef DiskTier::Pin(const BlockKey& key, bool count_access) {
   return block;
 }
 
-// Highest random weight, weighted: each directory scores w / -ln(u) for a per-directory uniform u,
-// so a directory wins a share of keys proportional to its capacity.
+// Rendezvous hashing weighted by capacity: a directory wins a share of keys proportional to it.
 CacheDir& DiskTier::Home(const BlockKey& key) const {
   if (dirs_.size() == 1) return *dirs_[0];
-  size_t best = 0;
-  double best_score = -1;
-  for (size_t i = 0; i < dirs_.size(); ++i) {
-    double weight = static_cast<double>(dirs_[i]->config().capacity);
-    double u = (static_cast<double>(StableKeyHash(key, dir_seeds_[i]) >> 11) + 0.5) * 0x1p-53;
-    double score = weight / -std::log(u);
-    if (score > best_score) best = i, best_score = score;
-  }
-  return *dirs_[best];
+  return *dirs_[RendezvousPick(StableKeyHash(key), dir_nodes_)];
 }
 
 Result<BlockRef> DiskTier::Get(const BlockKey& key) {

@@ -27,6 +27,7 @@
 
 #include "cache/cache_tier.h"
 #include "common/config.h"
+#include "common/rendezvous.h"
 
 namespace lakecache {
 
@@ -68,8 +69,8 @@ class DiskTier : public CacheTier {
 
   const std::string name_;
   std::vector<std::unique_ptr<CacheDir>> dirs_;
-  std::vector<uint64_t> dir_seeds_;  // hash of each directory's path: stable across reorderings
-  TierCounters counters_;            // updated by the CacheDirs too
+  std::vector<RendezvousNode> dir_nodes_;  // seeded by path: stable across reorderings
+  TierCounters counters_;                  // updated by the CacheDirs too
 
   BlockRef Queued(const BlockKey& key) const;
   void WriterLoop();

@@ -13,13 +13,20 @@
 #include "cache/block_store.h"
 #include "cli/commands.h"
 #include "cli/mount_options.h"
+#include "client/cluster_client.h"
+#include "client/cluster_store.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
+#include "ufs/retrying_store.h"
 
 namespace lakecache::cli {
 namespace {
+
+// The memory cache of a cluster-mode mount when --mem-cache is not given: the blocks being read
+// and those just read; the workers cache the rest.
+constexpr uint64_t kClusterMountMemCache = 256ull << 20;
 
 // A mountpoint must be an existing, empty folder: mounting over files would hide them.
 int CheckMountpoint(const std::string& path) {
@@ -130,30 +137,87 @@ struct Mounted {
   std::shared_ptr<BlockStore> blocks;
 };
 
+// A mount serves long-running jobs: it rides out an outage of several seconds (a store, master or
+// worker restart) rather than failing the read, at the price of reporting a dead store more slowly.
+RetryPolicy MountRetryPolicy() {
+  RetryPolicy policy;
+  policy.max_attempts = 10;
+  policy.max_backoff = std::chrono::seconds(2);
+  return policy;
+}
+
+// Cluster mode: every namespace of the master, each read through the workers. The mount keeps only
+// a small memory cache of its own (the workers hold the data) and needs no object-store
+// credentials.
+Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Config* config) {
+  if (!req.uri.empty()) {
+    return Status::InvalidArgument(
+        "--master mounts every namespace of the cluster: give only the mountpoint, not " + req.uri);
+  }
+  if (!req.cache_flags.cache_dir.empty() || !req.cache_flags.cache_size.empty()) {
+    return Status::InvalidArgument(
+        "--cache-dir/--cache-size: in cluster mode the workers cache on disk; a mount keeps only "
+        "a memory cache (--mem-cache)");
+  }
+  config->cache.disks.clear();
+  if (req.cache_flags.mem_cache.empty()) config->cache.memory_capacity = kClusterMountMemCache;
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client, ClusterClient::Connect(req.master));
+  std::vector<NamespaceTable::Source> sources;
+  for (const ClusterNamespace& ns : client->namespaces()) {
+    NamespaceTable::Source source;
+    source.config.name = ns.name;
+    source.config.uri = ns.uri;
+    source.config.block_size = ns.block_size;
+    source.config.metadata_ttl = ns.metadata_ttl;
+    source.config.immutable = ns.immutable;
+    source.prefix = ns.key_prefix;
+    source.store = std::make_shared<RetryingStore>(std::make_shared<ClusterStore>(client, ns),
+                                                   MountRetryPolicy());
+    sources.push_back(std::move(source));
+  }
+  if (sources.empty()) {
+    return Status::InvalidArgument("the master at " + req.master + " serves no namespaces");
+  }
+  return NamespaceTable::FromStores(std::move(sources));
+}
+
 // Builds the whole stack and mounts it. On success the mount is visible.
 Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
                               const MountOptions& options) {
-  LC_ASSIGN_OR_RETURN(Config config, MountConfig(ctx, req.uri));
+  bool cluster = !req.master.empty();
+  Config config;
+  if (cluster) {
+    if (!ctx.flags().config_file.empty()) {
+      LC_ASSIGN_OR_RETURN(config, ctx.LoadConfig());
+    }
+  } else {
+    LC_ASSIGN_OR_RETURN(config, MountConfig(ctx, req.uri));
+  }
+  std::unique_ptr<NamespaceTable> namespaces;
+  if (cluster) {
+    LC_ASSIGN_OR_RETURN(namespaces, ClusterNamespaces(req, &config));
+  }
   LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &config.cache));
   LC_RETURN_IF_ERROR(ApplyClientFlags(req, &config.client));
   LC_ASSIGN_OR_RETURN(
       std::unique_ptr<BlockStore> opened,
       BlockStore::Open(config.cache, std::make_shared<MemoryBudget>(config.client.memory_budget)));
   std::shared_ptr<BlockStore> blocks = std::move(opened);
-  // A mount serves long-running jobs: it rides out a store outage of several seconds (a restart)
-  // rather than failing the read, at the price of reporting a dead store more slowly.
-  StoreOptions store_options = ctx.MakeStoreOptions();
-  store_options.retry.max_attempts = 10;
-  store_options.retry.max_backoff = std::chrono::seconds(2);
-  LC_ASSIGN_OR_RETURN(std::unique_ptr<NamespaceTable> namespaces,
-                      NamespaceTable::Open(config, store_options, /*probe=*/true));
+  if (!cluster) {
+    StoreOptions store_options = ctx.MakeStoreOptions();
+    store_options.retry = MountRetryPolicy();
+    LC_ASSIGN_OR_RETURN(namespaces, NamespaceTable::Open(config, store_options, /*probe=*/true));
+  }
   FileSystemOptions fs_options = options.fs;
+  if (cluster) fs_options.max_run_blocks = 1;
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;
   auto fs = std::make_shared<FileSystem>(std::move(namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = options.fuse;
-  fuse_options.fs_name = req.uri.empty() ? "lakecache" : "lakecache:" + req.uri;
+  fuse_options.fs_name = cluster           ? "lakecache:cluster:" + req.master
+                         : req.uri.empty() ? "lakecache"
+                                           : "lakecache:" + req.uri;
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);
   LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
   return Mounted{std::move(mount), std::move(blocks)};
@@ -223,8 +287,10 @@ std::string DefaultMountLogFile() {
 int RunMount(const GlobalFlags& flags, const MountRequest& req) {
   auto options = ParseMountOptions(flags.overrides);
   if (!options.ok()) return ReportError(options.status());
-  if (req.uri.empty() && flags.config_file.empty()) {
-    return ReportError(Status::InvalidArgument("mount needs a URI or --config FILE"));
+  if (req.uri.empty() && flags.config_file.empty() && req.master.empty()) {
+    return ReportError(
+        Status::InvalidArgument("mount needs a URI, --config FILE, or --master HOST:PORT (or " +
+                                std::string(kMasterEnv) + ")"));
   }
   if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
   GlobalFlags config_flags = flags;

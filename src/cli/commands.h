@@ -19,6 +19,39 @@ int RunStat(const CliContext& ctx, const std::string& uri);
 // Writes the object, or the inclusive byte range "A-B" / "A-", to stdout.
 int RunCat(const CliContext& ctx, const std::string& uri, const std::string& range);
 
+// Until authentication lands, servers listen on loopback by default: anyone who can reach a
+// worker's port can read every cached byte.
+constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
+constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
+constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
+
+struct MasterRequest {
+  std::string listen = kDefaultMasterListen;
+  std::string address_file;  // when set, the bound HOST:PORT is written there once listening
+};
+// Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
+int RunMaster(const GlobalFlags& flags, const MasterRequest& request);
+
+struct WorkerRequest {
+  std::string master;  // HOST:PORT of the master (--master or LAKECACHE_MASTER)
+  std::string listen = kDefaultWorkerListen;
+  std::string address_file;  // when set, the bound HOST:PORT is written there once listening
+  CacheFlags cache_flags;    // --cache-dir, --cache-size, --mem-cache over the config's `cache`
+};
+// Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
+int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);
+
+struct ClusterUpRequest {
+  std::string dir;  // state, caches and logs of the local cluster
+  int workers = 1;
+  CacheFlags cache_flags;  // per worker; the cache dirs are DIR/worker-N/cache
+};
+// Starts a master and N workers on loopback and returns once the master sees them all; prints
+// the master's HOST:PORT alone on the last line of stdout.
+int RunClusterUp(const GlobalFlags& flags, const ClusterUpRequest& request);
+// Stops what `cluster up --dir DIR` started.
+int RunClusterDown(const std::string& dir);
+
 struct MountRequest {
   std::string
       uri;  // quick form: the one source, shown at the mountpoint's root; empty with --config
@@ -27,6 +60,7 @@ struct MountRequest {
   std::string read_ahead;     // --read-ahead SIZE; empty: the config's client.read_ahead_max
   std::string memory_budget;  // --memory-budget SIZE; empty: the config's client.memory_budget
   bool background = false;
+  std::string master;  // cluster mode: HOST:PORT of the master; empty: standalone
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.

@@ -79,6 +79,64 @@ int Main(int argc, char** argv) {
   mount->add_flag("--background", mount_req.background,
                   "Return once the mount is ready; the daemon logs to --log-file (default " +
                       DefaultMountLogFile() + ")");
+  mount
+      ->add_option("--master", mount_req.master,
+                   "Cluster mode: read through the workers of the master at HOST:PORT (or " +
+                       std::string(kMasterEnv) + "); `mount --master ADDR MOUNTPOINT`")
+      ->envname(kMasterEnv);
+
+  MasterRequest master_req;
+  CLI::App* master = app.add_subcommand(
+      "master", "Run the master: namespaces, worker membership, shared metadata (needs --config)");
+  master
+      ->add_option("--listen", master_req.listen,
+                   "HOST:PORT to serve on (loopback by default: there is no authentication "
+                   "yet)")
+      ->capture_default_str();
+  master->add_option("--address-file", master_req.address_file,
+                     "Write the bound HOST:PORT to this file once listening");
+
+  WorkerRequest worker_req;
+  CLI::App* worker = app.add_subcommand(
+      "worker", "Run a worker: caches blocks in memory and on disk and serves them to clients");
+  worker
+      ->add_option("--master", worker_req.master,
+                   "HOST:PORT of the master (or " + std::string(kMasterEnv) + ")")
+      ->envname(kMasterEnv)
+      ->required();
+  worker
+      ->add_option("--listen", worker_req.listen,
+                   "HOST:PORT to serve on; port 0 picks a free one (loopback by default: "
+                   "there is no authentication yet)")
+      ->capture_default_str();
+  worker->add_option("--address-file", worker_req.address_file,
+                     "Write the bound HOST:PORT to this file once listening");
+  worker->add_option("--cache-dir", worker_req.cache_flags.cache_dir,
+                     "Disk cache directory (default: the config's cache.disks, else memory only)");
+  worker->add_option("--cache-size", worker_req.cache_flags.cache_size,
+                     "Capacity of --cache-dir (default 10GiB)");
+  worker->add_option("--mem-cache", worker_req.cache_flags.mem_cache,
+                     "Memory cache capacity (default 1GiB)");
+
+  ClusterUpRequest up_req;
+  std::string down_dir;
+  CLI::App* cluster = app.add_subcommand("cluster", "Run a local cluster on this machine");
+  cluster->require_subcommand(1);
+  CLI::App* up = cluster->add_subcommand(
+      "up", "Start a master and N workers on loopback (needs --config); prints the master address");
+  up->fallthrough();
+  up->add_option("--dir", up_req.dir, "Folder for the cluster's state, caches and logs")
+      ->required();
+  up->add_option("--workers", up_req.workers, "Number of workers")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  up->add_option("--cache-size", up_req.cache_flags.cache_size,
+                 "Disk cache of each worker, in DIR/worker-N/cache (default 10GiB)");
+  up->add_option("--mem-cache", up_req.cache_flags.mem_cache,
+                 "Memory cache of each worker (default 1GiB)");
+  CLI::App* down = cluster->add_subcommand("down", "Stop the cluster started in --dir");
+  down->add_option("--dir", down_dir, "The folder given to `cluster up`")->required();
+
   std::string umount_point;
   CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
   umount->add_option("mountpoint", umount_point, "The folder it is mounted at")->required();
@@ -101,6 +159,10 @@ int Main(int argc, char** argv) {
     return RunMount(flags, mount_req);
   }
   if (*umount) return RunUmount(umount_point);
+  if (*master) return RunMaster(flags, master_req);
+  if (*worker) return RunWorker(flags, worker_req);
+  if (*up) return RunClusterUp(flags, up_req);
+  if (*down) return RunClusterDown(down_dir);
 
   CliContext ctx(flags);
   if (*ls) return RunLs(ctx, uri, recursive);

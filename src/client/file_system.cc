@@ -1,6 +1,6 @@
 #include "client/file_system.h"
 
-#include "client/block_run_fetch.h"
+#include "meta/block_fetch.h"
 
 #include <sys/stat.h>
 
@@ -17,7 +17,6 @@ namespace {
 constexpr double kImmutableTimeout = 86400.0;
 // Blocks of one read-ahead run fetched with one GET: 8 × 4 MiB, where object stores reach their
 // per-stream speed (s3rver here: ~300 MB/s with 4 MiB GETs, ~700 MB/s with 32 MiB ones).
-constexpr uint64_t kMaxRunBlocks = 8;
 
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
@@ -25,15 +24,6 @@ std::string Join(const std::string& dir, const std::string& name) {
 
 // The request for block `index` of an object version. Into `req`, whose strings keep their
 // capacity: a thread's reads reuse it and allocate nothing.
-void FillRequest(const ContentId& content, const std::string& object_key, const std::string& etag,
-                 uint64_t size, uint64_t block_size, uint64_t index, BlockRequest* req) {
-  req->key = BlockKey{content, index};
-  req->object_key.assign(object_key);
-  req->etag.assign(etag);
-  req->offset = index * block_size;
-  req->length = std::min<uint64_t>(block_size, size - req->offset);
-  req->repeat_access = false;
-}
 
 }  // namespace
 
@@ -197,7 +187,7 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
     if (h.pinned_index == index) return copy(*h.pinned);
   }
   thread_local BlockRequest req;
-  FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
+  FillBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
   req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
   ObjectStore& store = *h.ns->store;
   LC_ASSIGN_OR_RETURN(
@@ -217,7 +207,7 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
     blocks = h.read_ahead.OnRead(offset, length);
   }
   if (blocks.empty()) return;
-  // Consecutive blocks that start fetching go out as one ranged GET of up to kMaxRunBlocks.
+  // Consecutive blocks that start fetching go out as one ranged GET of up to max_run_blocks.
   ObjectStore* store = h.ns->store.get();
   auto run = std::make_shared<BlockRunFetch>(store);
   uint64_t run_blocks = 0;
@@ -227,9 +217,9 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
     run_blocks = 0;
   };
   for (uint64_t index = blocks.first; index < blocks.end; ++index) {
-    BlockRequest req;
-    FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
-    if (run_blocks == kMaxRunBlocks) finish_run();
+    BlockRequest req =
+        MakeBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index);
+    if (run_blocks >= options_.max_run_blocks) finish_run();
     BlockSource source = [run](const BlockRequest& r) { return run->Get(r); };
     BlockStore::PrefetchResult started = blocks_->Prefetch(req, source, *prefetch_pool_);
     if (started == BlockStore::PrefetchResult::kStarted) {
@@ -274,7 +264,7 @@ Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offse
     }
   }
   thread_local BlockRequest req;
-  FillRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
+  FillBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
   req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
   ObjectStore& store = *h.ns->store;
   LC_ASSIGN_OR_RETURN(

@@ -35,6 +35,9 @@ struct FileSystemOptions {
   bool single_namespace_root = false;
   uint64_t read_ahead_max = 64ull << 20;  // per stream; less than a block: no read-ahead
   uint32_t prefetch_threads = 16;
+  // Consecutive prefetched blocks fetched with one read of the store (one ranged GET). Cluster
+  // mode sets 1: each block has its own owner worker.
+  uint32_t max_run_blocks = 8;
 };
 
 struct FileAttr {

@@ -49,6 +49,7 @@ using config_internal::NodeKind;
 using config_internal::ReadBool;
 using config_internal::ReadCache;
 using config_internal::ReadClient;
+using config_internal::ReadCluster;
 using config_internal::ReadDuration;
 using config_internal::ReadScalar;
 using config_internal::ReadSecret;
@@ -225,6 +226,7 @@ Result<Config> BuildConfig(const ConfigTree& tree, const std::string& source) {
         if (name == "namespaces") return ReadNamespaces(ctx, v, &config);
         if (name == "cache") return ReadCache(ctx, v, &config.cache);
         if (name == "client") return ReadClient(ctx, v, &config.client);
+        if (name == "cluster") return ReadCluster(ctx, v, &config.cluster);
         return ctx.Error(key, "unknown key");
       }));
   return config;
@@ -421,6 +423,12 @@ std::string RenderConfig(const Config& config) {
       << FormatByteSize(config.client.read_ahead_max);
   out << YAML::Key << "memory_budget" << YAML::Value << FormatByteSize(config.client.memory_budget);
   out << YAML::Key << "prefetch_threads" << YAML::Value << config.client.prefetch_threads;
+  out << YAML::EndMap;
+  out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "heartbeat_interval" << YAML::Value
+      << FormatDuration(config.cluster.heartbeat_interval);
+  out << YAML::Key << "heartbeat_timeout" << YAML::Value
+      << FormatDuration(config.cluster.heartbeat_timeout);
   out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

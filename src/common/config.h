@@ -66,11 +66,20 @@ struct ClientConfig {
   uint32_t prefetch_threads = 16;         // parallel ranged GETs of read-ahead; > 0
 };
 
+// Membership of a cluster (`cluster` section), the same for the master and every worker: a worker
+// heartbeats every `heartbeat_interval`; the master drops one it has not heard from for
+// `heartbeat_timeout`.
+struct ClusterConfig {
+  Duration heartbeat_interval = std::chrono::seconds(1);  // > 0
+  Duration heartbeat_timeout = std::chrono::seconds(5);   // > heartbeat_interval
+};
+
 struct Config {
   std::string source;  // the file it came from, for messages; empty when built in code
   std::map<std::string, NamespaceConfig> namespaces;
   CacheConfig cache;
   ClientConfig client;
+  ClusterConfig cluster;
 };
 
 enum class ConfigFormat { kAuto, kYaml, kProperties };

@@ -74,5 +74,6 @@ Status ReadSize(const ErrorContext& ctx, const std::string& key, const YAML::Nod
 // The `cache:` and `client:` sections (config_sections.cc).
 Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache);
 Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig* client);
+Status ReadCluster(const ErrorContext& ctx, const YAML::Node& node, ClusterConfig* cluster);
 
 }  // namespace lakecache::config_internal

@@ -161,4 +161,31 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
       });
 }
 
+Status ReadCluster(const ErrorContext& ctx, const YAML::Node& node, ClusterConfig* cluster) {
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsMap()) {
+    return ctx.Error("cluster", "expected a map of heartbeat_interval, heartbeat_timeout");
+  }
+  LC_RETURN_IF_ERROR(ForEachEntry(
+      ctx, "cluster", node,
+      [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
+        if (name == "heartbeat_interval") {
+          return ReadDuration(ctx, key, v, &cluster->heartbeat_interval);
+        }
+        if (name == "heartbeat_timeout") {
+          return ReadDuration(ctx, key, v, &cluster->heartbeat_timeout);
+        }
+        return ctx.Error(key, "unknown key");
+      }));
+  if (cluster->heartbeat_interval <= Duration::zero()) {
+    return ctx.Error("cluster.heartbeat_interval", "must be more than 0");
+  }
+  if (cluster->heartbeat_timeout <= cluster->heartbeat_interval) {
+    return ctx.Error("cluster.heartbeat_timeout",
+                     "must be longer than cluster.heartbeat_interval (" +
+                         FormatDuration(cluster->heartbeat_interval) + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace lakecache::config_internal

@@ -1,5 +1,7 @@
 #include "meta/namespace_table.h"
 
+#include <algorithm>
+
 #include "common/credentials.h"
 
 namespace lakecache {
@@ -13,6 +15,13 @@ Status Probe(Namespace& ns) {
   auto page = ns.store->List(req, IoOptions::WithTimeout(std::chrono::seconds(60)));
   if (!page.ok()) return page.status().WithContext("namespace '" + ns.name + "'");
   return Status::Ok();
+}
+
+MetadataCacheOptions MetaOptions(const NamespaceConfig& nsc) {
+  MetadataCacheOptions options;
+  options.ttl = nsc.metadata_ttl;
+  options.immutable = nsc.immutable;
+  return options;
 }
 
 }  // namespace
@@ -39,15 +48,30 @@ Result<std::unique_ptr<NamespaceTable>> NamespaceTable::Open(const Config& confi
     auto store = OpenObjectStore(nsc, *creds, options);
     if (!store.ok()) return store.status().WithContext("namespace '" + name + "'");
     ns->store = *store;
-    MetadataCacheOptions meta_options;
-    meta_options.ttl = nsc.metadata_ttl;
-    meta_options.immutable = nsc.immutable;
-    ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, meta_options);
+    ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetaOptions(nsc));
     if (probe) LC_RETURN_IF_ERROR(Probe(*ns));
-    table->names_.push_back(name);
-    table->namespaces_[name] = std::move(ns);
+    table->Add(std::move(ns));
   }
   return table;
+}
+
+std::unique_ptr<NamespaceTable> NamespaceTable::FromStores(std::vector<Source> sources) {
+  auto table = std::make_unique<NamespaceTable>();
+  for (Source& source : sources) {
+    auto ns = std::make_unique<Namespace>();
+    ns->name = source.config.name;
+    ns->prefix = source.prefix;
+    ns->store = std::move(source.store);
+    ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetaOptions(source.config));
+    ns->config = std::move(source.config);
+    table->Add(std::move(ns));
+  }
+  return table;
+}
+
+void NamespaceTable::Add(std::unique_ptr<Namespace> ns) {
+  names_.insert(std::lower_bound(names_.begin(), names_.end(), ns->name), ns->name);
+  namespaces_[ns->name] = std::move(ns);
 }
 
 Namespace* NamespaceTable::Find(const std::string& name) const {

@@ -31,11 +31,22 @@ class NamespaceTable {
   static Result<std::unique_ptr<NamespaceTable>> Open(const Config& config,
                                                       const StoreOptions& options, bool probe);
 
+  // A table over stores the caller opened (cluster mode: stores that read through the cluster).
+  // Each namespace's metadata cache uses its config's TTL and immutability.
+  struct Source {
+    NamespaceConfig config;  // name, uri, block size, metadata TTL, immutable
+    std::shared_ptr<ObjectStore> store;
+    std::string prefix;  // key prefix within the bucket: "" or ending in '/'
+  };
+  static std::unique_ptr<NamespaceTable> FromStores(std::vector<Source> sources);
+
   // nullptr if there is no such namespace.
   Namespace* Find(const std::string& name) const;
   const std::vector<std::string>& names() const { return names_; }  // sorted
 
  private:
+  void Add(std::unique_ptr<Namespace> ns);
+
   std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
   std::vector<std::string> names_;
 };

@@ -57,6 +57,9 @@ struct ListResult {
 
 struct ReadOptions : IoOptions {
   std::string if_match;  // when set, fail with kPreconditionFailed unless the ETag matches
+  // The size of the version named by if_match, when the caller knows it (0: unknown). A store that
+  // reads by blocks (the cluster client) needs it to name a block; S3 ignores it.
+  uint64_t object_size = 0;
 };
 
 class ObjectStore {

@@ -644,5 +644,25 @@ TEST(ConfigClientTest, RenderShowsTheClientSectionAndReloads) {
   EXPECT_EQ(RenderConfig(*reloaded), yaml);
 }
 
+TEST(ConfigClusterTest, ReadsHeartbeatsWithDefaultsAndChecksTheirOrder) {
+  Result<Config> config = LoadYaml("cluster: {heartbeat_interval: 200ms, heartbeat_timeout: 2s}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->cluster.heartbeat_interval, std::chrono::milliseconds(200));
+  EXPECT_EQ(config->cluster.heartbeat_timeout, std::chrono::seconds(2));
+  Result<Config> defaults = LoadYaml("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->cluster.heartbeat_interval, std::chrono::seconds(1));
+  EXPECT_EQ(defaults->cluster.heartbeat_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(ErrorOf(LoadYaml("cluster: {heartbeat_interval: 5s}\n")),
+            "lake.yaml: cluster.heartbeat_timeout: must be longer than "
+            "cluster.heartbeat_interval (5s)");
+  EXPECT_EQ(ErrorOf(LoadYaml("cluster: {heartbeat: 1s}\n")),
+            "lake.yaml: cluster.heartbeat: unknown key");
+  Result<Config> rendered = LoadConfigText(RenderConfig(*config), "rendered", ConfigFormat::kYaml);
+  ASSERT_TRUE(rendered.ok()) << rendered.status().ToString();
+  EXPECT_EQ(rendered->cluster.heartbeat_interval, std::chrono::milliseconds(200));
+  EXPECT_EQ(rendered->cluster.heartbeat_timeout, std::chrono::seconds(2));
+}
+
 }  // namespace
 }  // namespace lakecache

@@ -1,3 +1,6 @@
+// How a block of an object version is fetched from its object store: one block with one ranged
+// GET (FetchBlock), or a run of consecutive blocks with one (BlockRunFetch).
+//
 // BlockRunFetch: fetches a run of consecutive blocks of one object version with one ranged GET.
 //
 // Read-ahead issues blocks in batches; each block is still prefetched (and single-flighted) on its
@@ -11,6 +14,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cache/block_source.h"
@@ -41,6 +45,16 @@ class BlockRunFetch {
   std::vector<BlockRequest> members_;      // GUARDED_BY(mu_)
   std::vector<Result<BlockRef>> results_;  // GUARDED_BY(mu_)
 };
+
+// The request for block `index` of an object version of `object_size` bytes: the last block is
+// shorter.
+BlockRequest MakeBlockRequest(const ContentId& content, const std::string& object_key,
+                              const std::string& etag, uint64_t object_size, uint64_t block_size,
+                              uint64_t index);
+// The same into *req, reusing its strings' memory (the per-read path allocates nothing).
+void FillBlockRequest(const ContentId& content, const std::string& object_key,
+                      const std::string& etag, uint64_t object_size, uint64_t block_size,
+                      uint64_t index, BlockRequest* req);
 
 // Fetches one block with its own GET (the demand path, and runs of one).
 Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r);

@@ -1,4 +1,4 @@
-#include "client/block_run_fetch.h"
+#include "meta/block_fetch.h"
 
 #include <gtest/gtest.h>
 

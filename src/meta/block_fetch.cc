@@ -1,4 +1,6 @@
-#include "client/block_run_fetch.h"
+#include "meta/block_fetch.h"
+
+#include <algorithm>
 
 namespace lakecache {
 namespace {
@@ -9,6 +11,7 @@ ReadOptions OptionsFor(const BlockRequest& r) {
   ReadOptions options;
   options.deadline = Clock::now() + kBlockFetchTimeout;
   options.if_match = r.etag;  // every block of one open file from the same object version
+  options.object_size = r.object_size;
   return options;
 }
 
@@ -79,6 +82,27 @@ void BlockRunFetch::FetchAll() {
     results_.push_back(error.ok() ? Result<BlockRef>(BlockRef(std::move(block)))
                                   : Result<BlockRef>(error));
   }
+}
+
+BlockRequest MakeBlockRequest(const ContentId& content, const std::string& object_key,
+                              const std::string& etag, uint64_t object_size, uint64_t block_size,
+                              uint64_t index) {
+  BlockRequest req;
+  FillBlockRequest(content, object_key, etag, object_size, block_size, index, &req);
+  return req;
+}
+
+void FillBlockRequest(const ContentId& content, const std::string& object_key,
+                      const std::string& etag, uint64_t object_size, uint64_t block_size,
+                      uint64_t index, BlockRequest* req) {
+  req->key = BlockKey{content, index};
+  req->object_key.assign(object_key);
+  req->etag.assign(etag);
+  req->offset = index * block_size;
+  req->object_size = object_size;
+  req->length =
+      req->offset < object_size ? std::min<uint64_t>(block_size, object_size - req->offset) : 0;
+  req->repeat_access = false;
 }
 
 }  // namespace lakecache

@@ -1,0 +1,85 @@
+// `lakecache master`: serves the control plane until SIGINT/SIGTERM.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/server_main.h"
+#include "master/master_server.h"
+#include "rpc/grpc_util.h"
+
+namespace lakecache::cli {
+namespace {
+
+// Shutdown waits for calls still inside the object store, which have their own (longer) timeouts;
+// past this the process exits without them.
+constexpr auto kShutdownLimit = std::chrono::seconds(5);
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
+  return code;
+}
+
+// Logs `line` at info, and prints it on stderr unless the log already shows it there.
+void Announce(const std::string& line, const GlobalFlags& flags) {
+  spdlog::info("{}", line);
+  spdlog::default_logger()->flush();
+  if (!flags.log_file.empty() || !spdlog::should_log(spdlog::level::info)) {
+    std::fprintf(stderr, "lakecache: %s\n", line.c_str());
+  }
+}
+
+void StopWithin(MasterServer& server, std::chrono::seconds limit) {
+  auto stopped = std::async(std::launch::async, [&server] { server.Shutdown(); });
+  if (stopped.wait_for(limit) == std::future_status::ready) return;
+  spdlog::warn("master: calls still running {}s after shutdown began; exiting without them",
+               limit.count());
+  spdlog::default_logger()->flush();
+  std::_Exit(kExitOk);
+}
+
+}  // namespace
+
+int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
+  if (flags.config_file.empty()) {
+    return Fail(kExitUsage,
+                "lakecache master needs --config FILE: the namespaces and their credentials");
+  }
+  if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
+  BlockTerminationSignals();  // before gRPC and the object stores start threads
+  CliContext ctx(flags);
+  Result<Config> config = ctx.LoadConfig();
+  if (!config.ok()) return Fail(kExitUsage, config.status().message());
+  if (config->namespaces.empty()) {
+    return Fail(kExitUsage, flags.config_file + ": no namespaces to serve");
+  }
+
+  MasterOptions options{req.listen, ctx.MakeStoreOptions()};
+  Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
+  if (!server.ok()) {
+    return Fail(kExitFailure, "cannot start the master: " + server.status().message());
+  }
+  MasterServer& master = **server;
+  if (!req.address_file.empty()) {
+    if (Status s = WriteAddressFile(req.address_file, master.address()); !s.ok()) {
+      master.Shutdown();
+      return Fail(kExitFailure, s.message());
+    }
+  }
+  Announce("master serving " + std::to_string(config->namespaces.size()) + " namespaces on " +
+               master.address(),
+           flags);
+
+  int signal = WaitForTerminationSignal();
+  spdlog::info("master: {} received, shutting down", ::strsignal(signal));
+  StopWithin(master, kShutdownLimit);
+  spdlog::info("master stopped");
+  return kExitOk;
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,44 @@
+// `lakecache worker`: a cache node of a cluster.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/server_main.h"
+#include "common/cache_flags.h"
+#include "worker/worker_server.h"
+
+namespace lakecache::cli {
+
+int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
+  if (flags.config_file.empty()) {
+    return ReportError(Status::InvalidArgument(
+        "lakecache worker needs --config FILE: the namespaces and their credentials (the same "
+        "file as the master's)"));
+  }
+  CliContext ctx(flags);
+  Result<Config> config = ctx.LoadConfig();
+  if (!config.ok()) return ReportError(config.status());
+  if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return ReportError(s);
+  WorkerOptions options;
+  options.listen = req.listen;
+  options.master = req.master;
+  options.store = ctx.MakeStoreOptions();
+  BlockTerminationSignals();  // before any thread starts
+  Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
+  if (!worker.ok()) return ReportError(worker.status());
+  if (!req.address_file.empty()) {
+    if (Status s = WriteAddressFile(req.address_file, (*worker)->address()); !s.ok()) {
+      return ReportError(s);
+    }
+  }
+  std::fprintf(stderr, "lakecache: worker %s serving on %s, master %s\n", (*worker)->id().c_str(),
+               (*worker)->address().c_str(), req.master.c_str());
+  int signal = WaitForTerminationSignal();
+  spdlog::info("worker {}: signal {}, stopping", (*worker)->id(), signal);
+  (*worker)->Shutdown();  // writes the disk tier's queued blocks before exiting
+  spdlog::default_logger()->flush();
+  return kExitOk;
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,65 @@
+#include "cli/server_main.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace lakecache::cli {
+namespace {
+
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IoError("writing " + path + ": " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void BlockTerminationSignals() {
+  sigset_t set = TerminationSignals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set = TerminationSignals();
+  int signal = 0;
+  ::sigwait(&set, &signal);  // fails only for an invalid set
+  return signal;
+}
+
+Status WriteAddressFile(const std::string& path, const std::string& address) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::IoError("--address-file: cannot create " + tmp + ": " + std::strerror(errno));
+  }
+  Status written = WriteAll(fd, address, tmp);
+  if (::close(fd) != 0 && written.ok()) {
+    written = Status::IoError("--address-file: closing " + tmp + ": " + std::strerror(errno));
+  }
+  if (written.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    written = Status::IoError("--address-file: renaming " + tmp + " to " + path + ": " +
+                              std::strerror(errno));
+  }
+  if (!written.ok()) ::unlink(tmp.c_str());
+  return written;
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,24 @@
+// What the long-running server commands (master, worker) share: termination signals handled by
+// waiting for them instead of by a handler, and the address file a launcher reads.
+//
+// Call BlockTerminationSignals on the main thread before any thread starts, so every thread
+// inherits the mask and the signals stay pending until WaitForTerminationSignal takes them.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace lakecache::cli {
+
+// Blocks SIGINT and SIGTERM in the calling thread (and the threads it creates from now on).
+void BlockTerminationSignals();
+
+// Waits until SIGINT or SIGTERM arrives and returns it. REQUIRES: BlockTerminationSignals.
+int WaitForTerminationSignal();
+
+// Writes `address` (no newline) to `path` through PATH.tmp and a rename, so a reader sees the
+// whole address or no file at all.
+Status WriteAddressFile(const std::string& path, const std::string& address);
+
+}  // namespace lakecache::cli

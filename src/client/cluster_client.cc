@@ -1,0 +1,293 @@
+#include "client/cluster_client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cache/block_key.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+
+namespace lakecache {
+namespace {
+
+constexpr auto kMaxAttemptTime = std::chrono::seconds(120);  // one worker, one block
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// The point `deadline` names, as gRPC wants it (system clock), capped at `cap` from now.
+std::chrono::system_clock::time_point GrpcDeadline(Clock::time_point deadline,
+                                                   Clock::duration cap) {
+  Clock::time_point now = Clock::now();
+  Clock::duration left = deadline == Clock::time_point::max() ? cap : deadline - now;
+  left = std::clamp<Clock::duration>(left, Clock::duration::zero(), cap);
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(left);
+}
+
+ObjectInfo ToObjectInfo(const rpc::ObjectEntry& e) {
+  ObjectInfo info;
+  info.key = e.key();
+  info.size = e.size();
+  info.etag = e.etag();
+  info.mtime = e.mtime();
+  return info;
+}
+
+}  // namespace
+
+struct ClusterClient::MasterStub {
+  std::unique_ptr<rpc::MasterService::Stub> stub;
+};
+
+struct ClusterClient::Worker {
+  std::string id;
+  std::string address;
+  uint64_t capacity = 0;
+  int64_t start_time_ms = 0;
+  std::unique_ptr<rpc::WorkerService::Stub> stub;
+  std::atomic<int64_t> down_until_ms{0};  // steady-clock ms; up once past it
+
+  bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
+};
+
+struct ClusterClient::View {
+  uint64_t epoch = 0;
+  std::vector<std::shared_ptr<Worker>> workers;  // by id
+  std::vector<RendezvousNode> nodes;             // same order
+};
+
+ClusterClient::ClusterClient(std::string master, ClusterClientOptions options)
+    : master_(std::move(master)),
+      options_(options),
+      stub_(std::make_unique<MasterStub>()),
+      view_(std::make_shared<View>()) {}
+
+Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string& master,
+                                                              ClusterClientOptions options) {
+  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--master", master));
+  std::shared_ptr<ClusterClient> client(new ClusterClient(master, options));
+  auto channel = rpc::OpenChannel(master);
+  client->stub_->stub = rpc::MasterService::NewStub(channel);
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
+    return Status::Unavailable("cannot reach the master at " + master + " within " +
+                               FormatDuration(options.connect_timeout) +
+                               " (is `lakecache master` running there?)");
+  }
+  grpc::ClientContext ctx;
+  rpc::SetTimeout(&ctx, options.rpc_timeout);
+  rpc::NamespacesResponse namespaces;
+  grpc::Status st = client->stub_->stub->GetNamespaces(&ctx, rpc::NamespacesRequest(), &namespaces);
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master);
+  for (const rpc::NamespaceInfo& n : namespaces.namespaces()) {
+    ClusterNamespace ns;
+    ns.name = n.name();
+    ns.uri = n.uri();
+    ns.block_size = n.block_size();
+    ns.metadata_ttl = std::chrono::milliseconds(n.metadata_ttl_ms());
+    ns.immutable = n.immutable();
+    ns.key_prefix = n.key_prefix();
+    client->namespaces_.push_back(std::move(ns));
+  }
+  LC_RETURN_IF_ERROR(client->RefreshView());
+  client->refresher_ = std::thread([c = client.get()] { c->RefreshLoop(); });
+  return client;
+}
+
+ClusterClient::~ClusterClient() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+}
+
+Status ClusterClient::RefreshView() {
+  grpc::ClientContext ctx;
+  rpc::SetTimeout(&ctx, options_.rpc_timeout);
+  rpc::ClusterView got;
+  grpc::Status st = stub_->stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &got);
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  std::shared_ptr<const View> old = CurrentView();
+  auto view = std::make_shared<View>();
+  view->epoch = got.epoch();
+  for (const rpc::WorkerInfo& info : got.workers()) {
+    std::shared_ptr<Worker> worker;
+    for (const auto& w : old->workers) {
+      // The same incarnation at the same address keeps its channel and its down mark; a restarted
+      // worker starts afresh (up).
+      if (w->id == info.id() && w->address == info.address() &&
+          w->start_time_ms == info.start_time_ms()) {
+        worker = w;
+      }
+    }
+    if (worker == nullptr) {
+      worker = std::make_shared<Worker>();
+      worker->id = info.id();
+      worker->address = info.address();
+      worker->start_time_ms = info.start_time_ms();
+      worker->stub = rpc::WorkerService::NewStub(rpc::OpenChannel(info.address()));
+    }
+    worker->capacity = info.capacity_bytes();
+    view->workers.push_back(worker);
+  }
+  std::sort(view->workers.begin(), view->workers.end(),
+            [](const auto& a, const auto& b) { return a->id < b->id; });
+  for (const auto& w : view->workers) {
+    // Weighted by capacity; a worker that reports none still gets a minimal share.
+    view->nodes.push_back({RendezvousSeed(w->id), std::max<double>(1.0, double(w->capacity))});
+  }
+  std::lock_guard lock(view_mu_);
+  if (got.heartbeat_interval_ms() > 0) {
+    refresh_interval_ = std::chrono::milliseconds(got.heartbeat_interval_ms());
+  }
+  if (got.heartbeat_timeout_ms() > 0) {
+    down_period_ = std::chrono::milliseconds(got.heartbeat_timeout_ms());
+  }
+  if (view->epoch != view_->epoch) {
+    spdlog::info("cluster view epoch {}: {} workers", view->epoch, view->workers.size());
+  }
+  view_ = std::move(view);
+  return Status::Ok();
+}
+
+void ClusterClient::RefreshLoop() {
+  bool warned = false;
+  for (;;) {
+    std::chrono::milliseconds interval;
+    {
+      std::lock_guard lock(view_mu_);
+      interval = refresh_interval_;
+    }
+    {
+      std::unique_lock lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, interval, [&] { return stopping_; })) return;
+    }
+    Status s = RefreshView();
+    if (!s.ok() && !warned) {
+      spdlog::warn("cannot refresh the cluster view, reading through the last one: {}",
+                   s.message());
+      warned = true;
+    } else if (s.ok() && warned) {
+      spdlog::info("master {} reachable again", master_);
+      warned = false;
+    }
+  }
+}
+
+std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() const {
+  std::lock_guard lock(view_mu_);
+  return view_;
+}
+
+uint64_t ClusterClient::epoch() const { return CurrentView()->epoch; }
+
+std::vector<ClusterWorker> ClusterClient::Workers() const {
+  std::vector<ClusterWorker> out;
+  int64_t now = SteadyMs();
+  for (const auto& w : CurrentView()->workers) {
+    out.push_back({w->id, w->address, w->capacity, !w->up(now)});
+  }
+  return out;
+}
+
+std::vector<std::string> ClusterClient::PlacementOrder(uint64_t key_hash) const {
+  std::shared_ptr<const View> view = CurrentView();
+  std::vector<std::string> ids;
+  for (size_t i : RendezvousOrder(key_hash, view->nodes)) ids.push_back(view->workers[i]->id);
+  return ids;
+}
+
+void ClusterClient::MarkDown(const std::shared_ptr<Worker>& worker) {
+  std::chrono::milliseconds period;
+  {
+    std::lock_guard lock(view_mu_);
+    period = down_period_;
+  }
+  worker->down_until_ms.store(SteadyMs() + period.count(), std::memory_order_relaxed);
+}
+
+Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::string& dir,
+                                              Clock::time_point deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
+  rpc::ListDirRequest req;
+  req.set_ns(ns);
+  req.set_dir(dir);
+  rpc::ListDirResponse resp;
+  grpc::Status st = stub_->stub->ListDir(&ctx, req, &resp);
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  ClusterListing listing;
+  for (const rpc::ObjectEntry& e : resp.files()) listing.files.push_back(ToObjectInfo(e));
+  listing.dirs.assign(resp.dirs().begin(), resp.dirs().end());
+  listing.exists = resp.exists();
+  return listing;
+}
+
+Result<ObjectInfo> ClusterClient::Stat(const std::string& ns, const std::string& path, bool* is_dir,
+                                       Clock::time_point deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
+  rpc::StatRequest req;
+  req.set_ns(ns);
+  req.set_path(path);
+  rpc::StatResponse resp;
+  grpc::Status st = stub_->stub->Stat(&ctx, req, &resp);
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  *is_dir = resp.is_dir();
+  return ToObjectInfo(resp.entry());
+}
+
+Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offset,
+                                        std::span<char> dst, Clock::time_point deadline) {
+  std::shared_ptr<const View> view = CurrentView();
+  std::string what = block.key() + " block " + std::to_string(block.index());
+  if (view->workers.empty()) {
+    return Status::Unavailable("no workers in the cluster (master " + master_ + ") to read " +
+                               what);
+  }
+  ContentId content = MakeContentId(block.ns(), block.key(), block.etag(), block.block_size());
+  std::vector<size_t> order =
+      RendezvousOrder(StableKeyHash(BlockKey{content, block.index()}), view->nodes);
+  // Workers marked down go last: tried only when every other one has failed too.
+  int64_t now = SteadyMs();
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t i) { return view->workers[i]->up(now); });
+  rpc::ReadBlockRequest req;
+  *req.mutable_block() = block;
+  req.set_offset(offset);
+  req.set_length(dst.size());
+  Status last;
+  for (size_t i : order) {
+    const std::shared_ptr<Worker>& worker = view->workers[i];
+    grpc::ClientContext ctx;
+    ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
+    std::unique_ptr<grpc::ClientReader<rpc::ReadBlockChunk>> reader =
+        worker->stub->ReadBlock(&ctx, req);
+    rpc::ReadBlockChunk chunk;
+    size_t got = 0;
+    while (reader->Read(&chunk)) {
+      size_t n = std::min(chunk.data().size(), dst.size() - got);
+      std::memcpy(dst.data() + got, chunk.data().data(), n);
+      got += n;
+    }
+    grpc::Status st = reader->Finish();
+    if (st.ok()) return got;
+    Status s = rpc::FromGrpcStatus(st, "worker " + worker->address);
+    if (!rpc::IsPeerFailure(st)) return s;  // the object store's answer: the same everywhere
+    if (worker->up(SteadyMs())) {
+      spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker->id,
+                   worker->address, what, st.error_message());
+    }
+    MarkDown(worker);
+    last = std::move(s);
+  }
+  return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
+}
+
+}  // namespace lakecache

@@ -1,0 +1,122 @@
+// ClusterClient: a cluster-mode client's link to the master and the workers.
+//
+// From the master it takes the namespaces (no credentials: a cluster client never talks to the
+// object store), folder listings and file attributes (the master's shared metadata cache), and the
+// cluster view, refreshed every heartbeat interval in the background. Blocks come from workers:
+// each block goes to the worker that wins rendezvous hashing over the live view, weighted by
+// capacity; when that worker fails (connection refused, reset, timeout, killed mid-stream) the
+// client marks it down and tries the next worker in the same order, so a read fails only when every
+// worker has failed it. A worker marked down is tried again once the view shows it restarted, or
+// after a heartbeat timeout. While the master is down, reads keep going to the workers of the last
+// view. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/rendezvous.h"
+#include "common/result.h"
+#include "common/units.h"
+#include "ufs/object_store.h"
+
+namespace lakecache {
+
+namespace rpc {
+class BlockId;
+}  // namespace rpc
+
+// A namespace as the master describes it.
+struct ClusterNamespace {
+  std::string name;
+  std::string uri;
+  uint64_t block_size = 0;
+  Duration metadata_ttl{};
+  bool immutable = false;
+  std::string key_prefix;  // "" or ending in '/'
+};
+
+// One folder (delimiter "/") as the master's metadata cache holds it.
+struct ClusterListing {
+  std::vector<ObjectInfo> files;  // bucket-relative keys
+  std::vector<std::string> dirs;  // bucket-relative prefixes ending in '/'
+  bool exists = false;
+};
+
+struct ClusterWorker {
+  std::string id;
+  std::string address;
+  uint64_t capacity_bytes = 0;
+  bool down = false;  // marked down by this client
+};
+
+struct ClusterClientOptions {
+  std::chrono::milliseconds rpc_timeout{10000};      // one master call
+  std::chrono::milliseconds connect_timeout{10000};  // Connect: how long to wait for the master
+};
+
+class ClusterClient {
+ public:
+  // Connects to the master at HOST:PORT and loads the namespaces and the view. Fails with a clear
+  // message when the master does not answer within connect_timeout.
+  static Result<std::shared_ptr<ClusterClient>> Connect(const std::string& master,
+                                                        ClusterClientOptions options = {});
+  ~ClusterClient();
+  ClusterClient(const ClusterClient&) = delete;
+  ClusterClient& operator=(const ClusterClient&) = delete;
+
+  const std::string& master() const { return master_; }
+  const std::vector<ClusterNamespace>& namespaces() const { return namespaces_; }
+
+  Result<ClusterListing> ListDir(const std::string& ns, const std::string& dir,
+                                 Clock::time_point deadline);
+  // kNotFound when nothing is at `path`; is_dir tells a folder.
+  Result<ObjectInfo> Stat(const std::string& ns, const std::string& path, bool* is_dir,
+                          Clock::time_point deadline);
+
+  // Reads [offset, offset + dst.size()) of one block (clamped to its end) from the worker that
+  // owns it, failing over in rendezvous order. Returns the bytes read.
+  Result<size_t> ReadBlock(const rpc::BlockId& block, uint64_t offset, std::span<char> dst,
+                           Clock::time_point deadline);
+
+  // The workers of the current view, in id order.
+  std::vector<ClusterWorker> Workers() const;
+  uint64_t epoch() const;
+  // Fetches the view now (also done every heartbeat interval in the background).
+  Status RefreshView();
+  // The workers in the order a block with this key hash tries them (ids); for tests and tools.
+  std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
+
+ private:
+  struct Worker;
+  struct View;
+  ClusterClient(std::string master, ClusterClientOptions options);
+  void RefreshLoop();
+  std::shared_ptr<const View> CurrentView() const;
+  void MarkDown(const std::shared_ptr<Worker>& worker);
+
+  const std::string master_;
+  const ClusterClientOptions options_;
+  struct MasterStub;
+  std::unique_ptr<MasterStub> stub_;
+  std::vector<ClusterNamespace> namespaces_;
+
+  mutable std::mutex view_mu_;
+  std::shared_ptr<const View> view_;  // GUARDED_BY(view_mu_): replaced whole on refresh
+  std::chrono::milliseconds refresh_interval_{1000};
+  std::chrono::milliseconds down_period_{5000};
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // GUARDED_BY(stop_mu_)
+  std::thread refresher_;
+};
+
+}  // namespace lakecache

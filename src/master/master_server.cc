@@ -1,0 +1,177 @@
+#include "master/master_server.h"
+
+#include <grpcpp/server.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <string_view>
+
+#include "master/worker_registry.h"
+#include "meta/namespace_table.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+
+namespace lakecache {
+namespace {
+
+// In-flight calls get this long to finish once shutdown starts; then they are cancelled.
+constexpr auto kShutdownGrace = std::chrono::seconds(2);
+
+grpc::Status InvalidArgument(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+// A path as the protocol has it: relative to the namespace root, no leading or trailing '/', no
+// empty, "." or ".." parts. Anything else could name keys outside the namespace's prefix.
+bool IsRelativePath(std::string_view path) {
+  if (path.empty()) return true;  // the root
+  if (path.find('\0') != std::string_view::npos) return false;
+  for (size_t start = 0;;) {
+    size_t slash = path.find('/', start);
+    std::string_view part =
+        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+std::string RelativePathError(const std::string& what, const std::string& path) {
+  return what + " '" + path +
+         "': expected a path relative to the namespace root (no leading or trailing '/', no "
+         "empty, '.' or '..' parts)";
+}
+
+void FillEntry(const std::string& key, const DirEntry& entry, rpc::ObjectEntry* out) {
+  out->set_key(key);
+  out->set_size(entry.size);
+  out->set_etag(entry.etag);
+  out->set_mtime(entry.mtime);
+}
+
+}  // namespace
+
+class MasterServer::Service final : public rpc::MasterService::Service {
+ public:
+  Service(const NamespaceTable& namespaces, WorkerRegistry& registry)
+      : namespaces_(namespaces), registry_(registry) {}
+
+  grpc::Status Register(grpc::ServerContext*, const rpc::RegisterRequest* req,
+                        rpc::RegisterResponse* resp) override {
+    if (req->worker().id().empty() || req->worker().address().empty()) {
+      return InvalidArgument("Register: the worker needs an id and an address");
+    }
+    resp->set_epoch(registry_.Register(req->worker()));
+    resp->set_heartbeat_interval_ms(static_cast<uint32_t>(registry_.heartbeat_interval().count()));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest* req,
+                         rpc::HeartbeatResponse* resp) override {
+    std::optional<uint64_t> epoch = registry_.Heartbeat(req->worker());
+    resp->set_registered(epoch.has_value());
+    resp->set_epoch(epoch ? *epoch : registry_.View().epoch());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetClusterView(grpc::ServerContext*, const rpc::ClusterViewRequest*,
+                              rpc::ClusterView* resp) override {
+    *resp = registry_.View();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetNamespaces(grpc::ServerContext*, const rpc::NamespacesRequest*,
+                             rpc::NamespacesResponse* resp) override {
+    for (const std::string& name : namespaces_.names()) {
+      const Namespace& ns = *namespaces_.Find(name);
+      rpc::NamespaceInfo* info = resp->add_namespaces();
+      info->set_name(name);
+      info->set_uri(ns.config.uri);
+      info->set_block_size(ns.config.block_size);
+      info->set_metadata_ttl_ms(ns.config.metadata_ttl.count());
+      info->set_immutable(ns.config.immutable);
+      info->set_key_prefix(ns.prefix);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListDir(grpc::ServerContext*, const rpc::ListDirRequest* req,
+                       rpc::ListDirResponse* resp) override {
+    Namespace* ns = namespaces_.Find(req->ns());
+    if (ns == nullptr) return UnknownNamespace(req->ns());
+    const std::string& dir = req->dir();
+    if (!IsRelativePath(dir)) return InvalidArgument(RelativePathError("ListDir: dir", dir));
+    auto listing = ns->meta->List(dir);
+    if (!listing.ok()) return rpc::ToGrpcStatus(listing.status());
+    std::string base = dir.empty() ? "" : dir + "/";
+    for (const DirEntry& entry : (*listing)->entries()) {
+      std::string key = ns->meta->ObjectKey(base + entry.name);
+      if (entry.is_dir) {
+        resp->add_dirs(key + "/");
+      } else {
+        FillEntry(key, entry, resp->add_files());
+      }
+    }
+    resp->set_exists((*listing)->exists());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stat(grpc::ServerContext*, const rpc::StatRequest* req,
+                    rpc::StatResponse* resp) override {
+    Namespace* ns = namespaces_.Find(req->ns());
+    if (ns == nullptr) return UnknownNamespace(req->ns());
+    const std::string& path = req->path();
+    if (path.empty()) return InvalidArgument("Stat: empty path (ListDir lists the root)");
+    if (!IsRelativePath(path)) return InvalidArgument(RelativePathError("Stat: path", path));
+    auto entry = ns->meta->Stat(path);
+    if (!entry.ok()) return rpc::ToGrpcStatus(entry.status());
+    // A folder's key is its prefix, as in ListDir's `dirs`.
+    FillEntry(ns->meta->ObjectKey(path) + (entry->is_dir ? "/" : ""), *entry,
+              resp->mutable_entry());
+    resp->set_is_dir(entry->is_dir);
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status UnknownNamespace(const std::string& name) const {
+    std::string known;
+    for (const std::string& n : namespaces_.names()) known += (known.empty() ? "" : ", ") + n;
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "unknown namespace '" + name + "' (this cluster has: " + known + ")");
+  }
+
+  const NamespaceTable& namespaces_;
+  WorkerRegistry& registry_;
+};
+
+Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
+                                                          const MasterOptions& options) {
+  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("listen address", options.listen));
+  if (config.namespaces.empty()) {
+    std::string source = config.source.empty() ? "the config" : config.source;
+    return Status::InvalidArgument(source + ": no namespaces to serve");
+  }
+  std::unique_ptr<MasterServer> master(new MasterServer());
+  LC_ASSIGN_OR_RETURN(master->namespaces_,
+                      NamespaceTable::Open(config, options.store, /*probe=*/true));
+  master->registry_ = std::make_unique<WorkerRegistry>(config.cluster.heartbeat_interval,
+                                                       config.cluster.heartbeat_timeout);
+  master->service_ = std::make_unique<Service>(*master->namespaces_, *master->registry_);
+  LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
+                      rpc::StartServer(options.listen, {master->service_.get()}));
+  master->server_ = std::move(started.server);
+  master->address_ = std::move(started.address);
+  return master;
+}
+
+MasterServer::~MasterServer() { Shutdown(); }
+
+void MasterServer::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    if (server_ == nullptr) return;
+    server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+    server_->Wait();
+  });
+}
+
+}  // namespace lakecache

@@ -1,0 +1,60 @@
+// MasterServer: the control plane of a cluster, served over gRPC (rpc::MasterService).
+//
+// It owns the namespaces (each with its object store and the one MetadataCache every client's
+// listings go through, so N clients listing a folder within the TTL cost one LIST) and the
+// WorkerRegistry. Start opens and probes every namespace, then listens; Shutdown stops it. Calls
+// are served on gRPC's threads; the object's methods are thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/config.h"
+#include "common/result.h"
+#include "ufs/store_factory.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace lakecache {
+
+class NamespaceTable;
+class WorkerRegistry;
+
+struct MasterOptions {
+  std::string listen;  // HOST:PORT; port 0 picks a free one
+  StoreOptions store;  // how the namespaces' object stores are reached
+};
+
+class MasterServer {
+ public:
+  // Opens every namespace of `config` (a wrong endpoint, bucket or credentials fail here, naming
+  // the namespace) and starts serving on `options.listen`.
+  static Result<std::unique_ptr<MasterServer>> Start(const Config& config,
+                                                     const MasterOptions& options);
+  ~MasterServer();  // shuts down
+  MasterServer(const MasterServer&) = delete;
+  MasterServer& operator=(const MasterServer&) = delete;
+
+  // The HOST:PORT actually bound.
+  const std::string& address() const { return address_; }
+
+  // Stops accepting calls and gives those in flight about 2 s before cancelling them. Idempotent.
+  void Shutdown();
+
+ private:
+  class Service;
+  MasterServer() = default;
+
+  // Destroyed bottom-up: the server stops before the service and what it serves go.
+  std::unique_ptr<NamespaceTable> namespaces_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::once_flag shutdown_once_;
+};
+
+}  // namespace lakecache

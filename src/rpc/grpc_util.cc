@@ -1,0 +1,158 @@
+#include "rpc/grpc_util.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <charconv>
+
+namespace lakecache::rpc {
+namespace {
+
+constexpr int kMaxMessageBytes = 64 << 20;
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const Status& status) {
+  using grpc::StatusCode;
+  StatusCode code = StatusCode::INTERNAL;
+  switch (status.code()) {
+    case lakecache::StatusCode::kOk:
+      return grpc::Status::OK;
+    case lakecache::StatusCode::kNotFound:
+      code = StatusCode::NOT_FOUND;
+      break;
+    case lakecache::StatusCode::kAccessDenied:
+      code = StatusCode::PERMISSION_DENIED;
+      break;
+    case lakecache::StatusCode::kUnavailable:
+      code = StatusCode::UNAVAILABLE;
+      break;
+    case lakecache::StatusCode::kPreconditionFailed:
+      code = StatusCode::FAILED_PRECONDITION;
+      break;
+    case lakecache::StatusCode::kDeadlineExceeded:
+      code = StatusCode::DEADLINE_EXCEEDED;
+      break;
+    case lakecache::StatusCode::kInvalidArgument:
+      code = StatusCode::INVALID_ARGUMENT;
+      break;
+    case lakecache::StatusCode::kNoSpace:
+      code = StatusCode::RESOURCE_EXHAUSTED;
+      break;
+    case lakecache::StatusCode::kUnimplemented:
+      code = StatusCode::UNIMPLEMENTED;
+      break;
+    default:
+      code = StatusCode::INTERNAL;
+      break;
+  }
+  return grpc::Status(code, status.message());
+}
+
+Status FromGrpcStatus(const grpc::Status& status, std::string_view peer) {
+  if (status.ok()) return Status::Ok();
+  std::string message = std::string(peer) + ": " + status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::NOT_FOUND:
+      return Status::NotFound(std::move(message));
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Status::AccessDenied(std::move(message));
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::ABORTED:
+      return Status::Unavailable(std::move(message));
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return Status::PreconditionFailed(std::move(message));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return Status::DeadlineExceeded(std::move(message));
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return Status::InvalidArgument(std::move(message));
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return Status::NoSpace(std::move(message));
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return Status::Unimplemented(std::move(message));
+    default:
+      return Status::Internal(std::move(message));
+  }
+}
+
+bool IsPeerFailure(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::INTERNAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  // A restarted peer is found again within about a second, not after gRPC's default 20 s+.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Our own channel for each peer, not one shared by gRPC across the process: a dead worker's
+  // connection state must not leak into another channel to the same address after it restarts.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+void SetTimeout(grpc::ClientContext* context, std::chrono::milliseconds timeout) {
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+Status CheckListenAddress(std::string_view flag, const std::string& address) {
+  size_t colon = address.rfind(':');
+  auto bad = [&] {
+    return Status::InvalidArgument(std::string(flag) + ": '" + address +
+                                   "' is not HOST:PORT (e.g. 127.0.0.1:7000; port 0 picks a free "
+                                   "one)");
+  };
+  if (colon == std::string::npos || colon == 0) return bad();
+  std::string_view port(address.data() + colon + 1, address.size() - colon - 1);
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
+    return bad();
+  }
+  return Status::Ok();
+}
+
+Result<StartedServer> StartServer(const std::string& address,
+                                  const std::vector<grpc::Service*>& services) {
+  LC_RETURN_IF_ERROR(CheckListenAddress("listen address", address));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // A port in TIME_WAIT after a restart is fine to take again; a port another process listens on
+  // is not (gRPC sets SO_REUSEPORT by default, which would let two servers share it).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  StartedServer started;
+  started.server = builder.BuildAndStart();
+  if (started.server == nullptr || port == 0) {
+    return Status::Unavailable("cannot listen on " + address +
+                               " (address in use, or not an address of this host)");
+  }
+  started.address = address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
+  return started;
+}
+
+}  // namespace lakecache::rpc

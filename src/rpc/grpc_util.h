@@ -1,0 +1,55 @@
+// gRPC glue shared by the master, the workers and cluster clients: Status <-> gRPC status codes,
+// channels with our settings, and starting a server on HOST:PORT.
+//
+// Codes: kNotFound <-> NOT_FOUND, kAccessDenied <-> PERMISSION_DENIED, kUnavailable <->
+// UNAVAILABLE, kPreconditionFailed <-> FAILED_PRECONDITION, kDeadlineExceeded <->
+// DEADLINE_EXCEEDED, kInvalidArgument <-> INVALID_ARGUMENT, kNoSpace <-> RESOURCE_EXHAUSTED,
+// kUnimplemented <-> UNIMPLEMENTED; everything else INTERNAL. A call that never reached its peer
+// (connection refused, reset, the peer died mid-stream) is UNAVAILABLE.
+#pragma once
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/server.h>
+#include <grpcpp/support/status.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace lakecache::rpc {
+
+grpc::Status ToGrpcStatus(const Status& status);
+
+// `peer` names the other side in the message: "worker 127.0.0.1:7001", "master 10.0.0.1:7000".
+Status FromGrpcStatus(const grpc::Status& status, std::string_view peer);
+
+// True for failures of the peer or the path to it (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED,
+// UNKNOWN, INTERNAL from the transport): another replica may answer.
+bool IsPeerFailure(const grpc::Status& status);
+
+// An insecure channel (see docs/architecture.md: listen on loopback until authentication lands)
+// that reconnects quickly after its peer restarts and accepts messages up to 64 MiB.
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address);
+
+// Sets the call's deadline `timeout` from now.
+void SetTimeout(grpc::ClientContext* context, std::chrono::milliseconds timeout);
+
+// "HOST:PORT" with a numeric port (0: any free port); an error naming `flag` otherwise.
+Status CheckListenAddress(std::string_view flag, const std::string& address);
+
+struct StartedServer {
+  std::unique_ptr<grpc::Server> server;
+  std::string address;  // HOST:PORT actually bound (the chosen port when 0 was asked)
+};
+
+// Builds and starts a server for `services` on `address`; fails with a clear message when the
+// address cannot be bound (in use, not local).
+Result<StartedServer> StartServer(const std::string& address,
+                                  const std::vector<grpc::Service*>& services);
+
+}  // namespace lakecache::rpc

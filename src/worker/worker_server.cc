@@ -1,0 +1,324 @@
+#include "worker/worker_server.h"
+
+#include <grpcpp/server.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "cache/block_key.h"
+#include "meta/block_fetch.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+
+namespace lakecache {
+namespace {
+
+constexpr size_t kChunkBytes = 1 << 20;  // one streamed message
+constexpr uint64_t kMaxBlockSize = 1ull << 30;
+constexpr size_t kPrefetchThreads = 8;
+constexpr auto kRpcTimeout = std::chrono::seconds(5);
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string RandomId() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> dist;
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(dist(rd)));
+  return buf;
+}
+
+// A wildcard listen address cannot be dialled: advertise the host name instead.
+std::string Advertised(const std::string& bound) {
+  size_t colon = bound.rfind(':');
+  std::string host = bound.substr(0, colon);
+  if (host != "0.0.0.0" && host != "[::]" && host != "::") return bound;
+  char name[256] = {0};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return bound;
+  return std::string(name) + bound.substr(colon);
+}
+
+}  // namespace
+
+Result<std::string> LoadOrCreateWorkerId(const std::string& dir) {
+  if (dir.empty()) return RandomId();
+  std::string path = dir + "/worker-id";
+  std::ifstream in(path);
+  std::string id;
+  if (in && std::getline(in, id) && !id.empty()) return id;
+  id = RandomId();
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << id << "\n";
+    if (!out.flush()) return Status::IoError("cannot write worker id file " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IoError("cannot write worker id file " + path + ": " + ec.message());
+  return id;
+}
+
+class WorkerServer::Service final : public rpc::WorkerService::Service {
+ public:
+  Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, ThreadPool* pool,
+          std::function<void(rpc::WorkerInfo*)> fill_info)
+      : namespaces_(namespaces),
+        blocks_(std::move(blocks)),
+        pool_(pool),
+        fill_info_(std::move(fill_info)) {}
+
+  grpc::Status ReadBlock(grpc::ServerContext* context, const rpc::ReadBlockRequest* request,
+                         grpc::ServerWriter<rpc::ReadBlockChunk>* writer) override {
+    Namespace* ns = nullptr;
+    BlockRequest req;
+    if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+    uint64_t offset = std::min<uint64_t>(request->offset(), req.length);
+    uint64_t length = std::min<uint64_t>(request->length(), req.length - offset);
+    ObjectStore& store = *ns->store;
+    std::string scratch;  // a disk hit is copied here; a memory hit is streamed from the block
+    scratch.resize(length);
+    Result<BlockStore::PinnedRead> read =
+        blocks_->ReadPinned(req, offset, std::span<char>(scratch.data(), scratch.size()),
+                            [&store](const BlockRequest& r) { return FetchBlock(store, r); });
+    if (!read.ok()) return rpc::ToGrpcStatus(read.status());
+    const char* data = read->block != nullptr ? read->block->data() + offset : scratch.data();
+    if (read->block == nullptr) length = read->copied;
+    rpc::ReadBlockChunk chunk;
+    for (uint64_t done = 0; done < length || (done == 0 && length == 0);) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, length - done));
+      chunk.set_data(data + done, n);
+      if (context->IsCancelled() || !writer->Write(chunk)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      done += n;
+      if (length == 0) break;
+    }
+    blocks_served_.fetch_add(1, std::memory_order_relaxed);
+    bytes_served_.fetch_add(length, std::memory_order_relaxed);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Prefetch(grpc::ServerContext*, const rpc::PrefetchRequest* request,
+                        rpc::PrefetchResponse* response) override {
+    uint32_t started = 0, cached = 0;
+    for (const rpc::BlockId& id : request->blocks()) {
+      Namespace* ns = nullptr;
+      BlockRequest req;
+      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (blocks_->Contains(req.key)) {
+        ++cached;
+        continue;
+      }
+      ++started;
+      // A preload is a request to cache: Get admits the block to the tiers (unlike read-ahead).
+      pool_->Post([blocks = blocks_, store = ns->store, req] {
+        Result<BlockRef> got =
+            blocks->Get(req, [&store](const BlockRequest& r) { return FetchBlock(*store, r); });
+        if (!got.ok()) spdlog::warn("prefetch of {}: {}", req.object_key, got.status().ToString());
+      });
+    }
+    response->set_started(started);
+    response->set_cached(cached);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stats(grpc::ServerContext*, const rpc::WorkerStatsRequest*,
+                     rpc::WorkerStats* response) override {
+    fill_info_(response->mutable_worker());
+    BlockStoreStats stats = blocks_->Stats();
+    for (const TierStats& t : stats.tiers) {
+      rpc::TierStatsProto* p = response->add_tiers();
+      p->set_tier(t.tier);
+      p->set_hits(t.hits);
+      p->set_misses(t.misses);
+      p->set_inserts(t.inserts);
+      p->set_evictions(t.evictions);
+      p->set_used_bytes(t.used_bytes);
+      p->set_capacity_bytes(t.capacity_bytes);
+      p->set_blocks(t.blocks);
+      p->set_corrupt_blocks(t.corrupt_blocks);
+      p->set_write_errors(t.write_errors);
+    }
+    response->set_fetches(stats.fetches);
+    response->set_fetched_bytes(stats.fetched_bytes);
+    response->set_fetch_errors(stats.fetch_errors);
+    response->set_blocks_served(blocks_served_.load(std::memory_order_relaxed));
+    response->set_bytes_served(bytes_served_.load(std::memory_order_relaxed));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Free(grpc::ServerContext*, const rpc::FreeRequest* request,
+                    rpc::FreeResponse* response) override {
+    rpc::BlockId id;
+    id.set_ns(request->ns());
+    id.set_key(request->key());
+    id.set_etag(request->etag());
+    id.set_object_size(request->object_size());
+    id.set_block_size(request->block_size());
+    uint64_t blocks =
+        request->block_size() == 0
+            ? 0
+            : (request->object_size() + request->block_size() - 1) / request->block_size();
+    uint64_t freed = 0;
+    for (uint64_t i = 0; i < blocks; ++i) {
+      id.set_index(i);
+      Namespace* ns = nullptr;
+      BlockRequest req;
+      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (!blocks_->Contains(req.key)) continue;
+      blocks_->Erase(req.key);
+      ++freed;
+    }
+    response->set_blocks_freed(freed);
+    return grpc::Status::OK;
+  }
+
+ private:
+  // The namespace and block request a BlockId names, checked: a client may only read keys of a
+  // namespace this worker serves, under that namespace's prefix.
+  Status Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest* req) const {
+    *ns = namespaces_->Find(id.ns());
+    if (*ns == nullptr) return Status::NotFound("unknown namespace '" + id.ns() + "'");
+    if (!id.key().starts_with((*ns)->prefix)) {
+      return Status::AccessDenied("key '" + id.key() + "' is outside namespace '" + id.ns() + "'");
+    }
+    if (id.block_size() == 0 || id.block_size() > kMaxBlockSize) {
+      return Status::InvalidArgument("block size " + std::to_string(id.block_size()) +
+                                     " out of range");
+    }
+    if (id.index() * id.block_size() >= id.object_size() && id.object_size() > 0) {
+      return Status::InvalidArgument("block " + std::to_string(id.index()) +
+                                     " is past the end of " + id.key() + " (" +
+                                     std::to_string(id.object_size()) + " bytes)");
+    }
+    ContentId content = MakeContentId(id.ns(), id.key(), id.etag(), id.block_size());
+    *req = MakeBlockRequest(content, id.key(), id.etag(), id.object_size(), id.block_size(),
+                            id.index());
+    return Status::Ok();
+  }
+
+  NamespaceTable* namespaces_;
+  std::shared_ptr<BlockStore> blocks_;
+  ThreadPool* pool_;
+  std::function<void(rpc::WorkerInfo*)> fill_info_;
+  std::atomic<uint64_t> blocks_served_{0};
+  std::atomic<uint64_t> bytes_served_{0};
+};
+
+Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
+                                                          const WorkerOptions& options) {
+  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--master", options.master));
+  std::unique_ptr<WorkerServer> w(new WorkerServer());
+  w->config_ = config;
+  w->options_ = options;
+  w->start_time_ms_ = NowMs();
+  auto blocks = BlockStore::Open(config.cache);
+  if (!blocks.ok()) return blocks.status();
+  w->blocks_ = std::move(*blocks);
+  LC_ASSIGN_OR_RETURN(
+      w->id_, LoadOrCreateWorkerId(config.cache.disks.empty() ? std::string()
+                                                              : config.cache.disks.front().path));
+  LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));
+  w->prefetch_pool_ = std::make_unique<ThreadPool>(kPrefetchThreads);
+  WorkerServer* self = w.get();
+  w->service_ = std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(),
+                                          [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
+  LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
+                      rpc::StartServer(options.listen, {w->service_.get()}));
+  w->server_ = std::move(started.server);
+  w->address_ = Advertised(started.address);
+  w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
+  spdlog::info("worker {} serving on {} ({} namespaces), master {}", w->id_, w->address_,
+               w->namespaces_->names().size(), options.master);
+  return w;
+}
+
+WorkerServer::~WorkerServer() { Shutdown(); }
+
+void WorkerServer::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  prefetch_pool_.reset();  // finishes queued prefetches
+  if (blocks_ != nullptr) blocks_->Flush();
+}
+
+void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
+  info->set_id(id_);
+  info->set_address(address_);
+  uint64_t capacity = 0, used = 0;
+  for (const TierStats& t : blocks_->Stats().tiers) {
+    capacity += t.capacity_bytes;
+    used += t.used_bytes;
+  }
+  info->set_capacity_bytes(capacity);
+  info->set_used_bytes(used);
+  info->set_start_time_ms(start_time_ms_);
+}
+
+void WorkerServer::HeartbeatLoop() {
+  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(options_.master));
+  auto interval =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.cluster.heartbeat_interval);
+  bool warned = false;  // one warning per stretch of failures
+  for (;;) {
+    grpc::Status status;
+    if (!registered_) {
+      rpc::RegisterRequest req;
+      rpc::RegisterResponse resp;
+      FillInfo(req.mutable_worker());
+      grpc::ClientContext ctx;
+      rpc::SetTimeout(&ctx, kRpcTimeout);
+      status = stub->Register(&ctx, req, &resp);
+      if (status.ok()) {
+        registered_ = true;
+        if (resp.heartbeat_interval_ms() > 0) {
+          interval = std::chrono::milliseconds(resp.heartbeat_interval_ms());
+        }
+        spdlog::info("worker {} registered with master {} (epoch {})", id_, options_.master,
+                     resp.epoch());
+      }
+    } else {
+      rpc::HeartbeatRequest req;
+      rpc::HeartbeatResponse resp;
+      FillInfo(req.mutable_worker());
+      grpc::ClientContext ctx;
+      rpc::SetTimeout(&ctx, kRpcTimeout);
+      status = stub->Heartbeat(&ctx, req, &resp);
+      if (status.ok() && !resp.registered()) {
+        registered_ = false;  // the master restarted or dropped us: register again at once
+        spdlog::info("master {} does not know worker {}: registering again", options_.master, id_);
+        continue;
+      }
+    }
+    if (!status.ok() && !warned) {
+      spdlog::warn("master {} unreachable: {} (retrying every {} ms)", options_.master,
+                   status.error_message(), interval.count());
+      warned = true;
+    } else if (status.ok() && warned) {
+      spdlog::info("master {} reachable again", options_.master);
+      warned = false;
+    }
+    std::unique_lock lock(mu_);
+    if (stop_cv_.wait_for(lock, interval, [&] { return stopping_; })) return;
+  }
+}
+
+}  // namespace lakecache

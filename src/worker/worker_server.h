@@ -1,0 +1,89 @@
+// WorkerServer: the data plane of a cluster. Holds a tiered BlockStore (memory, then disk
+// directories) and serves block ranges to clients (rpc::WorkerService); a block it does not hold is
+// fetched from the namespace's object store once, however many clients ask at the same time
+// (the BlockStore's single-flight). Registers with the master and heartbeats its capacity and
+// usage; when the master does not know it (the master restarted) it registers again.
+//
+// Identity: a worker's id is kept in its first cache directory (`worker-id`), so a restarted worker
+// is the same node for placement and its disk cache serves again. A memory-only worker gets a new
+// id each start. Thread-safe; Shutdown (or the destructor) stops serving, stops heartbeating and
+// writes the disk tier's queued blocks.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cache/block_store.h"
+#include "common/config.h"
+#include "common/result.h"
+#include "common/thread_pool.h"
+#include "meta/namespace_table.h"
+#include "ufs/store_factory.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace lakecache {
+
+namespace rpc {
+class WorkerInfo;
+}  // namespace rpc
+
+struct WorkerOptions {
+  std::string listen = "127.0.0.1:0";  // port 0: any free port
+  std::string master;                  // HOST:PORT of the master
+  StoreOptions store;
+  bool probe = true;  // list each namespace root at start (a wrong bucket fails start-up)
+};
+
+class WorkerServer {
+ public:
+  // Opens the cache (config.cache) and the namespaces, starts serving and starts registering with
+  // the master in the background (a master that is down is retried every heartbeat interval).
+  static Result<std::unique_ptr<WorkerServer>> Start(const Config& config,
+                                                     const WorkerOptions& options);
+  ~WorkerServer();
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  const std::string& address() const { return address_; }  // bound HOST:PORT
+  const std::string& id() const { return id_; }
+  bool registered() const { return registered_.load(); }
+  BlockStore& blocks() { return *blocks_; }
+  void Shutdown();  // idempotent
+
+  class Service;  // the rpc::WorkerService implementation (worker_server.cc)
+
+ private:
+  WorkerServer() = default;
+  void HeartbeatLoop();
+  void FillInfo(rpc::WorkerInfo* info) const;
+
+  Config config_;
+  WorkerOptions options_;
+  std::string id_;
+  std::string address_;
+  int64_t start_time_ms_ = 0;
+  std::unique_ptr<NamespaceTable> namespaces_;
+  std::shared_ptr<BlockStore> blocks_;
+  std::unique_ptr<ThreadPool> prefetch_pool_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  std::atomic<bool> registered_{false};
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread heartbeat_;
+};
+
+// The worker id kept in `dir` (created on first use: 16 random hex digits), or a fresh random id
+// when dir is empty.
+Result<std::string> LoadOrCreateWorkerId(const std::string& dir);
+
+}  // namespace lakecache

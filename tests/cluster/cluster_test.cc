@@ -1,0 +1,268 @@
+// A cluster in one process: a MasterServer and WorkerServers on loopback over a file:// namespace,
+// read through ClusterClient / ClusterStore and a FileSystem, as a cluster-mode mount reads it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "cache/block_key.h"
+#include "client/cluster_client.h"
+#include "client/cluster_store.h"
+#include "client/file_system.h"
+#include "master/master_server.h"
+#include "rpc/lakecache.pb.h"
+#include "support/test_servers.h"
+#include "worker/worker_server.h"
+
+namespace lakecache {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+constexpr uint64_t kBlock = 4096;
+
+std::string Pattern(size_t n, uint64_t seed) {
+  std::string s(n, '\0');
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    s[i] = static_cast<char>(x);
+  }
+  return s;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directories(data_.path() + "/dir/sub");
+    files_["big.bin"] = Pattern(1024 * kBlock + 123, 1);  // 1,025 blocks, the last one short
+    files_["dir/a.txt"] = "hello cluster\n";
+    files_["dir/sub/b.bin"] = Pattern(3 * kBlock, 2);
+    for (const auto& [path, content] : files_) {
+      ASSERT_TRUE(WriteFile(data_.path() + "/" + path, content).ok());
+    }
+    NamespaceConfig ns;
+    ns.name = "lake";
+    ns.uri = "file://" + data_.path();
+    ns.location = *ParseObjectUri(ns.uri);
+    ns.block_size = kBlock;
+    config_.namespaces["lake"] = ns;
+    config_.cluster.heartbeat_interval = std::chrono::milliseconds(100);
+    config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600);
+    store_options_.retries = false;
+    auto master = MasterServer::Start(config_, {"127.0.0.1:0", store_options_});
+    ASSERT_TRUE(master.ok()) << master.status().ToString();
+    master_ = std::move(*master);
+    // Capacities 16, 16 and 32 MiB: the third worker should own half of the blocks.
+    for (uint64_t mib : {16, 16, 32}) StartWorker(mib << 20);
+    auto client = ClusterClient::Connect(master_->address());
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = *client;
+    WaitForWorkers(3);
+  }
+
+  void StartWorker(uint64_t memory, const std::string& disk = "") {
+    Config config = config_;
+    config.cache.memory_capacity = memory;
+    config.cache.policy = "lru";
+    if (!disk.empty()) config.cache.disks.push_back({disk, 64 << 20, 0, 0});
+    WorkerOptions options;
+    options.master = master_->address();
+    options.store = store_options_;
+    auto worker = WorkerServer::Start(config, options);
+    ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+    workers_.push_back(std::move(*worker));
+  }
+
+  void WaitForWorkers(size_t n) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      ASSERT_TRUE(client_->RefreshView().ok());
+      if (client_->Workers().size() == n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    FAIL() << "the view never had " << n << " workers";
+  }
+
+  ClusterNamespace Namespace() const {
+    for (const ClusterNamespace& ns : client_->namespaces()) {
+      if (ns.name == "lake") return ns;
+    }
+    ADD_FAILURE() << "no namespace 'lake'";
+    return {};
+  }
+
+  std::string ReadAll(ObjectStore& store, const std::string& key, size_t size) {
+    std::string out(size, '\0');
+    ReadOptions options;
+    Result<size_t> n = store.Read(key, 0, std::span<char>(out.data(), out.size()), options);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    out.resize(n.ok() ? *n : 0);
+    return out;
+  }
+
+  TempDir data_;
+  Config config_;
+  StoreOptions store_options_;
+  std::map<std::string, std::string> files_;
+  std::unique_ptr<MasterServer> master_;
+  std::vector<std::unique_ptr<WorkerServer>> workers_;
+  std::shared_ptr<ClusterClient> client_;
+};
+
+TEST_F(ClusterTest, NamespacesListingsAndAttributesComeFromTheMaster) {
+  ClusterNamespace ns = Namespace();
+  EXPECT_EQ(ns.block_size, kBlock);
+  EXPECT_EQ(ns.key_prefix, "");
+  ClusterStore store(client_, ns);
+  Result<ListResult> root = ListAll(store, "", "/", {});
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  ASSERT_EQ(root->objects.size(), 1u);
+  EXPECT_EQ(root->objects[0].key, "big.bin");
+  EXPECT_EQ(root->objects[0].size, files_["big.bin"].size());
+  EXPECT_EQ(root->common_prefixes, std::vector<std::string>{"dir/"});
+  Result<ListResult> sub = ListAll(store, "dir/", "/", {});
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  ASSERT_EQ(sub->objects.size(), 1u);
+  EXPECT_EQ(sub->objects[0].key, "dir/a.txt");
+  EXPECT_EQ(sub->common_prefixes, std::vector<std::string>{"dir/sub/"});
+  Result<ObjectInfo> head = store.Head("dir/sub/b.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  EXPECT_EQ(head->size, 3 * kBlock);
+  EXPECT_EQ(store.Head("dir/missing", {}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store.Head("dir", {}).status().code(), StatusCode::kNotFound);  // a folder
+  EXPECT_EQ(ListAll(store, "", "", {}).status().code(), StatusCode::kUnimplemented);
+}
+
+TEST_F(ClusterTest, ReadsAreExactAndBlocksSpreadByCapacity) {
+  ClusterStore store(client_, Namespace());
+  for (const auto& [key, content] : files_) {
+    EXPECT_EQ(ReadAll(store, key, content.size() + 10), content) << key;
+  }
+  // A range across two blocks, and one past the end.
+  const std::string& big = files_["big.bin"];
+  std::string range(3 * kBlock, '\0');
+  Result<size_t> n = store.Read("big.bin", kBlock - 5, std::span<char>(range), {});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(range, big.substr(kBlock - 5, 3 * kBlock));
+  EXPECT_EQ(*store.Read("big.bin", big.size() + 1, std::span<char>(range), {}), 0u);
+
+  uint64_t total = 0;
+  std::vector<uint64_t> held;
+  for (const auto& w : workers_) {
+    held.push_back(w->blocks().Stats().tiers[0].blocks);
+    total += held.back();
+  }
+  EXPECT_EQ(total, 1025u + 1 + 3);  // every block once, on exactly one worker
+  double expected[] = {0.25, 0.25, 0.5};
+  for (size_t i = 0; i < held.size(); ++i) {
+    double share = double(held[i]) / double(total);
+    EXPECT_NEAR(share, expected[i], expected[i] * 0.2) << "worker " << i << " holds " << held[i];
+  }
+  // A second read is served from the workers' caches: no new fetch anywhere.
+  uint64_t fetches = 0;
+  for (const auto& w : workers_) fetches += w->blocks().Stats().fetches;
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  uint64_t again = 0;
+  for (const auto& w : workers_) again += w->blocks().Stats().fetches;
+  EXPECT_EQ(again, fetches);
+}
+
+TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
+  ClusterStore store(client_, Namespace());
+  const std::string& big = files_["big.bin"];
+  ASSERT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  std::string dead_id = workers_[2]->id();
+  workers_[2]->Shutdown();  // the biggest: half of the blocks lose their owner
+  // Read until a block of the stopped worker has been asked for (the first one is at most a few
+  // blocks in), then look before the master's view drops it.
+  bool marked = false;
+  for (uint64_t at = 0; at < big.size() && !marked; at += kBlock) {
+    char buf[16];
+    Result<size_t> n = store.Read("big.bin", at, buf, {});
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(std::string(buf, *n), big.substr(at, 16));
+    for (const ClusterWorker& w : client_->Workers()) {
+      if (w.id == dead_id) marked = w.down;
+    }
+  }
+  EXPECT_TRUE(marked) << "the client did not mark the stopped worker down";
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  // The master drops it once its heartbeats stop.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (client_->Workers().size() != 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(client_->RefreshView().ok());
+  }
+  EXPECT_EQ(client_->Workers().size(), 2u);
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+}
+
+TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
+  rpc::BlockId id;
+  id.set_ns("nope");
+  id.set_key("big.bin");
+  id.set_object_size(10);
+  id.set_block_size(kBlock);
+  char buf[10];
+  Result<size_t> n = client_->ReadBlock(id, 0, buf, Clock::time_point::max());
+  EXPECT_EQ(n.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(n.status().message().find("unknown namespace 'nope'"), std::string::npos)
+      << n.status().message();
+  id.set_ns("lake");
+  id.set_block_size(0);
+  EXPECT_EQ(client_->ReadBlock(id, 0, buf, Clock::time_point::max()).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
+  ClusterNamespace ns = Namespace();
+  NamespaceTable::Source source;
+  source.config.name = ns.name;
+  source.config.block_size = ns.block_size;
+  source.config.metadata_ttl = ns.metadata_ttl;
+  source.prefix = ns.key_prefix;
+  source.store = std::make_shared<ClusterStore>(client_, ns);
+  std::vector<NamespaceTable::Source> sources;
+  sources.push_back(std::move(source));
+  CacheConfig cache;
+  cache.memory_capacity = 1 << 20;
+  FileSystemOptions options;
+  options.max_run_blocks = 1;
+  auto blocks = BlockStore::Open(cache);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  FileSystem fs(NamespaceTable::FromStores(std::move(sources)),
+                std::shared_ptr<BlockStore>(std::move(*blocks)), options);
+  Result<FileAttr> lake = fs.Lookup(1, "lake");
+  ASSERT_TRUE(lake.ok()) << lake.status().ToString();
+  Result<FileAttr> file = fs.Lookup(lake->ino, "big.bin");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  Result<OpenedFile> opened = fs.Open(file->ino);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const std::string& big = files_["big.bin"];
+  std::string got(big.size(), '\0');
+  for (size_t at = 0; at < big.size();) {  // sequential 128 KiB reads, as FUSE sends them
+    size_t want = std::min<size_t>(128 << 10, big.size() - at);
+    Result<size_t> n = fs.Read(opened->fh, at, std::span<char>(got.data() + at, want));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_GT(*n, 0u);
+    at += *n;
+  }
+  fs.Release(opened->fh);
+  EXPECT_EQ(got, big);
+}
+
+TEST(WorkerIdTest, KeptInTheCacheDirectoryAcrossRestarts) {
+  TempDir a, b;
+  Result<std::string> first = LoadOrCreateWorkerId(a.path());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->size(), 16u);
+  EXPECT_EQ(*LoadOrCreateWorkerId(a.path()), *first);
+  EXPECT_NE(*LoadOrCreateWorkerId(b.path()), *first);
+  EXPECT_NE(*LoadOrCreateWorkerId(""), *LoadOrCreateWorkerId(""));
+}
+
+}  // namespace
+}  // namespace lakecache

@@ -1,0 +1,414 @@
+// `lakecache cluster up` / `cluster down` end to end over s3rver: a real master and real workers,
+// what `up` prints for scripts, that its servers never hold the caller's pipes, and that nothing of
+// a cluster keeps running after `down` or after a failed `up`.
+//
+// Stopped servers are orphans; where PID 1 does not reap them they stay zombies, so "gone" below
+// means "no /proc entry, or a zombie".
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+#include "support/test_servers.h"
+
+extern char** environ;
+
+namespace lakecache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunCommand;
+using testing::RunResult;
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kBucket[] = "lake";
+constexpr char kMissingBucket[] = "no-such-bucket";
+// `up` itself gives up after 20 s (master) + 30 s (workers) + 5 s (stopping).
+constexpr auto kUpTimeout = std::chrono::seconds(90);
+constexpr auto kGoneTimeout = std::chrono::seconds(15);
+// Once `up` has exited, how long its pipes may stay open (by a server that inherited them).
+constexpr auto kEofAfterExit = std::chrono::seconds(5);
+
+// Left out of every lakecache run's environment: credentials and endpoints come from the config.
+const std::vector<std::string>& CleanEnv() {
+  static const std::vector<std::string> env = {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY",
+                                               "-AWS_ENDPOINT_URL",  "-AWS_SESSION_TOKEN",
+                                               "-AWS_PROFILE",       "-LAKECACHE_MASTER"};
+  return env;
+}
+
+// This process's environment less CleanEnv()'s names, as "NAME=value" entries.
+std::vector<std::string> CleanEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    bool removed = false;
+    for (const std::string& name : CleanEnv()) {
+      removed = removed || entry.starts_with(name.substr(1) + "=");
+    }
+    if (!removed) env.push_back(entry);
+  }
+  return env;
+}
+
+struct PipedRun {
+  int exit_code = -1;  // 128 + signal when killed; -1 when it did not finish in time
+  std::string out;
+  std::string err;
+  bool reached_eof = false;  // both pipes closed: no process still holds them
+};
+
+int ExitCode(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  return WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : -1;
+}
+
+// Reads what is there on the open pipes of `fds` into `sinks`; closes a pipe at EOF.
+void DrainPipes(pollfd* fds, std::string* sinks[2]) {
+  if (::poll(fds, 2, 50) <= 0) return;
+  char buf[4096];
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+    ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+    if (n > 0) {
+      sinks[i]->append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      ::close(fds[i].fd);
+      fds[i].fd = -1;
+    }
+  }
+}
+
+// Runs argv with stdout and stderr on pipes and reads both to EOF, as `out=$(lakecache ...)` in a
+// shell does: a child that kept either pipe open would hold the caller until `timeout`.
+PipedRun RunReadingToEof(const std::vector<std::string>& argv, std::chrono::seconds timeout) {
+  PipedRun run;
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env = CleanEnvironment();
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return run;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    if (::dup2(null_fd, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) ::_exit(126);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  std::string* sinks[2] = {&run.out, &run.err};
+  auto deadline = Clock::now() + timeout;
+  int wait_status = 0;
+  bool exited = false;
+  while ((fds[0].fd >= 0 || fds[1].fd >= 0) && Clock::now() < deadline) {
+    DrainPipes(fds, sinks);
+    if (!exited && ::waitpid(pid, &wait_status, WNOHANG) == pid) {
+      exited = true;
+      deadline = std::min(deadline, Clock::now() + kEofAfterExit);
+    }
+  }
+  run.reached_eof = fds[0].fd < 0 && fds[1].fd < 0;
+  for (pollfd& p : fds) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+  while (!exited && Clock::now() < deadline) {
+    exited = ::waitpid(pid, &wait_status, WNOHANG) == pid;
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!exited) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &wait_status, 0);
+    return run;
+  }
+  run.exit_code = ExitCode(wait_status);
+  return run;
+}
+
+// State letter of /proc/PID/stat ('R', 'S', 'Z'...); 0 when there is no such process.
+char ProcessState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
+}
+
+bool Gone(pid_t pid) {
+  char state = ProcessState(pid);
+  return state == 0 || state == 'Z';
+}
+
+bool GoneWithin(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!Gone(pid)) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Live processes (not this one, not zombies) whose command line contains `text`.
+std::vector<pid_t> ProcessesMentioning(const std::string& text) {
+  std::vector<pid_t> pids;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    std::ifstream in("/proc/" + name + "/cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (pid != ::getpid() && cmdline.find(text) != std::string::npos && !Gone(pid)) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
+}
+
+// "NAME PID" lines of DIR/cluster.pids.
+std::vector<std::pair<std::string, pid_t>> ReadPids(const std::string& dir) {
+  std::ifstream in(dir + "/cluster.pids");
+  std::vector<std::pair<std::string, pid_t>> out;
+  std::string name;
+  pid_t pid = 0;
+  while (in >> name >> pid) out.emplace_back(name, pid);
+  return out;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The number of live workers the master at `address` lists; -1 when it does not answer.
+int WorkersListedBy(const std::string& address) {
+  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(address));
+  grpc::ClientContext context;
+  rpc::SetTimeout(&context, std::chrono::seconds(5));
+  rpc::ClusterView view;
+  grpc::Status s = stub->GetClusterView(&context, rpc::ClusterViewRequest(), &view);
+  return s.ok() ? view.workers_size() : -1;
+}
+
+class ClusterLauncherTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto started = testing::S3rver::Start({.buckets = {kBucket}});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    server_ = std::move(started).value().release();
+    ASSERT_TRUE(server_->PutObjects(kBucket, {{"data/a.txt", "hello\n"}}).ok());
+    config_ = WriteConfig("lake.yaml", kBucket);
+    missing_bucket_config_ = WriteConfig("missing.yaml", kMissingBucket);
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    scratch_ = std::make_unique<TempDir>("lakecache-cluster");
+    // The servers get the folder's canonical path; so do the expectations on their output.
+    dir_ = fs::canonical(scratch_->path()).string() + "/cluster";
+  }
+
+  // Whatever a failed case left running: `down`, then SIGKILL to anything still naming the folder.
+  void TearDown() override {
+    if (fs::exists(dir_ + "/cluster.pids")) Lc({"cluster", "down", "--dir", dir_});
+    for (pid_t pid : ProcessesMentioning(dir_)) {
+      ADD_FAILURE() << "pid " << pid << " of " << dir_ << " still running after the test";
+      ::kill(pid, SIGKILL);
+    }
+    scratch_.reset();
+  }
+
+  // A config with one namespace over `bucket` of the suite's s3rver.
+  static std::string WriteConfig(const std::string& name, const std::string& bucket) {
+    std::string secret_file = server_->dir() + "/secret";
+    EXPECT_TRUE(testing::WriteFile(secret_file, "S3RVER\n").ok());
+    std::string path = server_->dir() + "/" + name;
+    EXPECT_TRUE(testing::WriteFile(path, "namespaces:\n  lake:\n    uri: s3://" + bucket +
+                                             "\n    endpoint: " + server_->endpoint() +
+                                             "\n    path_style: true\n    access_key: S3RVER\n"
+                                             "    secret_key_file: " +
+                                             secret_file + "\n")
+                    .ok());
+    return path;
+  }
+
+  static RunResult Lc(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {LAKECACHE_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = RunCommand(argv, CleanEnv(), kUpTimeout);
+    EXPECT_FALSE(r.timed_out) << testing::JoinArgv(argv) << "\n" << r.err;
+    return r;
+  }
+
+  // `cluster up` with small caches, its output read to EOF.
+  PipedRun Up(int workers, const std::string& config) {
+    return RunReadingToEof(
+        {LAKECACHE_BINARY, "--config", config, "cluster", "up", "--dir", dir_, "--workers",
+         std::to_string(workers), "--cache-size", "64MiB", "--mem-cache", "32MiB"},
+        kUpTimeout);
+  }
+
+  std::string dir_;
+  std::unique_ptr<TempDir> scratch_;
+  static inline testing::S3Server* server_ = nullptr;
+  static inline std::string config_;
+  static inline std::string missing_bucket_config_;
+};
+
+TEST_F(ClusterLauncherTest, UpWithoutConfigExitsTwo) {
+  RunResult r = Lc({"cluster", "up", "--dir", dir_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--config"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+}
+
+TEST_F(ClusterLauncherTest, UpRejectsBadCacheSizeBeforeStartingAnything) {
+  RunResult r = Lc({"--config", config_, "cluster", "up", "--dir", dir_, "--cache-size", "lots"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cache-size"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+  EXPECT_FALSE(fs::exists(dir_ + "/master.log"));
+}
+
+TEST_F(ClusterLauncherTest, DownOfMissingFolderExitsTwo) {
+  RunResult r = Lc({"cluster", "down", "--dir", dir_ + "/nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(dir_ + "/nope"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterLauncherTest, DownWithoutClusterSaysNothingIsRunning) {
+  fs::create_directories(dir_);
+  RunResult r = Lc({"cluster", "down", "--dir", dir_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("no cluster is running in"), std::string::npos) << r.out;
+}
+
+// A pid in cluster.pids may since belong to anything: `down` must not signal it.
+TEST_F(ClusterLauncherTest, DownNeverSignalsAProcessThatIsNotTheClusters) {
+  fs::create_directories(dir_);
+  auto sleeper = testing::ChildProcess::Start({"sleep", "60"}, scratch_->path() + "/sleep.log");
+  ASSERT_TRUE(sleeper.ok()) << sleeper.status().ToString();
+  pid_t pid = (*sleeper)->pid();
+  ASSERT_TRUE(testing::WriteFile(
+                  dir_ + "/cluster.pids",
+                  "master " + std::to_string(pid) + "\nworker-1 " + std::to_string(pid) + "\n")
+                  .ok());
+  RunResult r = Lc({"cluster", "down", "--dir", dir_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("was not running"), std::string::npos) << r.out;
+  EXPECT_TRUE((*sleeper)->Running());
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+}
+
+TEST_F(ClusterLauncherTest, UpReturnsOnceMasterListsAllWorkersWithStdoutOnAPipe) {
+  auto start = Clock::now();
+  PipedRun up = Up(3, config_);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  ASSERT_TRUE(up.reached_eof) << "a server kept up's stdout or stderr open\n" << up.err;
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  std::cout << "cluster up with 3 workers: " << took.count() << " ms\n";
+
+  std::vector<std::string> lines = Lines(up.out);
+  ASSERT_EQ(lines.size(), 5u) << up.out;
+  const std::string& address = lines.back();
+  EXPECT_TRUE(std::regex_match(address, std::regex(R"(127\.0\.0\.1:[0-9]+)"))) << address;
+  EXPECT_EQ(WorkersListedBy(address), 3);
+
+  std::vector<std::pair<std::string, pid_t>> pids = ReadPids(dir_);
+  ASSERT_EQ(pids.size(), 4u);
+  std::vector<std::string> names = {"master", "worker-1", "worker-2", "worker-3"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(pids[i].first, names[i]);
+    EXPECT_FALSE(Gone(pids[i].second)) << names[i];
+    std::string log = dir_ + "/" + names[i] + ".log";
+    EXPECT_TRUE(fs::exists(log)) << log;
+    std::regex line(names[i] + R"( 127\.0\.0\.1:[0-9]+ pid )" + std::to_string(pids[i].second) +
+                    " log " + log);
+    EXPECT_TRUE(std::regex_match(lines[i], line)) << lines[i];
+  }
+  EXPECT_EQ(lines[0], "master " + address + " pid " + std::to_string(pids[0].second) + " log " +
+                          dir_ + "/master.log");
+}
+
+TEST_F(ClusterLauncherTest, SecondUpInSameFolderIsRefused) {
+  PipedRun first = Up(1, config_);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::string address = Lines(first.out).back();
+  pid_t master = ReadPids(dir_).at(0).second;
+
+  PipedRun second = Up(1, config_);
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("a cluster is already running in"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("master pid " + std::to_string(master)), std::string::npos)
+      << second.err;
+  EXPECT_NE(second.err.find("lakecache cluster down --dir"), std::string::npos) << second.err;
+  EXPECT_EQ(WorkersListedBy(address), 1) << "the refused up disturbed the running cluster";
+  EXPECT_EQ(ReadPids(dir_).at(0).second, master);
+}
+
+TEST_F(ClusterLauncherTest, DownStopsEveryProcessAndSecondDownFindsNothing) {
+  PipedRun up = Up(2, config_);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  std::vector<std::pair<std::string, pid_t>> pids = ReadPids(dir_);
+  ASSERT_EQ(pids.size(), 3u);
+
+  RunResult down = Lc({"cluster", "down", "--dir", dir_});
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  for (const auto& [name, pid] : pids) {
+    EXPECT_NE(down.out.find(name + " (pid " + std::to_string(pid) + ")"), std::string::npos)
+        << down.out;
+    EXPECT_TRUE(GoneWithin(pid, kGoneTimeout)) << name << " (pid " << pid << ") still running";
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+  EXPECT_FALSE(fs::exists(dir_ + "/master.addr"));
+  EXPECT_FALSE(fs::exists(dir_ + "/worker-1.addr"));
+  EXPECT_TRUE(fs::exists(dir_ + "/master.log"));
+  EXPECT_TRUE(fs::exists(dir_ + "/worker-2/cache"));
+
+  RunResult again = Lc({"cluster", "down", "--dir", dir_});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("no cluster is running in"), std::string::npos) << again.out;
+}
+
+TEST_F(ClusterLauncherTest, FailedUpReportsTheMasterAndLeavesNothingRunning) {
+  PipedRun up = Up(2, missing_bucket_config_);
+  ASSERT_TRUE(up.reached_eof) << up.err;
+  EXPECT_NE(up.exit_code, 0);
+  EXPECT_EQ(up.out, "");
+  EXPECT_NE(up.err.find("master"), std::string::npos) << up.err;
+  EXPECT_NE(up.err.find(dir_ + "/master.log"), std::string::npos) << up.err;
+  EXPECT_NE(up.err.find(kMissingBucket), std::string::npos) << "no reason given:\n" << up.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+  EXPECT_EQ(ProcessesMentioning(dir_), std::vector<pid_t>());
+}
+
+}  // namespace
+}  // namespace lakecache

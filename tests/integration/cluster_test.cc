@@ -1,0 +1,458 @@
+// A cluster of real processes over s3rver: `lakecache master`, three `lakecache worker`s and a
+// cluster-mode FUSE mount (`lakecache mount --master`). Blocks spread over the workers by
+// capacity and a second read makes no object-store request (counted in the workers' stats, asked
+// over gRPC); a worker SIGKILLed under eight readers costs no read and no byte, the master drops it
+// within its heartbeat timeout, and once restarted it serves its disk cache again without
+// refetching. Needs root and /dev/fuse.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+#include "support/fuse_mounts.h"
+#include "support/test_servers.h"
+
+namespace lakecache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using testing::IsMounted;
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kKiB = 1 << 10;
+constexpr uint64_t kMiB = 1 << 20;
+constexpr char kSmallBucket[] = "small";  // the smallest blocks (64 KiB): many blocks
+constexpr int kSmallFiles = 40;
+constexpr uint64_t kSmallFileSize = 8 * kMiB;  // 40 x 128 blocks = 5,120 blocks
+constexpr uint64_t kSmallBlock = 64 * kKiB;
+constexpr char kBigBucket[] = "big";  // 4 MiB blocks, 1 GiB
+constexpr int kBigFiles = 16;
+constexpr uint64_t kBigFileSize = 64 * kMiB;
+constexpr int kReaders = 8;
+constexpr auto kHeartbeatInterval = std::chrono::milliseconds(500);
+constexpr auto kHeartbeatTimeout = std::chrono::seconds(2);
+
+std::string SmallKey(int i) { return "train/shard-" + std::to_string(i) + ".bin"; }
+std::string BigKey(int i) { return "tfrecords/part-" + std::to_string(i) + ".tfrecord"; }
+
+// Chunk `chunk` (of `chunk_size` bytes) of the object of `seed`: deterministic, cheap to remake.
+void MakeChunk(uint64_t seed, uint64_t chunk, uint64_t chunk_size, char* out) {
+  std::mt19937_64 rng((seed * 1000003 + chunk) * 0x9E3779B97F4A7C15ull + 1);
+  for (uint64_t i = 0; i < chunk_size; i += 8) {
+    uint64_t v = rng();
+    std::memcpy(out + i, &v, 8);
+  }
+}
+
+std::string MakeObject(uint64_t seed, uint64_t size, uint64_t chunk_size) {
+  std::string out(size, '\0');
+  for (uint64_t c = 0; c < size / chunk_size; ++c) {
+    MakeChunk(seed, c, chunk_size, out.data() + c * chunk_size);
+  }
+  return out;
+}
+
+// Reads `path` in chunks of `chunk_size` and compares each with MakeChunk(seed); "" when every
+// byte is right, else what went wrong. Adds the bytes read to *progress as it goes.
+std::string CheckFile(const std::string& path, uint64_t seed, uint64_t size, uint64_t chunk_size,
+                      std::atomic<uint64_t>* progress) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return path + ": open: " + std::strerror(errno);
+  std::unique_ptr<char[]> got(new char[chunk_size]), want(new char[chunk_size]);
+  std::string error;
+  for (uint64_t chunk = 0; chunk < size / chunk_size && error.empty(); ++chunk) {
+    size_t have = 0;
+    while (have < chunk_size) {
+      ssize_t n = ::read(fd, got.get() + have, chunk_size - have);
+      if (n < 0) {
+        error = path + ": read: " + std::strerror(errno);
+        break;
+      }
+      if (n == 0) break;
+      have += static_cast<size_t>(n);
+    }
+    MakeChunk(seed, chunk, chunk_size, want.get());
+    if (error.empty() && (have != chunk_size || std::memcmp(got.get(), want.get(), have) != 0)) {
+      error = path + ": chunk " + std::to_string(chunk) + " differs (" + std::to_string(have) +
+              " bytes read)";
+    }
+    if (progress != nullptr) progress->fetch_add(have);
+  }
+  char extra;
+  if (error.empty() && ::read(fd, &extra, 1) != 0) error = path + ": longer than expected";
+  ::close(fd);
+  return error;
+}
+
+struct WorkerProcess {
+  std::string name;
+  std::string cache_dir;
+  std::string mem_cache;
+  std::string cache_size;
+  std::string address;
+  std::unique_ptr<ChildProcess> process;
+};
+
+class ClusterProcessTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto started = testing::S3rver::Start({.buckets = {kSmallBucket, kBigBucket}});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    server_ = std::move(started).value().release();
+    std::vector<std::pair<std::string, std::string>> small;
+    for (int i = 0; i < kSmallFiles; ++i) {
+      small.push_back({SmallKey(i), MakeObject(i, kSmallFileSize, kSmallBlock)});
+    }
+    Status put = server_->PutObjects(kSmallBucket, small);
+    ASSERT_TRUE(put.ok()) << put.ToString();
+    for (int first = 0; first < kBigFiles; first += 4) {  // in batches, to keep this process small
+      std::vector<std::pair<std::string, std::string>> batch;
+      for (int i = first; i < first + 4; ++i) {
+        batch.push_back({BigKey(i), MakeObject(100 + i, kBigFileSize, kMiB)});
+      }
+      put = server_->PutObjects(kBigBucket, batch);
+      ASSERT_TRUE(put.ok()) << put.ToString();
+    }
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(::geteuid() == 0 && fs::exists("/dev/fuse")) << "needs root and /dev/fuse";
+    ASSERT_NE(server_, nullptr) << "the suite's s3rver did not start or take the objects";
+    dir_ = std::make_unique<TempDir>("lakecache-cluster");
+    mountpoint_ = dir_->path() + "/mnt";
+    fs::create_directory(mountpoint_);
+    config_ = dir_->path() + "/lake.yaml";
+    std::ofstream yaml(config_);
+    for (const char* bucket : {kSmallBucket, kBigBucket}) {
+      if (bucket == kSmallBucket) yaml << "namespaces:\n";
+      yaml << "  " << bucket << ":\n"
+           << "    uri: s3://" << bucket << "/\n"
+           << "    endpoint: " << server_->endpoint() << "\n"
+           << "    path_style: true\n"
+           << "    access_key: S3RVER\n"
+           << "    secret_key: S3RVER\n"
+           << "    block_size: " << (bucket == kSmallBucket ? "64KiB" : "4MiB") << "\n";
+    }
+    yaml << "cache:\n  policy: lru\n"
+         << "cluster: {heartbeat_interval: 500ms, heartbeat_timeout: 2s}\n";
+  }
+
+  void TearDown() override {
+    Unmount();
+    for (WorkerProcess& w : workers_) w.process.reset();
+    if (master_) master_->Stop();
+    EXPECT_FALSE(IsMounted(mountpoint_)) << "stale mount at " << mountpoint_;
+    workers_.clear();
+    master_.reset();
+    dir_.reset();
+  }
+
+  std::vector<std::string> Lakecache(const std::string& log_name) const {
+    return {LAKECACHE_BINARY,
+            "--config",
+            config_,
+            "--log-level",
+            "info",
+            "--log-file",
+            dir_->path() + "/" + log_name + ".log"};
+  }
+
+  // Waits for `path` (an --address-file) while `process` runs; returns its content.
+  std::string WaitForAddress(ChildProcess& process, const std::string& path) {
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < deadline && process.Running()) {
+      std::ifstream in(path);
+      std::string address;
+      if (in && std::getline(in, address) && !address.empty()) return address;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << path << " never appeared: " << process.LogTail();
+    return "";
+  }
+
+  void StartMaster() {
+    std::vector<std::string> argv = Lakecache("master");
+    std::string addr_file = dir_->path() + "/master.addr";
+    argv.insert(argv.end(), {"master", "--listen", "127.0.0.1:0", "--address-file", addr_file});
+    auto started = ChildProcess::Start(argv, dir_->path() + "/master.out");
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    master_ = std::move(started).value();
+    master_address_ = WaitForAddress(*master_, addr_file);
+  }
+
+  void StartWorker(WorkerProcess& w) {
+    std::vector<std::string> argv = Lakecache(w.name);
+    std::string addr_file = dir_->path() + "/" + w.name + ".addr";
+    fs::remove(addr_file);
+    argv.insert(argv.end(),
+                {"worker", "--master", master_address_, "--address-file", addr_file, "--cache-dir",
+                 w.cache_dir, "--cache-size", w.cache_size, "--mem-cache", w.mem_cache});
+    auto started = ChildProcess::Start(argv, dir_->path() + "/" + w.name + ".out");
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    w.process = std::move(started).value();
+    w.address = WaitForAddress(*w.process, addr_file);
+  }
+
+  void StartCluster(const std::vector<std::pair<std::string, std::string>>& mem_and_disk) {
+    StartMaster();
+    ASSERT_FALSE(master_address_.empty());
+    for (size_t i = 0; i < mem_and_disk.size(); ++i) {
+      WorkerProcess w;
+      w.name = "worker-" + std::to_string(i + 1);
+      w.cache_dir = dir_->path() + "/" + w.name;
+      w.mem_cache = mem_and_disk[i].first;
+      w.cache_size = mem_and_disk[i].second;
+      workers_.push_back(std::move(w));
+      StartWorker(workers_.back());
+      ASSERT_FALSE(workers_.back().address.empty());
+    }
+    WaitForView(workers_.size(), std::chrono::seconds(20));
+  }
+
+  rpc::ClusterView View() {
+    auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(master_address_));
+    grpc::ClientContext ctx;
+    rpc::SetTimeout(&ctx, std::chrono::seconds(5));
+    rpc::ClusterView view;
+    grpc::Status st = stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &view);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return view;
+  }
+
+  // Waits until the master's view lists `n` workers; returns how long that took.
+  Clock::duration WaitForView(size_t n, Clock::duration timeout) {
+    auto start = Clock::now();
+    while (Clock::now() - start < timeout) {
+      if (static_cast<size_t>(View().workers_size()) == n) return Clock::now() - start;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "the master's view never listed " << n << " workers";
+    return timeout;
+  }
+
+  rpc::WorkerStats Stats(const WorkerProcess& w) {
+    auto stub = rpc::WorkerService::NewStub(rpc::OpenChannel(w.address));
+    grpc::ClientContext ctx;
+    rpc::SetTimeout(&ctx, std::chrono::seconds(5));
+    rpc::WorkerStats stats;
+    grpc::Status st = stub->Stats(&ctx, rpc::WorkerStatsRequest(), &stats);
+    EXPECT_TRUE(st.ok()) << w.name << ": " << st.error_message();
+    return stats;
+  }
+
+  uint64_t TotalFetches() {
+    uint64_t total = 0;
+    for (const WorkerProcess& w : workers_) total += Stats(w).fetches();
+    return total;
+  }
+
+  // Waits until the workers' disk tiers (which write behind) hold `n` blocks together; returns
+  // how many they hold.
+  uint64_t WaitForDiskBlocks(uint64_t n) {
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    uint64_t on_disk = 0;
+    while (Clock::now() < deadline) {
+      on_disk = 0;
+      for (const WorkerProcess& w : workers_) {
+        rpc::WorkerStats stats = Stats(w);
+        if (stats.tiers_size() > 1) on_disk += stats.tiers(1).blocks();
+      }
+      if (on_disk >= n) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return on_disk;
+  }
+
+  void Mount() {
+    std::vector<std::string> argv = {LAKECACHE_BINARY, "--log-level",   "info",     "mount",
+                                     "--master",       master_address_, mountpoint_};
+    // No object-store credentials: a cluster client never needs them.
+    auto started =
+        ChildProcess::Start(argv, dir_->path() + "/mount.log",
+                            {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY", "-AWS_SESSION_TOKEN"});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    mount_ = std::move(started).value();
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (!IsMounted(mountpoint_)) {
+      ASSERT_TRUE(mount_->Running() && Clock::now() < deadline)
+          << "not mounted: " << mount_->LogTail();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void Unmount() {
+    Status unmounted = testing::UnmountForTest(mountpoint_);
+    EXPECT_TRUE(unmounted.ok()) << unmounted.ToString();
+    if (!mount_) return;
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (mount_->Running() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    mount_.reset();
+  }
+
+  // Reads every file of a bucket through the mount with `readers` threads; returns the errors.
+  std::vector<std::string> ReadAll(const std::string& bucket, int files, uint64_t size,
+                                   uint64_t chunk, uint64_t seed_base, int readers,
+                                   std::atomic<uint64_t>* progress = nullptr) {
+    std::vector<std::string> errors;
+    std::mutex mu;
+    std::atomic<int> next{0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < readers; ++r) {
+      threads.emplace_back([&] {
+        for (int i = next++; i < files; i = next++) {
+          std::string key = bucket == kSmallBucket ? SmallKey(i) : BigKey(i);
+          std::string error = CheckFile(mountpoint_ + "/" + bucket + "/" + key, seed_base + i, size,
+                                        chunk, progress);
+          if (!error.empty()) {
+            std::lock_guard lock(mu);
+            errors.push_back(error);
+          }
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return errors;
+  }
+
+  static inline testing::S3rver* server_ = nullptr;
+  std::unique_ptr<TempDir> dir_;
+  std::string config_;
+  std::string mountpoint_;
+  std::unique_ptr<ChildProcess> master_;
+  std::string master_address_;
+  std::vector<WorkerProcess> workers_;
+  std::unique_ptr<ChildProcess> mount_;
+};
+
+TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {
+  // Capacities 256, 256 and 512 MiB: shares of 1/4, 1/4 and 1/2.
+  StartCluster({{"64MiB", "192MiB"}, {"64MiB", "192MiB"}, {"128MiB", "384MiB"}});
+  Mount();
+  std::vector<std::string> errors =
+      ReadAll(kSmallBucket, kSmallFiles, kSmallFileSize, kSmallBlock, 0, 4);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  constexpr uint64_t kBlocks = kSmallFiles * kSmallFileSize / kSmallBlock;
+  ASSERT_GE(kBlocks, 5000u);
+  EXPECT_EQ(TotalFetches(), kBlocks);
+  ASSERT_EQ(WaitForDiskBlocks(kBlocks), kBlocks);
+  const double share[] = {0.25, 0.25, 0.5};
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    uint64_t blocks = Stats(workers_[i]).tiers(1).blocks();
+    EXPECT_NEAR(double(blocks) / double(kBlocks), share[i], share[i] * 0.2)
+        << workers_[i].name << " holds " << blocks << " of " << kBlocks;
+  }
+
+  // A fresh mount (nothing in the client or the kernel's page cache): every block comes from a
+  // worker's cache, none from the object store.
+  Unmount();
+  uint64_t served = 0;
+  for (const WorkerProcess& w : workers_) served += Stats(w).blocks_served();
+  Mount();
+  errors = ReadAll(kSmallBucket, kSmallFiles, kSmallFileSize, kSmallBlock, 0, 4);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(TotalFetches(), kBlocks) << "the second read went to the object store";
+  uint64_t served_again = 0;
+  for (const WorkerProcess& w : workers_) served_again += Stats(w).blocks_served();
+  EXPECT_GE(served_again - served, kBlocks);
+}
+
+TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterRestart) {
+  StartCluster({{"128MiB", "1GiB"}, {"128MiB", "1GiB"}, {"128MiB", "1GiB"}});
+  constexpr uint64_t kTotal = kBigFiles * kBigFileSize;
+  constexpr uint64_t kBlocks = kTotal / (4 * kMiB);
+  // Epoch 1 fills the workers' caches.
+  Mount();
+  std::vector<std::string> errors =
+      ReadAll(kBigBucket, kBigFiles, kBigFileSize, kMiB, 100, kReaders);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  Unmount();
+  ASSERT_EQ(TotalFetches(), kBlocks);
+  ASSERT_EQ(WaitForDiskBlocks(kBlocks), kBlocks);
+
+  // Epoch 2: eight readers; the worker with the most blocks is SIGKILLed a third of the way in.
+  size_t victim = 0;
+  uint64_t most = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    uint64_t held = Stats(workers_[i]).tiers(1).blocks();
+    if (held > most) most = held, victim = i;
+  }
+  WorkerProcess& w = workers_[victim];
+  std::string victim_id = Stats(w).worker().id();
+  Mount();
+  std::atomic<uint64_t> progress{0};
+  std::thread readers([&] {
+    errors = ReadAll(kBigBucket, kBigFiles, kBigFileSize, kMiB, 100, kReaders, &progress);
+  });
+  auto kill_deadline = Clock::now() + std::chrono::seconds(120);
+  while (progress.load() < kTotal / 3 && Clock::now() < kill_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(::kill(w.process->pid(), SIGKILL), 0);
+  auto killed = Clock::now();
+  uint64_t at_kill = progress.load();
+  EXPECT_LT(at_kill, kTotal) << "the readers finished before the kill";
+  Clock::duration dropped = WaitForView(2, std::chrono::seconds(20));
+  readers.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
+  EXPECT_EQ(progress.load(), kTotal);
+  // Dropped within the heartbeat timeout, give or take one interval of the master's clock.
+  EXPECT_LE(dropped, kHeartbeatTimeout + kHeartbeatInterval)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(dropped).count() << " ms";
+  std::cout << "killed " << w.name << " after " << at_kill / kMiB << " MiB of " << kTotal / kMiB
+            << "; dropped from the view "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count()
+            << " ms later (view check at "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(dropped).count() << " ms)\n";
+  Unmount();
+  EXPECT_FALSE(w.process->Running());
+
+  // Restarted on the same cache directory: same id, registered again, and a third epoch fetches
+  // nothing at all: its own blocks come from its disk, the rest from the others.
+  std::vector<uint64_t> others_before;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    others_before.push_back(i == victim ? 0 : Stats(workers_[i]).fetches());
+  }
+  StartWorker(w);
+  WaitForView(3, std::chrono::seconds(20));
+  rpc::WorkerStats restarted = Stats(w);
+  EXPECT_EQ(restarted.worker().id(), victim_id);
+  ASSERT_GE(restarted.tiers_size(), 2);
+  EXPECT_GE(restarted.tiers(1).blocks(), most) << "the disk cache was not found again";
+  Mount();
+  errors = ReadAll(kBigBucket, kBigFiles, kBigFileSize, kMiB, 100, kReaders);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(Stats(w).fetches(), 0u) << "the restarted worker refetched blocks it held";
+  EXPECT_GT(Stats(w).tiers(1).hits(), 0u);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (i != victim) {
+      EXPECT_EQ(Stats(workers_[i]).fetches(), others_before[i]) << workers_[i].name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lakecache
