@@ -63,7 +63,8 @@ int Main(int argc, char** argv) {
   CLI::App* mount = app.add_subcommand(
       "mount",
       "Mount object storage as a read-only folder: `mount s3://bucket[/prefix] MOUNTPOINT` "
-      "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder)");
+      "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder), or `mount "
+      "--master HOST:PORT MOUNTPOINT` (every namespace of a cluster)");
   mount->add_option("args", mount_args, "[URI] MOUNTPOINT")->required()->expected(1, 2);
   mount->add_option("--cache-dir", mount_req.cache_flags.cache_dir,
                     "Disk cache directory, e.g. /var/cache/lakecache (default: memory only)");
