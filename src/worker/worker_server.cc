@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kChunkBytes = 1 << 20;  // one streamed message
 constexpr uint64_t kMaxBlockSize = 1ull << 30;
 constexpr size_t kPrefetchThreads = 8;
-constexpr auto kRpcTimeout = std::chrono::seconds(5);
+constexpr std::chrono::milliseconds kRpcTimeout{5000};
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -45,6 +45,15 @@ std::string Advertised(const std::string& bound) {
   char name[256] = {0};
   if (::gethostname(name, sizeof(name) - 1) != 0) return bound;
   return std::string(name) + bound.substr(colon);
+}
+
+// A call to the master that, while the master is unreachable, waits for it to come back (up to one
+// heartbeat interval) instead of failing at once: a restarted master hears from every worker as
+// soon as it listens.
+void WaitForMaster(grpc::ClientContext* ctx, std::chrono::milliseconds interval) {
+  ctx->set_wait_for_ready(true);
+  rpc::SetTimeout(ctx, std::clamp<std::chrono::milliseconds>(
+                           interval, std::chrono::milliseconds(100), kRpcTimeout));
 }
 
 }  // namespace
@@ -285,7 +294,7 @@ void WorkerServer::HeartbeatLoop() {
       rpc::RegisterResponse resp;
       FillInfo(req.mutable_worker());
       grpc::ClientContext ctx;
-      rpc::SetTimeout(&ctx, kRpcTimeout);
+      WaitForMaster(&ctx, interval);
       status = stub->Register(&ctx, req, &resp);
       if (status.ok()) {
         registered_ = true;
@@ -300,7 +309,7 @@ void WorkerServer::HeartbeatLoop() {
       rpc::HeartbeatResponse resp;
       FillInfo(req.mutable_worker());
       grpc::ClientContext ctx;
-      rpc::SetTimeout(&ctx, kRpcTimeout);
+      WaitForMaster(&ctx, interval);
       status = stub->Heartbeat(&ctx, req, &resp);
       if (status.ok() && !resp.registered()) {
         registered_ = false;  // the master restarted or dropped us: register again at once
@@ -316,8 +325,13 @@ void WorkerServer::HeartbeatLoop() {
       spdlog::info("master {} reachable again", options_.master);
       warned = false;
     }
+    // A call that waited its whole interval for the master has done this round's waiting.
+    bool waited = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     std::unique_lock lock(mu_);
-    if (stop_cv_.wait_for(lock, interval, [&] { return stopping_; })) return;
+    if (stop_cv_.wait_for(lock, waited ? std::chrono::milliseconds(0) : interval,
+                          [&] { return stopping_; })) {
+      return;
+    }
   }
 }
 

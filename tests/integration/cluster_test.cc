@@ -192,10 +192,11 @@ class ClusterProcessTest : public ::testing::Test {
     return "";
   }
 
-  void StartMaster() {
+  void StartMaster(const std::string& listen = "127.0.0.1:0") {
     std::vector<std::string> argv = Lakecache("master");
     std::string addr_file = dir_->path() + "/master.addr";
-    argv.insert(argv.end(), {"master", "--listen", "127.0.0.1:0", "--address-file", addr_file});
+    fs::remove(addr_file);
+    argv.insert(argv.end(), {"master", "--listen", listen, "--address-file", addr_file});
     auto started = ChildProcess::Start(argv, dir_->path() + "/master.out");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     master_ = std::move(started).value();
@@ -215,8 +216,9 @@ class ClusterProcessTest : public ::testing::Test {
     w.address = WaitForAddress(*w.process, addr_file);
   }
 
-  void StartCluster(const std::vector<std::pair<std::string, std::string>>& mem_and_disk) {
-    StartMaster();
+  void StartCluster(const std::vector<std::pair<std::string, std::string>>& mem_and_disk,
+                    const std::string& master_listen = "127.0.0.1:0") {
+    StartMaster(master_listen);
     ASSERT_FALSE(master_address_.empty());
     for (size_t i = 0; i < mem_and_disk.size(); ++i) {
       WorkerProcess w;
@@ -452,6 +454,48 @@ TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterR
       EXPECT_EQ(Stats(workers_[i]).fetches(), others_before[i]) << workers_[i].name;
     }
   }
+}
+
+TEST_F(ClusterProcessTest, MasterRestartDuringReadsLosesNothing) {
+  // A fixed port: the restarted master must be found where the workers and the mount knew it.
+  std::string listen = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  StartCluster({{"128MiB", "1GiB"}, {"128MiB", "1GiB"}, {"128MiB", "1GiB"}}, listen);
+  Mount();
+  constexpr uint64_t kTotal = kBigFiles * kBigFileSize;
+  std::atomic<uint64_t> progress{0};
+  std::vector<std::string> errors;
+  std::thread readers(
+      [&] { errors = ReadAll(kBigBucket, kBigFiles, kBigFileSize, kMiB, 100, 4, &progress); });
+  auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (progress.load() < kTotal / 5 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(::kill(master_->pid(), SIGKILL), 0);
+  while (master_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  uint64_t at_kill = progress.load();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // reads go on without a master
+  uint64_t while_down = progress.load() - at_kill;
+  StartMaster(listen);
+  ASSERT_EQ(master_address_, listen);
+  auto restarted = Clock::now();
+  Clock::duration whole = WaitForView(workers_.size(), std::chrono::seconds(20));
+  std::cout
+      << "master killed after " << at_kill / kMiB << " MiB; " << while_down / kMiB
+      << " MiB read while it was down; view whole "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted).count()
+      << " ms after the restart\n";
+  EXPECT_GT(while_down, 0u) << "no read progressed while the master was down";
+  EXPECT_LE(whole, 2 * kHeartbeatInterval)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(whole).count() << " ms";
+  readers.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
+  EXPECT_EQ(progress.load(), kTotal);
+  // The mount found the new master on its own: a folder it never listed lists now.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(mountpoint_ + "/" + kSmallBucket + "/train")) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kSmallFiles));
 }
 
 }  // namespace
