@@ -362,6 +362,14 @@ void BlockStore::Erase(const BlockKey& key) {
   for (const auto& tier : tiers_) tier->Erase(key);
 }
 
+std::string BlockStore::FilePath(const BlockKey& key) {
+  for (const auto& tier : tiers_) {
+    std::string path = tier->FilePath(key);
+    if (!path.empty()) return path;
+  }
+  return "";
+}
+
 void BlockStore::Flush() {
   for (const auto& tier : tiers_) tier->Flush();
 }

@@ -98,6 +98,9 @@ class BlockStore {
   // Returns once every tier has stored what it accepted (the disk tier writes behind).
   void Flush();
 
+  // The cache file holding the block (see CacheTier::FilePath), or empty.
+  std::string FilePath(const BlockKey& key);
+
  private:
   struct Flight;
   struct Staged;

@@ -53,6 +53,8 @@ class CacheDir {
   bool Insert(const BlockRequest& request, const Block& block);
 
   bool Touch(const BlockKey& key);  // reports a hit to the policy if held
+  // Where the block's file is (or would be) in this directory.
+  std::string PathFor(const BlockKey& key) const;
   bool Contains(const BlockKey& key) const;
   bool Erase(const BlockKey& key);  // true if it was held
 
@@ -83,7 +85,6 @@ class CacheDir {
 
   CacheDir(DiskCacheConfig config, std::string root, int lock_fd, TierCounters* counters);
 
-  std::string PathFor(const BlockKey& key) const;
   Shard& ShardFor(const BlockKey& key) const;
   Result<std::vector<Found>> Scan();  // oldest first
   Result<uint64_t> UsableCapacity(const std::vector<Found>& found) const;

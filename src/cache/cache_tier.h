@@ -63,6 +63,14 @@ class CacheTier {
 
   // Returns once every block accepted by Insert is stored (a tier that writes behind).
   virtual void Flush() {}
+
+  // The file holding the block, for a reader on this host that verifies it itself (short-circuit
+  // reads); empty when the tier keeps no files or does not hold the block in one now. Counts an
+  // access (hit) when it returns a path.
+  virtual std::string FilePath(const BlockKey& key) {
+    (void)key;
+    return "";
+  }
 };
 
 }  // namespace lakecache

@@ -158,6 +158,17 @@ bool DiskTier::Insert(const BlockRequest& request, const BlockRef& block) {
   return Home(request.key).Insert(request, *block);
 }
 
+std::string DiskTier::FilePath(const BlockKey& key) {
+  if (Queued(key) != nullptr) return "";  // not written yet
+  for (const auto& dir : dirs_) {
+    if (dir->Touch(key)) {
+      counters_.Add(counters_.hits);
+      return dir->PathFor(key);
+    }
+  }
+  return "";
+}
+
 void DiskTier::Touch(const BlockKey& key) {
   for (const auto& dir : dirs_) {
     if (dir->Touch(key)) return;

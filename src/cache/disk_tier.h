@@ -55,6 +55,7 @@ class DiskTier : public CacheTier {
   TierStats Stats() const override;
   BlockRef Pin(const BlockKey& key, bool count_access) override;
   void Flush() override;
+  std::string FilePath(const BlockKey& key) override;
 
  private:
   struct QueuedWrite {

@@ -161,7 +161,10 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   }
   config->cache.disks.clear();
   if (req.cache_flags.mem_cache.empty()) config->cache.memory_capacity = kClusterMountMemCache;
-  LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client, ClusterClient::Connect(req.master));
+  ClusterClientOptions client_options;
+  client_options.short_circuit = config->client.short_circuit;
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
+                      ClusterClient::Connect(req.master, client_options));
   std::vector<NamespaceTable::Source> sources;
   for (const ClusterNamespace& ns : client->namespaces()) {
     NamespaceTable::Source source;
@@ -187,8 +190,12 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   bool cluster = !req.master.empty();
   Config config;
   if (cluster) {
+    // No namespaces of its own: a --config (or just -o client.KEY=VALUE) sets how it reads.
     if (!ctx.flags().config_file.empty()) {
       LC_ASSIGN_OR_RETURN(config, ctx.LoadConfig());
+    } else {
+      LC_ASSIGN_OR_RETURN(config, LoadConfigText("", "the mount command line", ConfigFormat::kYaml,
+                                                 ctx.flags().overrides));
     }
   } else {
     LC_ASSIGN_OR_RETURN(config, MountConfig(ctx, req.uri));

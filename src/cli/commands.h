@@ -52,6 +52,15 @@ int RunClusterUp(const GlobalFlags& flags, const ClusterUpRequest& request);
 // Stops what `cluster up --dir DIR` started.
 int RunClusterDown(const std::string& dir);
 
+struct ClusterStatusRequest {
+  std::string master;  // HOST:PORT of the master (--master or LAKECACHE_MASTER)
+  bool json = false;   // one JSON object instead of a table
+};
+// The master's view (epoch, live workers) and each worker's Stats: capacity, usage, blocks per
+// tier, object-store fetches, blocks served. A worker that does not answer is listed as
+// unreachable, not an error; a master that does not answer exits 1 naming its address.
+int RunClusterStatus(const ClusterStatusRequest& request);
+
 struct MountRequest {
   std::string
       uri;  // quick form: the one source, shown at the mountpoint's root; empty with --config

@@ -1,6 +1,8 @@
 // lakecache: one binary, subcommands. This file only wires flags to commands.
 #include <CLI/CLI.hpp>
 
+#include <malloc.h>
+
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -39,7 +41,16 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
   app.add_option("--log-file", f.log_file, "Write logs to this file instead of stderr");
 }
 
+// Network buffers (gRPC's, curl's) of a MiB or more come and go by the thousand per second in a
+// mount or worker. glibc would map each one afresh (and the kernel zero it page by page); kept in
+// the heap, freed buffers are reused. Blocks do not come from the heap (see cache/block.h).
+void TuneAllocator() {
+  ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 int Main(int argc, char** argv) {
+  TuneAllocator();
   CLI::App app{"lakecache: a distributed cache for object storage, for ML training on data lakes",
                "lakecache"};
   app.set_version_flag("--version", kVersion);
@@ -137,6 +148,14 @@ int Main(int argc, char** argv) {
                  "Memory cache of each worker (default 1GiB)");
   CLI::App* down = cluster->add_subcommand("down", "Stop the cluster started in --dir");
   down->add_option("--dir", down_dir, "The folder given to `cluster up`")->required();
+  ClusterStatusRequest status_req;
+  CLI::App* cluster_status = cluster->add_subcommand(
+      "status", "Show the master's epoch and each worker's capacity, usage, blocks and fetches");
+  cluster_status
+      ->add_option("--master", status_req.master,
+                   "HOST:PORT of the master (or " + std::string(kMasterEnv) + ")")
+      ->envname(kMasterEnv);
+  cluster_status->add_flag("--json", status_req.json, "Print one JSON object instead of a table");
 
   std::string umount_point;
   CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
@@ -164,6 +183,7 @@ int Main(int argc, char** argv) {
   if (*worker) return RunWorker(flags, worker_req);
   if (*up) return RunClusterUp(flags, up_req);
   if (*down) return RunClusterDown(down_dir);
+  if (*cluster_status) return RunClusterStatus(status_req);
 
   CliContext ctx(flags);
   if (*ls) return RunLs(ctx, uri, recursive);

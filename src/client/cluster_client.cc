@@ -1,10 +1,13 @@
 #include "client/cluster_client.h"
 
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/sync_stream.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "cache/block_file.h"
 #include "cache/block_key.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -38,6 +41,46 @@ ObjectInfo ToObjectInfo(const rpc::ObjectEntry& e) {
   return info;
 }
 
+const grpc::internal::RpcMethod& ReadBlockMethod() {
+  static const grpc::internal::RpcMethod method("/lakecache.rpc.WorkerService/ReadBlock",
+                                                grpc::internal::RpcMethod::SERVER_STREAMING);
+  return method;
+}
+
+// Appends the `data` of one serialized ReadBlockChunk (field 1, bytes) to dst at *got, reading the
+// buffer's slices in place: one copy, no message object.
+Status CopyChunk(const grpc::ByteBuffer& buffer, std::span<char> dst, size_t* got) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return Status::Internal("unreadable block chunk");
+  size_t slice = 0, at = 0;
+  auto next_byte = [&](uint8_t* b) {
+    while (slice < slices.size() && at == slices[slice].size()) ++slice, at = 0;
+    if (slice == slices.size()) return false;
+    *b = slices[slice].begin()[at++];
+    return true;
+  };
+  uint8_t tag = 0;
+  if (!next_byte(&tag)) return Status::Ok();  // an empty chunk
+  uint64_t length = 0;
+  uint8_t b = 0x80;
+  for (int shift = 0; (b & 0x80) != 0 && shift < 64; shift += 7) {
+    if (!next_byte(&b)) return Status::Internal("truncated block chunk");
+    length |= static_cast<uint64_t>(b & 0x7f) << shift;
+  }
+  if (tag != 0x0a) return Status::Internal("unexpected field in block chunk");
+  if (length > dst.size() - *got) return Status::Internal("block chunk past the requested range");
+  while (length > 0) {
+    while (slice < slices.size() && at == slices[slice].size()) ++slice, at = 0;
+    if (slice == slices.size()) return Status::Internal("truncated block chunk");
+    size_t n = std::min<size_t>(length, slices[slice].size() - at);
+    std::memcpy(dst.data() + *got, slices[slice].begin() + at, n);
+    *got += n;
+    at += n;
+    length -= n;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 struct ClusterClient::MasterStub {
@@ -49,8 +92,10 @@ struct ClusterClient::Worker {
   std::string address;
   uint64_t capacity = 0;
   int64_t start_time_ms = 0;
-  std::unique_ptr<rpc::WorkerService::Stub> stub;
-  std::atomic<int64_t> down_until_ms{0};  // steady-clock ms; up once past it
+  std::string host_id;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<rpc::WorkerService::Stub> stub;  // unary calls; blocks stream raw on `channel`
+  std::atomic<int64_t> down_until_ms{0};           // steady-clock ms; up once past it
 
   bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
 };
@@ -131,7 +176,9 @@ Status ClusterClient::RefreshView() {
       worker->id = info.id();
       worker->address = info.address();
       worker->start_time_ms = info.start_time_ms();
-      worker->stub = rpc::WorkerService::NewStub(rpc::OpenChannel(info.address()));
+      worker->host_id = info.host_id();
+      worker->channel = rpc::OpenChannel(info.address());
+      worker->stub = rpc::WorkerService::NewStub(worker->channel);
     }
     worker->capacity = info.capacity_bytes();
     view->workers.push_back(worker);
@@ -265,19 +312,33 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   Status last;
   for (size_t i : order) {
     const std::shared_ptr<Worker>& worker = view->workers[i];
+    if (options_.short_circuit && !worker->host_id.empty() && worker->host_id == rpc::HostId()) {
+      Result<size_t> local = ReadLocal(*worker, block, offset, dst, deadline);
+      if (local.ok()) return local;
+      if (local.status().code() == StatusCode::kUnavailable) {  // the worker itself failed
+        MarkDown(worker);
+        last = local.status();
+        continue;
+      }
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
-    std::unique_ptr<grpc::ClientReader<rpc::ReadBlockChunk>> reader =
-        worker->stub->ReadBlock(&ctx, req);
-    rpc::ReadBlockChunk chunk;
+    // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+            worker->channel.get(), ReadBlockMethod(), &ctx, req));
+    grpc::ByteBuffer chunk;
     size_t got = 0;
+    Status copied;
     while (reader->Read(&chunk)) {
-      size_t n = std::min(chunk.data().size(), dst.size() - got);
-      std::memcpy(dst.data() + got, chunk.data().data(), n);
-      got += n;
+      if (copied.ok()) copied = CopyChunk(chunk, dst, &got);
     }
     grpc::Status st = reader->Finish();
-    if (st.ok()) return got;
+    if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker->address);
+    if (st.ok()) {
+      streamed_reads_.fetch_add(1, std::memory_order_relaxed);
+      return got;
+    }
     Status s = rpc::FromGrpcStatus(st, "worker " + worker->address);
     if (!rpc::IsPeerFailure(st)) return s;  // the object store's answer: the same everywhere
     if (worker->up(SteadyMs())) {
@@ -288,6 +349,35 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
+}
+
+Result<size_t> ClusterClient::ReadLocal(Worker& worker, const rpc::BlockId& block, uint64_t offset,
+                                        std::span<char> dst, Clock::time_point deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
+  rpc::LocateBlockRequest req;
+  *req.mutable_block() = block;
+  rpc::LocateBlockResponse resp;
+  grpc::Status st = worker.stub->LocateBlock(&ctx, req, &resp);
+  if (!st.ok()) {
+    Status s = rpc::FromGrpcStatus(st, "worker " + worker.address);
+    return rpc::IsPeerFailure(st) ? Status::Unavailable(s.message()) : s;
+  }
+  if (resp.path().empty()) return Status::NotFound("not in a cache file yet");
+  // The file must be the block asked for (same content id and index, so the same object version),
+  // and every chunk read is verified against its checksum.
+  Result<BlockFile> file = BlockFile::Open(resp.path());
+  if (!file.ok()) return Status::NotFound(file.status().message());
+  ContentId content = MakeContentId(block.ns(), block.key(), block.etag(), block.block_size());
+  if (!(file->header().key == BlockKey{content, block.index()})) {
+    return Status::NotFound(resp.path() + " holds another block");
+  }
+  Result<size_t> n = file->Read(offset, dst);
+  if (!n.ok()) return Status::NotFound(n.status().message());  // stream it instead
+  if (short_circuit_reads_.fetch_add(1, std::memory_order_relaxed) == 0) {
+    spdlog::info("reading blocks of worker {} from its cache files (short-circuit)", worker.id);
+  }
+  return n;
 }
 
 }  // namespace lakecache

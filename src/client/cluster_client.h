@@ -60,6 +60,8 @@ struct ClusterWorker {
 struct ClusterClientOptions {
   std::chrono::milliseconds rpc_timeout{10000};      // one master call
   std::chrono::milliseconds connect_timeout{10000};  // Connect: how long to wait for the master
+  // Read blocks of a worker on this host from its cache files (verified here), not over gRPC.
+  bool short_circuit = true;
 };
 
 class ClusterClient {
@@ -91,6 +93,10 @@ class ClusterClient {
   uint64_t epoch() const;
   // Fetches the view now (also done every heartbeat interval in the background).
   Status RefreshView();
+  // Blocks read from a co-located worker's cache file, and streamed over gRPC.
+  uint64_t short_circuit_reads() const { return short_circuit_reads_.load(); }
+  uint64_t streamed_reads() const { return streamed_reads_.load(); }
+
   // The workers in the order a block with this key hash tries them (ids); for tests and tools.
   std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
 
@@ -101,6 +107,10 @@ class ClusterClient {
   void RefreshLoop();
   std::shared_ptr<const View> CurrentView() const;
   void MarkDown(const std::shared_ptr<Worker>& worker);
+  // Reads the block from `worker`'s cache file on this host. kNotFound: not on its disk (or not
+  // visible here), read it over gRPC instead.
+  Result<size_t> ReadLocal(Worker& worker, const rpc::BlockId& block, uint64_t offset,
+                           std::span<char> dst, Clock::time_point deadline);
 
   const std::string master_;
   const ClusterClientOptions options_;
@@ -117,6 +127,8 @@ class ClusterClient {
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // GUARDED_BY(stop_mu_)
   std::thread refresher_;
+  std::atomic<uint64_t> short_circuit_reads_{0};
+  std::atomic<uint64_t> streamed_reads_{0};
 };
 
 }  // namespace lakecache

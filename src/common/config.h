@@ -64,6 +64,8 @@ struct ClientConfig {
   uint64_t read_ahead_max = 64ull << 20;  // largest read-ahead window per stream; 0: none
   uint64_t memory_budget = 512ull << 20;  // in-flight and prefetched block bytes, all files; > 0
   uint32_t prefetch_threads = 16;         // parallel ranged GETs of read-ahead; > 0
+  // Cluster mode: read blocks of a worker on this host straight from its cache files.
+  bool short_circuit = true;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

@@ -146,7 +146,9 @@ Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* c
 Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig* client) {
   if (node.IsNull()) return Status::Ok();
   if (!node.IsMap()) {
-    return ctx.Error("client", "expected a map of read_ahead_max, memory_budget, prefetch_threads");
+    return ctx.Error("client",
+                     "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
+                     "short_circuit");
   }
   return ForEachEntry(
       ctx, "client", node,
@@ -154,6 +156,12 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
         if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
         if (name == "prefetch_threads")
           return ReadThreadCount(ctx, key, v, &client->prefetch_threads);
+        if (name == "short_circuit") {
+          std::optional<bool> value;
+          LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
+          if (value.has_value()) client->short_circuit = *value;
+          return Status::Ok();
+        }
         if (name != "memory_budget") return ctx.Error(key, "unknown key");
         LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
         if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");

@@ -7,6 +7,7 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include <charconv>
+#include <fstream>
 
 namespace lakecache::rpc {
 namespace {
@@ -153,6 +154,16 @@ Result<StartedServer> StartServer(const std::string& address,
   }
   started.address = address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
   return started;
+}
+
+const std::string& HostId() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }();
+  return id;
 }
 
 }  // namespace lakecache::rpc

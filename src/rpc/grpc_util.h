@@ -52,4 +52,8 @@ struct StartedServer {
 Result<StartedServer> StartServer(const std::string& address,
                                   const std::vector<grpc::Service*>& services);
 
+// This host's identity for short-circuit reads: the running kernel's boot id (the same for every
+// process and container on one kernel); empty if unreadable.
+const std::string& HostId();
+
 }  // namespace lakecache::rpc

@@ -117,6 +117,19 @@ class WorkerServer::Service final : public rpc::WorkerService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status LocateBlock(grpc::ServerContext*, const rpc::LocateBlockRequest* request,
+                           rpc::LocateBlockResponse* response) override {
+    Namespace* ns = nullptr;
+    BlockRequest req;
+    if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+    std::string path = blocks_->FilePath(req.key);
+    if (!path.empty()) {
+      blocks_located_.fetch_add(1, std::memory_order_relaxed);
+      response->set_path(std::move(path));
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Prefetch(grpc::ServerContext*, const rpc::PrefetchRequest* request,
                         rpc::PrefetchResponse* response) override {
     uint32_t started = 0, cached = 0;
@@ -163,6 +176,7 @@ class WorkerServer::Service final : public rpc::WorkerService::Service {
     response->set_fetch_errors(stats.fetch_errors);
     response->set_blocks_served(blocks_served_.load(std::memory_order_relaxed));
     response->set_bytes_served(bytes_served_.load(std::memory_order_relaxed));
+    response->set_blocks_located(blocks_located_.load(std::memory_order_relaxed));
     return grpc::Status::OK;
   }
 
@@ -222,6 +236,7 @@ class WorkerServer::Service final : public rpc::WorkerService::Service {
   std::function<void(rpc::WorkerInfo*)> fill_info_;
   std::atomic<uint64_t> blocks_served_{0};
   std::atomic<uint64_t> bytes_served_{0};
+  std::atomic<uint64_t> blocks_located_{0};
 };
 
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
@@ -280,6 +295,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_capacity_bytes(capacity);
   info->set_used_bytes(used);
   info->set_start_time_ms(start_time_ms_);
+  info->set_host_id(rpc::HostId());
 }
 
 void WorkerServer::HeartbeatLoop() {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -252,6 +253,38 @@ TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
   }
   fs.Release(opened->fh);
   EXPECT_EQ(got, big);
+}
+
+// A client on the worker's host reads blocks from the worker's cache files and verifies them; a
+// rotten file is never served from: the block is streamed from the worker instead.
+TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption) {
+  for (auto& w : workers_) w->Shutdown();
+  workers_.clear();
+  TempDir disk;
+  StartWorker(16 << 20, disk.path());
+  WaitForWorkers(1);
+  ClusterStore store(client_, Namespace());
+  const std::string& b = files_["dir/sub/b.bin"];  // 3 blocks
+  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 0u);  // fetched by the worker, streamed
+  workers_[0]->blocks().Flush();                  // the disk tier writes behind
+  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 3u);
+  // Flip a byte of every block file: the client's checksum check fails and it streams instead.
+  uint64_t streamed = client_->streamed_reads();
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(disk.path())) {
+    if (entry.path().extension() != ".blk") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    char c = 0;
+    f.seekg(-1, std::ios::end);
+    f.get(c);
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 3u);
+  EXPECT_EQ(client_->streamed_reads(), streamed + 3);
 }
 
 TEST(WorkerIdTest, KeptInTheCacheDirectoryAcrossRestarts) {

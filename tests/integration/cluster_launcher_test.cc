@@ -1,6 +1,7 @@
 // `lakecache cluster up` / `cluster down` end to end over s3rver: a real master and real workers,
 // what `up` prints for scripts, that its servers never hold the caller's pipes, and that nothing of
-// a cluster keeps running after `down` or after a failed `up`.
+// a cluster keeps running after `down` or after a failed `up`. `cluster status` against such a
+// cluster, against no master and against an unreachable one.
 //
 // Stopped servers are orphans; where PID 1 does not reap them they stay zombies, so "gone" below
 // means "no /proc entry, or a zombie".
@@ -12,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -19,6 +22,7 @@
 #include <iostream>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -408,6 +412,70 @@ TEST_F(ClusterLauncherTest, FailedUpReportsTheMasterAndLeavesNothingRunning) {
   EXPECT_NE(up.err.find(kMissingBucket), std::string::npos) << "no reason given:\n" << up.err;
   EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
   EXPECT_EQ(ProcessesMentioning(dir_), std::vector<pid_t>());
+}
+
+TEST_F(ClusterLauncherTest, StatusListsEveryWorkerAndAKilledOneAsUnreachable) {
+  PipedRun up = Up(2, config_);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  std::vector<std::string> lines = Lines(up.out);
+  ASSERT_EQ(lines.size(), 4u) << up.out;
+  const std::string& master = lines.back();
+  std::set<std::string> started;  // from "worker-N ADDRESS pid PID log FILE"
+  for (size_t i = 1; i <= 2; ++i) {
+    std::string name, address;
+    std::istringstream(lines[i]) >> name >> address;
+    started.insert(address);
+  }
+
+  RunResult r = Lc({"cluster", "status", "--json", "--master", master});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json status = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(status.is_object() && status.contains("workers")) << r.out;
+  EXPECT_GT(status.value("epoch", uint64_t{0}), 0u) << r.out;
+  std::set<std::string> listed;
+  for (const nlohmann::json& w : status["workers"]) {
+    listed.insert(w.value("address", ""));
+    EXPECT_TRUE(w.value("reachable", false)) << w.dump();
+    EXPECT_FALSE(w.value("id", "").empty()) << w.dump();
+    EXPECT_GT(w.value("capacity_bytes", uint64_t{0}), 0u) << w.dump();
+    EXPECT_EQ(w.value("fetches", uint64_t{1}), 0u) << w.dump();
+    EXPECT_EQ(w.value("tiers", nlohmann::json::array()).size(), 2u) << w.dump();  // memory, disk
+  }
+  EXPECT_EQ(listed, started) << r.out;
+
+  // LAKECACHE_MASTER stands in for --master; the table has a row per worker.
+  std::vector<std::string> env = CleanEnv();
+  env.push_back(std::string("LAKECACHE_MASTER=") + master);
+  RunResult table = RunCommand({LAKECACHE_BINARY, "cluster", "status"}, env, kUpTimeout);
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(table.out.starts_with("epoch ")) << table.out;
+  for (const std::string& address : started) {
+    EXPECT_NE(table.out.find(address), std::string::npos) << table.out;
+  }
+
+  // The master lists a SIGKILLed worker until its heartbeat timeout (5 s by default): a row that
+  // says unreachable, not a failure of the command.
+  pid_t worker = ReadPids(dir_).at(1).second;
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  ASSERT_TRUE(GoneWithin(worker, kGoneTimeout));
+  RunResult after = Lc({"cluster", "status", "--master", master});
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_NE(after.out.find("unreachable"), std::string::npos) << after.out;
+}
+
+TEST_F(ClusterLauncherTest, StatusExitsOneNamingAnUnreachableMasterAndTwoWithoutOne) {
+  std::string nobody = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  auto start = Clock::now();
+  RunResult r = Lc({"cluster", "status", "--json", "--master", nobody});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("master at " + nobody), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+
+  RunResult none = Lc({"cluster", "status"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--master"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("LAKECACHE_MASTER"), std::string::npos) << none.err;
 }
 
 }  // namespace

@@ -1,0 +1,190 @@
+// `lakecache cluster status`: what any master (local or not) sees, and what each of its workers
+// says of itself: capacity, usage, blocks per tier, fetches, blocks served.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+
+namespace lakecache::cli {
+namespace {
+
+// ---- cluster status -----------------------------------------------------------------------------
+
+using Json = nlohmann::ordered_json;  // keys in the documented order
+
+// Each call: a status is most wanted when something is down, so a silent peer must not hang it.
+constexpr auto kStatusCallTimeout = std::chrono::seconds(3);
+
+// One worker: as the master lists it, with capacity and usage replaced by the worker's own when
+// it answered.
+struct WorkerStatus {
+  rpc::WorkerInfo info;
+  std::optional<rpc::WorkerStats> stats;  // empty: the worker did not answer
+  std::string error;                      // why, when it did not
+};
+
+WorkerStatus AskWorker(const rpc::WorkerInfo& listed) {
+  WorkerStatus out{listed, std::nullopt, ""};
+  auto stub = rpc::WorkerService::NewStub(rpc::OpenChannel(listed.address()));
+  grpc::ClientContext context;
+  rpc::SetTimeout(&context, kStatusCallTimeout);
+  rpc::WorkerStats stats;
+  grpc::Status s = stub->Stats(&context, rpc::WorkerStatsRequest(), &stats);
+  if (!s.ok()) {
+    out.error = rpc::FromGrpcStatus(s, "worker " + listed.address()).message();
+    return out;
+  }
+  // Capacity and usage as the worker reports them now, not as of its last heartbeat.
+  out.info.set_capacity_bytes(stats.worker().capacity_bytes());
+  out.info.set_used_bytes(stats.worker().used_bytes());
+  out.stats = std::move(stats);
+  return out;
+}
+
+// All workers at once: N silent workers cost one timeout, not N.
+std::vector<WorkerStatus> AskWorkers(const rpc::ClusterView& view) {
+  std::vector<std::future<WorkerStatus>> pending;
+  for (const rpc::WorkerInfo& w : view.workers()) {
+    pending.push_back(std::async(std::launch::async, AskWorker, w));
+  }
+  std::vector<WorkerStatus> out;
+  for (std::future<WorkerStatus>& p : pending) out.push_back(p.get());
+  return out;
+}
+
+Json WorkerJson(const WorkerStatus& w) {
+  Json out = {{"id", w.info.id()},
+              {"address", w.info.address()},
+              {"capacity_bytes", w.info.capacity_bytes()},
+              {"used_bytes", w.info.used_bytes()}};
+  Json tiers = Json::array();
+  if (w.stats) {
+    out["fetches"] = w.stats->fetches();
+    out["blocks_served"] = w.stats->blocks_served();
+    for (const rpc::TierStatsProto& t : w.stats->tiers()) {
+      tiers.push_back({{"tier", t.tier()},
+                       {"blocks", t.blocks()},
+                       {"used_bytes", t.used_bytes()},
+                       {"capacity_bytes", t.capacity_bytes()},
+                       {"hits", t.hits()},
+                       {"misses", t.misses()}});
+    }
+  } else {
+    out["fetches"] = nullptr;  // unknown, not zero
+    out["blocks_served"] = nullptr;
+  }
+  out["tiers"] = std::move(tiers);
+  out["reachable"] = w.stats.has_value();
+  if (!w.stats) out["error"] = w.error;
+  return out;
+}
+
+void PrintJson(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
+  Json workers_json = Json::array();
+  for (const WorkerStatus& w : workers) workers_json.push_back(WorkerJson(w));
+  Json out = {{"epoch", view.epoch()}, {"workers", std::move(workers_json)}};
+  std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+}
+
+// "1.5 GiB", "12.0 MiB", "512 B": for people; --json has the exact bytes.
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), unit == 0 ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
+  return buf;
+}
+
+// "memory 12, disk 340": each tier's kind ("disk:/var/cache/x" -> "disk") and its blocks.
+std::string TierBlocks(const rpc::WorkerStats& stats) {
+  std::string out;
+  for (const rpc::TierStatsProto& t : stats.tiers()) {
+    if (!out.empty()) out += ", ";
+    out += t.tier().substr(0, t.tier().find(':')) + " " + std::to_string(t.blocks());
+  }
+  return out.empty() ? "-" : out;
+}
+
+// Left-aligned columns two spaces apart; the first row is the header.
+void PrintColumns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(widths[c] - row[c].size() + 2, ' ');
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+void PrintTable(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
+  std::printf("epoch %llu, %zu worker(s)\n", static_cast<unsigned long long>(view.epoch()),
+              workers.size());
+  if (workers.empty()) return;
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "ADDRESS", "CAPACITY", "USED", "BLOCKS", "FETCHES", "SERVED"}};
+  for (const WorkerStatus& w : workers) {
+    std::vector<std::string> row = {w.info.id(), w.info.address(),
+                                    HumanBytes(w.info.capacity_bytes()),
+                                    HumanBytes(w.info.used_bytes())};
+    if (w.stats) {
+      row.insert(row.end(), {TierBlocks(*w.stats), std::to_string(w.stats->fetches()),
+                             std::to_string(w.stats->blocks_served())});
+    } else {
+      row.insert(row.end(), {"unreachable", "-", "-"});
+    }
+    rows.push_back(std::move(row));
+  }
+  PrintColumns(rows);
+}
+
+}  // namespace
+
+int RunClusterStatus(const ClusterStatusRequest& request) {
+  if (request.master.empty()) {
+    return ReportError(Status::InvalidArgument("cluster status needs --master HOST:PORT (or " +
+                                               std::string(kMasterEnv) + ")"));
+  }
+  if (Status s = rpc::CheckListenAddress("--master", request.master); !s.ok()) {
+    return ReportError(s);
+  }
+  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(request.master));
+  grpc::ClientContext context;
+  rpc::SetTimeout(&context, kStatusCallTimeout);
+  rpc::ClusterView view;
+  grpc::Status s = stub->GetClusterView(&context, rpc::ClusterViewRequest(), &view);
+  if (!s.ok()) {
+    // Whatever the gRPC code, the master could not be asked: a failure (1), not a usage error.
+    std::fprintf(stderr, "lakecache: error: cluster status: no answer from the master at %s: %s\n",
+                 request.master.c_str(), s.error_message().c_str());
+    return kExitFailure;
+  }
+  std::vector<WorkerStatus> workers = AskWorkers(view);
+  if (request.json) {
+    PrintJson(view, workers);
+  } else {
+    PrintTable(view, workers);
+  }
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+}  // namespace lakecache::cli
