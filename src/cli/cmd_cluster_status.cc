@@ -70,6 +70,8 @@ Json WorkerJson(const WorkerStatus& w) {
   if (w.stats) {
     out["fetches"] = w.stats->fetches();
     out["blocks_served"] = w.stats->blocks_served();
+    out["bytes_served"] = w.stats->bytes_served();
+    out["blocks_located"] = w.stats->blocks_located();  // short-circuit reads by local clients
     for (const rpc::TierStatsProto& t : w.stats->tiers()) {
       tiers.push_back({{"tier", t.tier()},
                        {"blocks", t.blocks()},
@@ -81,6 +83,8 @@ Json WorkerJson(const WorkerStatus& w) {
   } else {
     out["fetches"] = nullptr;  // unknown, not zero
     out["blocks_served"] = nullptr;
+    out["bytes_served"] = nullptr;
+    out["blocks_located"] = nullptr;
   }
   out["tiers"] = std::move(tiers);
   out["reachable"] = w.stats.has_value();
