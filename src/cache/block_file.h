@@ -75,7 +75,8 @@ class BlockFile {
   Status ReadChunks(uint64_t first, uint64_t last, char* out) const;
 
   int fd_ = -1;
-  std::string path_;  // for messages
+  int direct_fd_ = -1;  // the same file opened with O_DIRECT, or -1
+  std::string path_;    // for messages
   BlockFileHeader header_;
 };
 
