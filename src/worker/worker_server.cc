@@ -1,6 +1,8 @@
 #include "worker/worker_server.h"
 
 #include <grpcpp/server.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/server_callback.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -18,9 +20,11 @@
 namespace lakecache {
 namespace {
 
-constexpr size_t kChunkBytes = 1 << 20;  // one streamed message
 constexpr uint64_t kMaxBlockSize = 1ull << 30;
+constexpr uint64_t kChunkBytes = 16 << 20;  // one ReadBlockChunk message at most
 constexpr size_t kPrefetchThreads = 8;
+// ReadBlock calls served at once; each may wait for an object-store fetch.
+constexpr size_t kReadThreads = 32;
 constexpr std::chrono::milliseconds kRpcTimeout{5000};
 
 int64_t NowMs() {
@@ -77,44 +81,27 @@ Result<std::string> LoadOrCreateWorkerId(const std::string& dir) {
   return id;
 }
 
-class WorkerServer::Service final : public rpc::WorkerService::Service {
+class WorkerServer::Service final
+    : public rpc::WorkerService::WithRawCallbackMethod_ReadBlock<rpc::WorkerService::Service> {
  public:
   Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, ThreadPool* pool,
-          std::function<void(rpc::WorkerInfo*)> fill_info)
+          ThreadPool* read_pool, std::function<void(rpc::WorkerInfo*)> fill_info)
       : namespaces_(namespaces),
         blocks_(std::move(blocks)),
         pool_(pool),
+        read_pool_(read_pool),
         fill_info_(std::move(fill_info)) {}
 
-  grpc::Status ReadBlock(grpc::ServerContext* context, const rpc::ReadBlockRequest* request,
-                         grpc::ServerWriter<rpc::ReadBlockChunk>* writer) override {
-    Namespace* ns = nullptr;
-    BlockRequest req;
-    if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
-    uint64_t offset = std::min<uint64_t>(request->offset(), req.length);
-    uint64_t length = std::min<uint64_t>(request->length(), req.length - offset);
-    ObjectStore& store = *ns->store;
-    std::string scratch;  // a disk hit is copied here; a memory hit is streamed from the block
-    scratch.resize(length);
-    Result<BlockStore::PinnedRead> read =
-        blocks_->ReadPinned(req, offset, std::span<char>(scratch.data(), scratch.size()),
-                            [&store](const BlockRequest& r) { return FetchBlock(store, r); });
-    if (!read.ok()) return rpc::ToGrpcStatus(read.status());
-    const char* data = read->block != nullptr ? read->block->data() + offset : scratch.data();
-    if (read->block == nullptr) length = read->copied;
-    rpc::ReadBlockChunk chunk;
-    for (uint64_t done = 0; done < length || (done == 0 && length == 0);) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, length - done));
-      chunk.set_data(data + done, n);
-      if (context->IsCancelled() || !writer->Write(chunk)) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-      }
-      done += n;
-      if (length == 0) break;
-    }
-    blocks_served_.fetch_add(1, std::memory_order_relaxed);
-    bytes_served_.fetch_add(length, std::memory_order_relaxed);
-    return grpc::Status::OK;
+  // ReadBlock is served raw and zero-copy: the reply is one message whose bytes are a gRPC slice
+  // over the pinned block itself (the slice holds a BlockRef until gRPC has sent it), behind a
+  // few bytes of protobuf framing, so the worker copies nothing; the kernel's send is the only
+  // copy. The block is looked up (or fetched) on the read pool, never on gRPC's callback threads.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadBlock(grpc::CallbackServerContext*,
+                                                        const grpc::ByteBuffer* request) override {
+    auto* writer = new BlockWriter();
+    auto raw = std::make_shared<grpc::ByteBuffer>(*request);  // refcounted slices, no copy
+    read_pool_->Post([this, writer, raw] { writer->Finish(Serve(raw.get())); });
+    return writer;
   }
 
   grpc::Status LocateBlock(grpc::ServerContext*, const rpc::LocateBlockRequest* request,
@@ -207,6 +194,98 @@ class WorkerServer::Service final : public rpc::WorkerService::Service {
   }
 
  private:
+  // The reactor of one ReadBlock call: sends its messages in order, then finishes.
+  class BlockWriter final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+   public:
+    void Finish(Result<std::vector<grpc::ByteBuffer>> reply) {
+      if (!reply.ok()) {
+        ServerWriteReactor::Finish(rpc::ToGrpcStatus(reply.status()));
+        return;
+      }
+      messages_ = std::move(*reply);
+      WriteNext();
+    }
+    void OnWriteDone(bool ok) override {
+      if (!ok) {  // the client went away
+        ServerWriteReactor::Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+        return;
+      }
+      WriteNext();
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    void WriteNext() {
+      if (next_ == messages_.size()) {
+        ServerWriteReactor::Finish(grpc::Status::OK);  // also an empty range
+      } else if (next_ + 1 == messages_.size()) {
+        StartWriteAndFinish(&messages_[next_++], grpc::WriteOptions(), grpc::Status::OK);
+      } else {
+        StartWrite(&messages_[next_++]);
+      }
+    }
+
+    std::vector<grpc::ByteBuffer> messages_;  // alive until OnDone
+    size_t next_ = 0;
+  };
+
+  // The serialized ReadBlockChunk messages answering a raw request (none for an empty range).
+  Result<std::vector<grpc::ByteBuffer>> Serve(grpc::ByteBuffer* raw) {
+    rpc::ReadBlockRequest request;
+    if (!grpc::SerializationTraits<rpc::ReadBlockRequest>::Deserialize(raw, &request).ok()) {
+      return Status::InvalidArgument("malformed ReadBlock request");
+    }
+    Namespace* ns = nullptr;
+    BlockRequest req;
+    LC_RETURN_IF_ERROR(Resolve(request.block(), &ns, &req));
+    uint64_t offset = std::min<uint64_t>(request.offset(), req.length);
+    uint64_t length = std::min<uint64_t>(request.length(), req.length - offset);
+    std::vector<grpc::ByteBuffer> messages;
+    if (length == 0) return messages;
+    ObjectStore& store = *ns->store;
+    // A memory hit (or a fresh fetch) comes back pinned; a disk hit is copied into a block of its
+    // own, which the reply then pins the same way.
+    std::shared_ptr<Block> scratch = Block::Allocate(length);
+    LC_ASSIGN_OR_RETURN(
+        BlockStore::PinnedRead read,
+        blocks_->ReadPinned(req, offset, std::span<char>(scratch->mutable_data(), length),
+                            [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
+    BlockRef pinned = read.block;
+    const char* data = nullptr;
+    if (pinned != nullptr) {
+      data = pinned->data() + offset;
+    } else {
+      length = read.copied;
+      pinned = std::move(scratch);
+      data = pinned->data();
+    }
+    blocks_served_.fetch_add(1, std::memory_order_relaxed);
+    bytes_served_.fetch_add(length, std::memory_order_relaxed);
+    for (uint64_t done = 0; done < length; done += kChunkBytes) {
+      messages.push_back(
+          ChunkMessage(pinned, data + done, std::min<uint64_t>(kChunkBytes, length - done)));
+    }
+    return messages;
+  }
+
+  // A ReadBlockChunk{data} message: field 1's tag and length, then a slice over the bytes that
+  // keeps `owner` alive until gRPC lets go of it.
+  static grpc::ByteBuffer ChunkMessage(const BlockRef& owner, const char* data, uint64_t length) {
+    uint8_t header[11];
+    size_t n = 0;
+    header[n++] = 0x0a;  // field 1, length-delimited
+    for (uint64_t v = length;; v >>= 7) {
+      header[n++] = static_cast<uint8_t>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+      if (v < 0x80) break;
+    }
+    auto* keep = new BlockRef(owner);
+    grpc::Slice slices[2] = {grpc::Slice(header, n),  // copied: 2-11 bytes
+                             grpc::Slice(
+                                 const_cast<char*>(data), length,
+                                 [](void* p) { delete static_cast<BlockRef*>(p); }, keep)};
+    return grpc::ByteBuffer(slices, 2);
+  }
+
   // The namespace and block request a BlockId names, checked: a client may only read keys of a
   // namespace this worker serves, under that namespace's prefix.
   Status Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest* req) const {
@@ -233,6 +312,7 @@ class WorkerServer::Service final : public rpc::WorkerService::Service {
   NamespaceTable* namespaces_;
   std::shared_ptr<BlockStore> blocks_;
   ThreadPool* pool_;
+  ThreadPool* read_pool_;
   std::function<void(rpc::WorkerInfo*)> fill_info_;
   std::atomic<uint64_t> blocks_served_{0};
   std::atomic<uint64_t> bytes_served_{0};
@@ -254,8 +334,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                                                               : config.cache.disks.front().path));
   LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));
   w->prefetch_pool_ = std::make_unique<ThreadPool>(kPrefetchThreads);
+  w->read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
   WorkerServer* self = w.get();
   w->service_ = std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(),
+                                          w->read_pool_.get(),
                                           [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
   LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
                       rpc::StartServer(options.listen, {w->service_.get()}));
@@ -281,6 +363,7 @@ void WorkerServer::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
   prefetch_pool_.reset();  // finishes queued prefetches
+  read_pool_.reset();      // every ReadBlock has finished with the server (Shutdown waited)
   if (blocks_ != nullptr) blocks_->Flush();
 }
 
