@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 namespace lakecache::cli {
 namespace {
@@ -32,16 +36,49 @@ Status WriteAll(int fd, const std::string& data, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// One thread takes the signals. Until the server serves (a start-up that probes object stores can
+// take up to a minute), a signal ends the process at once: there is nothing to shut down cleanly
+// yet. Afterwards it hands the signal to WaitForTerminationSignal.
+struct SignalState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool serving = false;  // GUARDED_BY(mu)
+  int signal = 0;        // GUARDED_BY(mu)
+};
+
+SignalState& State() {
+  static auto* state = new SignalState();  // used by a detached thread: never destroyed
+  return *state;
+}
+
+}  // namespace
+
 void BlockTerminationSignals() {
   sigset_t set = TerminationSignals();
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([] {
+    sigset_t signals = TerminationSignals();
+    int signal = 0;
+    ::sigwait(&signals, &signal);  // fails only for an invalid set
+    SignalState& state = State();
+    std::lock_guard lock(state.mu);
+    if (!state.serving) {
+      std::fprintf(stderr, "lakecache: %s during start-up: stopping\n", ::strsignal(signal));
+      std::_Exit(128 + signal);
+    }
+    state.signal = signal;
+    state.cv.notify_all();
+  }).detach();
 }
 
 int WaitForTerminationSignal() {
-  sigset_t set = TerminationSignals();
-  int signal = 0;
-  ::sigwait(&set, &signal);  // fails only for an invalid set
-  return signal;
+  SignalState& state = State();
+  std::unique_lock lock(state.mu);
+  state.serving = true;
+  state.cv.wait(lock, [&] { return state.signal != 0; });
+  return state.signal;
 }
 
 Status WriteAddressFile(const std::string& path, const std::string& address) {

@@ -11,10 +11,13 @@
 
 namespace lakecache::cli {
 
-// Blocks SIGINT and SIGTERM in the calling thread (and the threads it creates from now on).
+// Blocks SIGINT and SIGTERM in the calling thread (and the threads it creates from now on) and
+// starts the one thread that takes them. Until WaitForTerminationSignal is called, a signal ends
+// the process at once (exit 128 + signal): a server still starting has nothing to save.
 void BlockTerminationSignals();
 
-// Waits until SIGINT or SIGTERM arrives and returns it. REQUIRES: BlockTerminationSignals.
+// The server serves: waits until SIGINT or SIGTERM arrives and returns it.
+// REQUIRES: BlockTerminationSignals.
 int WaitForTerminationSignal();
 
 // Writes `address` (no newline) to `path` through PATH.tmp and a rename, so a reader sees the
