@@ -158,15 +158,9 @@ class FileSystemTest : public ::testing::Test {
   }
 
   NamespaceConfig NamespaceFor(const std::string& name, const std::string& dir) const {
-    NamespaceConfig ns;
-    ns.name = name;
-    ns.uri = "file://" + dir;
-    auto location = ParseObjectUri(ns.uri);
-    EXPECT_TRUE(location.ok()) << location.status().ToString();
-    if (location.ok()) ns.location = *location;
+    NamespaceConfig ns = testing::LocalNamespace(name, dir, kBlockSize);
     ns.metadata_ttl = spec_.metadata_ttl;
     ns.immutable = spec_.immutable;
-    ns.block_size = kBlockSize;
     return ns;
   }
 

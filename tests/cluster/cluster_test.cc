@@ -44,12 +44,7 @@ class ClusterTest : public ::testing::Test {
     for (const auto& [path, content] : files_) {
       ASSERT_TRUE(WriteFile(data_.path() + "/" + path, content).ok());
     }
-    NamespaceConfig ns;
-    ns.name = "lake";
-    ns.uri = "file://" + data_.path();
-    ns.location = *ParseObjectUri(ns.uri);
-    ns.block_size = kBlock;
-    config_.namespaces["lake"] = ns;
+    config_.namespaces["lake"] = testing::LocalNamespace("lake", data_.path(), kBlock);
     config_.cluster.heartbeat_interval = std::chrono::milliseconds(100);
     config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600);
     store_options_.retries = false;

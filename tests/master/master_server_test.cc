@@ -22,14 +22,7 @@ using std::chrono::milliseconds;
 constexpr uint64_t kBlockSize = 1 << 20;
 
 NamespaceConfig LocalNamespace(const std::string& name, const std::string& dir) {
-  NamespaceConfig ns;
-  ns.name = name;
-  ns.uri = "file://" + dir;
-  auto location = ParseObjectUri(ns.uri);
-  EXPECT_TRUE(location.ok()) << location.status().ToString();
-  if (location.ok()) ns.location = *location;
-  ns.block_size = kBlockSize;
-  return ns;
+  return testing::LocalNamespace(name, dir, kBlockSize);
 }
 
 MasterOptions LoopbackOptions() {

@@ -1,5 +1,7 @@
 #include "support/test_servers.h"
 
+#include <gtest/gtest.h>
+
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -78,6 +80,18 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+}
+
+NamespaceConfig LocalNamespace(const std::string& name, const std::string& dir,
+                               uint64_t block_size) {
+  NamespaceConfig ns;
+  ns.name = name;
+  ns.uri = "file://" + dir;
+  Result<ObjectUri> location = ParseObjectUri(ns.uri);
+  EXPECT_TRUE(location.ok()) << location.status().ToString();
+  if (location.ok()) ns.location = *location;
+  ns.block_size = block_size;
+  return ns;
 }
 
 Status WriteFile(const std::string& path, const std::string& content) {

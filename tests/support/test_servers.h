@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/config.h"
 #include "common/result.h"
 #include "common/status.h"
 #include "support/process.h"
@@ -39,6 +40,10 @@ class TempDir {
 
 // Writes `content` to `path`, replacing the file.
 Status WriteFile(const std::string& path, const std::string& content);
+
+// A namespace `name` over the local folder `dir` (file://), with cache blocks of `block_size`.
+NamespaceConfig LocalNamespace(const std::string& name, const std::string& dir,
+                               uint64_t block_size);
 
 // A self-signed certificate for 127.0.0.1 (subjectAltName IP:127.0.0.1), made with the openssl CLI.
 // The certificate also serves as the CA file clients pass (curl --cacert).
