@@ -149,18 +149,27 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
                                                       std::span<char> dst,
                                                       const BlockSource& source) {
   const bool count = !request.repeat_access;
+  // Memory first, then staging (read-ahead may have loaded a disk block there), then a read-ahead
+  // of this block still in flight, then the disk: a reader never reads the disk for a block that
+  // read-ahead is already bringing in.
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    PinnedRead read;
-    if (tiers_[i]->resident()) {
-      read.block = tiers_[i]->Pin(request.key, count);
-      if (read.block == nullptr) continue;
-    } else {
-      Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, count);
-      if (!hit.ok()) continue;
-      read.copied = *hit;
-    }
+    if (!tiers_[i]->resident()) continue;
+    BlockRef block = tiers_[i]->Pin(request.key, count);
+    if (block == nullptr) continue;
     if (count) TouchBelow(i, request.key);
-    return read;
+    return PinnedRead{std::move(block), 0};
+  }
+  if (BlockRef block = AdmitStaged(request)) return PinnedRead{std::move(block), 0};
+  if (InFlight(request.key)) {
+    LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));  // joins it
+    return PinnedRead{std::move(block), 0};
+  }
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    if (tiers_[i]->resident()) continue;
+    Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, count);
+    if (!hit.ok()) continue;
+    if (count) TouchBelow(i, request.key);
+    return PinnedRead{nullptr, *hit};
   }
   if (BlockRef block = AdmitStaged(request)) return PinnedRead{std::move(block), 0};
   LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));
@@ -169,7 +178,9 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
 
 BlockStore::PrefetchResult BlockStore::Prefetch(const BlockRequest& request, BlockSource source,
                                                 ThreadPool& pool) {
-  if (Contains(request.key) || IsStaged(request.key)) return PrefetchResult::kPresent;
+  // A block only on disk is prefetched too: loaded (and verified) ahead of the reader, off its
+  // thread, into staging.
+  if (InMemory(request.key) || IsStaged(request.key)) return PrefetchResult::kPresent;
   {
     std::lock_guard lock(flights_mu_);
     if (flights_.contains(request.key)) return PrefetchResult::kPresent;
@@ -188,15 +199,20 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
   {
     std::lock_guard lock(flights_mu_);
     // A reader may have fetched it while this task waited in the pool's queue.
-    if (!flights_.try_emplace(request.key, flight).second || Contains(request.key) ||
+    if (!flights_.try_emplace(request.key, flight).second || InMemory(request.key) ||
         IsStaged(request.key)) {
       if (flights_[request.key] == flight) flights_.erase(request.key);
       budget_->Release(request.length);
       return;
     }
   }
-  Result<BlockRef> result = CallSource(request, source);
-  Counters::Add(counters_->prefetches);
+  Result<BlockRef> result = Status::NotFound("");
+  if (BlockRef block = LoadFromLowerTier(request.key)) {
+    result = std::move(block);
+  } else {
+    result = CallSource(request, source);
+    Counters::Add(counters_->prefetches);
+  }
   if (result.ok()) {
     std::lock_guard lock(staging_mu_);
     staging_[request.key] = Staged{*result, std::chrono::steady_clock::now()};
@@ -208,6 +224,27 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
     flights_.erase(request.key);
   }
   flight->Finish(result);
+}
+
+bool BlockStore::InMemory(const BlockKey& key) const {
+  for (const auto& tier : tiers_) {
+    if (tier->resident() && tier->Contains(key)) return true;
+  }
+  return false;
+}
+
+BlockRef BlockStore::LoadFromLowerTier(const BlockKey& key) {
+  for (const auto& tier : tiers_) {
+    if (tier->resident() || !tier->Contains(key)) continue;  // Contains: no miss counted
+    Result<BlockRef> block = tier->Get(key);
+    if (block.ok()) return std::move(block).value();
+  }
+  return nullptr;
+}
+
+bool BlockStore::InFlight(const BlockKey& key) {
+  std::lock_guard lock(flights_mu_);
+  return flights_.contains(key);
 }
 
 bool BlockStore::IsStaged(const BlockKey& key) {

@@ -9,13 +9,15 @@
 //  - A hit in a lower tier is touched there and, on Get, offered to the tiers above (promotion).
 //    Read of a range from disk does not promote (it reads only the range).
 //  - A tier that fails to store a block (disk full) only counts it; the reader still gets its
-//  bytes.
+//    bytes.
 //  - Prefetch fetches through the same single-flight path but parks the block in a staging area
 //    instead of offering it to the tiers: read-ahead is not an access, so the policies must not see
-//    it. A later reader that misses every tier takes the block from staging and only then offers
-//    it to the tiers. Staged and in-flight bytes count against one MemoryBudget; a prefetch that
-//    does not fit is refused (unread staged blocks older than a moment are dropped first, oldest
-//    first); demand fetches are counted but never refused. Unread staged blocks expire.
+//    it. A block only on disk is prefetched too: loaded whole (verified) from the disk tier into
+//    staging. A later reader that misses the memory tier takes the block from staging (or joins
+//    its prefetch in flight) before it reads the disk, and only then offers it to the tiers. Staged
+//    and in-flight bytes count against one MemoryBudget; a prefetch that does not fit is refused
+//    (unread staged blocks older than a moment are dropped first, oldest first); demand fetches are
+//    counted but never refused. Unread staged blocks expire.
 // Thread-safe. A hit takes no global lock: only the tier's shard lock and the policy's.
 #pragma once
 
@@ -83,8 +85,9 @@ class BlockStore {
                                 const BlockSource& source);
 
   enum class PrefetchResult { kStarted, kPresent, kNoBudget };
-  // Starts fetching the block on `pool` into staging unless a tier or staging holds it already or
-  // a fetch of it is in flight (kPresent). kNoBudget: its bytes do not fit the budget now. Never
+  // Starts fetching the block on `pool` into staging (from the disk tier when it holds the block,
+  // else through `source`) unless the memory tier or staging holds it already or a fetch of it is
+  // in flight (kPresent). kNoBudget: its bytes do not fit the budget now. Never
   // blocks and never counts as an access. `source` must stay callable until the pool runs it.
   PrefetchResult Prefetch(const BlockRequest& request, BlockSource source, ThreadPool& pool);
   // Drops the block from staging, if it is there unread.
@@ -118,6 +121,11 @@ class BlockStore {
   // Takes the block out of staging and offers it to the tiers; nullptr if not staged.
   BlockRef AdmitStaged(const BlockRequest& request);
   bool IsStaged(const BlockKey& key);
+  // True if a resident (memory) tier holds the block.
+  bool InMemory(const BlockKey& key) const;
+  // The block from the first non-resident tier (disk) holding it, verified; null if none does.
+  BlockRef LoadFromLowerTier(const BlockKey& key);
+  bool InFlight(const BlockKey& key);
   // Drops staged blocks that expired and, while `need` bytes do not fit the budget, the oldest of
   // those staged longer than a moment; then reserves `need` if it fits.
   bool ReserveForPrefetch(uint64_t need);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache/memory_tier.h"
+#include "common/thread_pool.h"
 
 namespace lakecache {
 namespace {
@@ -454,6 +455,41 @@ TEST(BlockStoreDiskTest, DiskBlocksSurviveReopening) {
   ASSERT_TRUE(block.ok()) << block.status().ToString();
   ExpectObjectBytes(**block, RequestFor(3));
   EXPECT_EQ(source.calls, 1);
+}
+
+// Read-ahead over a block that only the disk holds loads it into staging off the reader's thread;
+// the reader then takes it from there (no disk read of its own, no source call).
+TEST(BlockStoreDiskTest, ReadAheadLoadsDiskOnlyBlocksIntoStaging) {
+  TempDir dir;
+  CountingSource source;
+  {
+    auto store = BlockStore::Open(DiskConfig(dir.path(), 4));
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->Get(RequestFor(6), source.Source()).ok());
+  }  // flushed: block 6 is on disk, and memory starts empty below
+  auto store = BlockStore::Open(DiskConfig(dir.path(), 4));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ThreadPool pool(1);
+  EXPECT_EQ((*store)->Prefetch(RequestFor(6), source.Source(), pool),
+            BlockStore::PrefetchResult::kStarted);
+  pool.Submit([] {}).wait();
+  uint64_t disk_hits = (*store)->Stats().tiers[1].hits;
+  EXPECT_EQ(disk_hits, 1u) << "the prefetch read the disk once";
+  char buf[64];
+  Result<BlockStore::PinnedRead> read =
+      (*store)->ReadPinned(RequestFor(6), 100, buf, source.Source());
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_NE(read->block, nullptr) << "served from staging, not copied from disk";
+  ExpectObjectBytes(*read->block, RequestFor(6));
+  BlockStoreStats stats = (*store)->Stats();
+  EXPECT_EQ(stats.tiers[1].hits, disk_hits) << "no second disk read";
+  EXPECT_EQ(stats.prefetches, 0u) << "nothing was fetched from the source";
+  EXPECT_EQ(stats.prefetch_used, 1u);
+  EXPECT_EQ(source.calls, 1);  // the first store's fetch only
+  EXPECT_TRUE((*store)->Contains(RequestFor(6).key));
+  // Now in memory: a second prefetch has nothing to do.
+  EXPECT_EQ((*store)->Prefetch(RequestFor(6), source.Source(), pool),
+            BlockStore::PrefetchResult::kPresent);
 }
 
 TEST(BlockStoreDiskTest, DiskPastItsFreeSpaceFloorStillYieldsTheBytes) {
