@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/units.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -100,19 +101,6 @@ void PrintJson(const rpc::ClusterView& view, const std::vector<WorkerStatus>& wo
 }
 
 // "1.5 GiB", "12.0 MiB", "512 B": for people; --json has the exact bytes.
-std::string HumanBytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), unit == 0 ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
-  return buf;
-}
-
 // "memory 12, disk 340": each tier's kind ("disk:/var/cache/x" -> "disk") and its blocks.
 std::string TierBlocks(const rpc::WorkerStats& stats) {
   std::string out;
@@ -147,8 +135,8 @@ void PrintTable(const rpc::ClusterView& view, const std::vector<WorkerStatus>& w
       {"ID", "ADDRESS", "CAPACITY", "USED", "BLOCKS", "FETCHES", "SERVED"}};
   for (const WorkerStatus& w : workers) {
     std::vector<std::string> row = {w.info.id(), w.info.address(),
-                                    HumanBytes(w.info.capacity_bytes()),
-                                    HumanBytes(w.info.used_bytes())};
+                                    HumanByteSize(w.info.capacity_bytes()),
+                                    HumanByteSize(w.info.used_bytes())};
     if (w.stats) {
       row.insert(row.end(), {TierBlocks(*w.stats), std::to_string(w.stats->fetches()),
                              std::to_string(w.stats->blocks_served())});

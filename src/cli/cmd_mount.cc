@@ -9,12 +9,14 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "cache/block_store.h"
 #include "cli/commands.h"
 #include "cli/mount_options.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
+#include "client/mount_admin.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
 #include "fuse/fuse_mount.h"
@@ -135,6 +137,7 @@ void LogCacheStats(const BlockStore& blocks) {
 struct Mounted {
   std::unique_ptr<FuseMount> mount;
   std::shared_ptr<BlockStore> blocks;
+  std::unique_ptr<MountAdmin> admin;  // the control socket; destroyed first
 };
 
 // A mount serves long-running jobs: it rides out an outage of several seconds (a store, master or
@@ -227,7 +230,21 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
                                            : "lakecache:" + req.uri;
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);
   LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
-  return Mounted{std::move(mount), std::move(blocks)};
+  MountAdminOptions admin_options;
+  std::error_code ec;
+  admin_options.mountpoint = std::filesystem::canonical(req.mountpoint, ec).string();
+  if (ec) admin_options.mountpoint = std::filesystem::absolute(req.mountpoint).string();
+  admin_options.socket_path = ControlSocketPath(admin_options.mountpoint);
+  admin_options.master = req.master;
+  if (fs_options.single_namespace_root) admin_options.root_namespace = fs->namespaces().names()[0];
+  auto admin = MountAdmin::Start(fs, admin_options);
+  if (!admin.ok()) {
+    // The mount still serves reads; only `lakecache load/report/free/stat PATH` cannot reach it.
+    spdlog::warn("no control socket for {}: {}", admin_options.mountpoint,
+                 admin.status().message());
+    return Mounted{std::move(mount), std::move(blocks), nullptr};
+  }
+  return Mounted{std::move(mount), std::move(blocks), std::move(*admin)};
 }
 
 int MountExitCode(const Status& status) {

@@ -78,6 +78,28 @@ int RunUmount(const std::string& mountpoint);
 // Where a background mount logs when --log-file is not given.
 std::string DefaultMountLogFile();
 
+// The admin commands (docs/admin.md). PATH picks the cache: a path inside a lakecache mount is
+// that mount, otherwise /NAMESPACE/PATH of the cluster at `master`.
+struct AdminCommand {
+  std::string path;
+  std::string master;  // --master or LAKECACHE_MASTER
+  bool recursive = false;
+  bool json = false;
+};
+struct LoadCommand : AdminCommand {
+  bool metadata_only = false;
+  uint32_t replicas = 1;
+};
+// Caches a path's listings and data; progress on stderr, the report on stdout. Exit 0 when
+// nothing failed, 1 when something did, 2 for a bad or missing path, 130 when interrupted.
+int RunLoad(const LoadCommand& cmd);
+// Per worker (or the mount): capacity and use per tier, hit ratio, cached bytes per namespace.
+int RunReport(const AdminCommand& cmd);
+// Evicts a path's cached blocks and unpins its listings.
+int RunFree(const AdminCommand& cmd);
+// A path's size, ETag and cached blocks out of the total.
+int RunPathStat(const AdminCommand& cmd);
+
 // Prints the effective config with secrets redacted.
 int RunConfigShow(const CliContext& ctx);
 

@@ -41,6 +41,14 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
   app.add_option("--log-file", f.log_file, "Write logs to this file instead of stderr");
 }
 
+void AddAdminFlags(CLI::App* cmd, AdminCommand& c) {
+  cmd->add_option(
+         "--master", c.master,
+         "HOST:PORT of the master, for /NAMESPACE/PATH (or " + std::string(kMasterEnv) + ")")
+      ->envname(kMasterEnv);
+  cmd->add_flag("--json", c.json, "Print one JSON object (schema: docs/admin.md)");
+}
+
 // Network buffers (gRPC's, curl's) of a MiB or more come and go by the thousand per second in a
 // mount or worker. glibc would map each one afresh (and the kernel zero it page by page); kept in
 // the heap, freed buffers are reused. Blocks do not come from the heap (see cache/block.h).
@@ -64,8 +72,14 @@ int Main(int argc, char** argv) {
   CLI::App* ls = app.add_subcommand("ls", "List objects and folders under a URI, like `aws s3 ls`");
   ls->add_option("uri", uri, "s3://bucket/prefix, oss://bucket/prefix or file:///dir")->required();
   ls->add_flag("-R,--recursive", recursive, "List every key under the prefix");
-  CLI::App* stat = app.add_subcommand("stat", "Show size, ETag and modification time");
-  stat->add_option("uri", uri, "s3://bucket/key")->required();
+  AdminCommand stat_cmd;
+  CLI::App* stat = app.add_subcommand(
+      "stat", "Size, ETag and modification time; for a cached path also its cached blocks");
+  stat->add_option("path", stat_cmd.path,
+                   "s3://bucket/key (the store), a path in a lakecache mount, or /NAMESPACE/PATH "
+                   "of the cluster at --master")
+      ->required();
+  AddAdminFlags(stat, stat_cmd);
   CLI::App* cat = app.add_subcommand("cat", "Write an object (or a byte range of it) to stdout");
   cat->add_option("uri", uri, "s3://bucket/key")->required();
   cat->add_option("--range", range, "Inclusive byte range FIRST-LAST or FIRST-, as in HTTP");
@@ -157,6 +171,34 @@ int Main(int argc, char** argv) {
       ->envname(kMasterEnv);
   cluster_status->add_flag("--json", status_req.json, "Print one JSON object instead of a table");
 
+  LoadCommand load_cmd;
+  CLI::App* load = app.add_subcommand(
+      "load", "Preload a file or folder into the cache: listings, attributes and data");
+  load->add_option("path", load_cmd.path,
+                   "A path in a lakecache mount, or /NAMESPACE/PATH of the cluster at --master")
+      ->required();
+  AddAdminFlags(load, load_cmd);
+  load->add_flag("-R,--recursive", load_cmd.recursive, "The whole tree below the folder");
+  load->add_flag("--metadata-only", load_cmd.metadata_only,
+                 "Cache the listings and attributes only, no data");
+  load->add_option("--replica", load_cmd.replicas,
+                   "Copies of each block, on the first N workers in placement order")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  AdminCommand report_cmd;
+  CLI::App* report = app.add_subcommand(
+      "report", "Workers, capacity and use per tier, hit ratio, cached bytes per namespace");
+  report->add_option("path", report_cmd.path, "A path in a lakecache mount (default: the cluster)");
+  AddAdminFlags(report, report_cmd);
+  AdminCommand free_cmd;
+  CLI::App* free_path = app.add_subcommand("free", "Evict a file or folder from the cache");
+  free_path
+      ->add_option("path", free_cmd.path,
+                   "A path in a lakecache mount, or /NAMESPACE/PATH of the cluster at --master")
+      ->required();
+  AddAdminFlags(free_path, free_cmd);
+  free_path->add_flag("-R,--recursive", free_cmd.recursive, "The whole tree below the folder");
+
   std::string umount_point;
   CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
   umount->add_option("mountpoint", umount_point, "The folder it is mounted at")->required();
@@ -184,10 +226,14 @@ int Main(int argc, char** argv) {
   if (*up) return RunClusterUp(flags, up_req);
   if (*down) return RunClusterDown(down_dir);
   if (*cluster_status) return RunClusterStatus(status_req);
+  if (*load) return RunLoad(load_cmd);
+  if (*report) return RunReport(report_cmd);
+  if (*free_path) return RunFree(free_cmd);
+  if (*stat && stat_cmd.path.find("://") == std::string::npos) return RunPathStat(stat_cmd);
 
   CliContext ctx(flags);
   if (*ls) return RunLs(ctx, uri, recursive);
-  if (*stat) return RunStat(ctx, uri);
+  if (*stat) return RunStat(ctx, stat_cmd.path);
   if (*cat) return RunCat(ctx, uri, range);
   if (*show) return RunConfigShow(ctx);
   return kExitUsage;

@@ -9,6 +9,7 @@
 
 #include "cache/block_file.h"
 #include "cache/block_key.h"
+#include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -187,7 +188,7 @@ Status ClusterClient::RefreshView() {
             [](const auto& a, const auto& b) { return a->id < b->id; });
   for (const auto& w : view->workers) {
     // Weighted by capacity; a worker that reports none still gets a minimal share.
-    view->nodes.push_back({RendezvousSeed(w->id), std::max<double>(1.0, double(w->capacity))});
+    view->nodes.push_back(rpc::PlacementNode(w->id, w->capacity));
   }
   std::lock_guard lock(view_mu_);
   if (got.heartbeat_interval_ms() > 0) {

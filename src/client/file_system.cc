@@ -165,6 +165,7 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
   read_ahead.file_size = entry.size;
   read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
   auto* h = new Handle(info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
+  contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
   opened.fh = reinterpret_cast<uint64_t>(h);
   std::lock_guard lock(etag_mu_);

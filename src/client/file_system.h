@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cache/block_store.h"
+#include "cache/content_index.h"
 #include "client/inode_table.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
@@ -84,6 +85,9 @@ class FileSystem {
   double AttrTimeoutSeconds(uint64_t ino) const;
 
   BlockStore& blocks() { return *blocks_; }
+  const NamespaceTable& namespaces() const { return *namespaces_; }
+  // The object versions opened so far, by namespace (for `lakecache report`).
+  ContentIndex& contents() { return contents_; }
 
  private:
   struct Handle;
@@ -104,6 +108,7 @@ class FileSystem {
   const FileSystemOptions options_;
   const int64_t mount_time_;
   InodeTable inodes_;
+  ContentIndex contents_;
   std::mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_;  // GUARDED_BY(etag_mu_)
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.

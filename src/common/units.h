@@ -24,6 +24,8 @@ Result<Duration> ParseDuration(std::string_view text);
 // "4MiB", "1.5GiB", "123B": the largest binary unit that states the value exactly (one decimal at
 // most).
 std::string FormatByteSize(uint64_t bytes);
+// For people, rounded: "512 B", "1.5 GiB".
+std::string HumanByteSize(uint64_t bytes);
 // "30s", "5m", "250ms", "1h30m".
 std::string FormatDuration(Duration d);
 

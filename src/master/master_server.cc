@@ -6,8 +6,10 @@
 #include <chrono>
 #include <string_view>
 
+#include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
+#include "rpc/admin_service.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -19,27 +21,6 @@ constexpr auto kShutdownGrace = std::chrono::seconds(2);
 
 grpc::Status InvalidArgument(const std::string& message) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
-}
-
-// A path as the protocol has it: relative to the namespace root, no leading or trailing '/', no
-// empty, "." or ".." parts. Anything else could name keys outside the namespace's prefix.
-bool IsRelativePath(std::string_view path) {
-  if (path.empty()) return true;  // the root
-  if (path.find('\0') != std::string_view::npos) return false;
-  for (size_t start = 0;;) {
-    size_t slash = path.find('/', start);
-    std::string_view part =
-        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    if (slash == std::string_view::npos) return true;
-    start = slash + 1;
-  }
-}
-
-std::string RelativePathError(const std::string& what, const std::string& path) {
-  return what + " '" + path +
-         "': expected a path relative to the namespace root (no leading or trailing '/', no "
-         "empty, '.' or '..' parts)";
 }
 
 void FillEntry(const std::string& key, const DirEntry& entry, rpc::ObjectEntry* out) {
@@ -100,7 +81,9 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     Namespace* ns = namespaces_.Find(req->ns());
     if (ns == nullptr) return UnknownNamespace(req->ns());
     const std::string& dir = req->dir();
-    if (!IsRelativePath(dir)) return InvalidArgument(RelativePathError("ListDir: dir", dir));
+    if (!rpc::IsRelativePath(dir)) {
+      return InvalidArgument(rpc::RelativePathError("ListDir: dir", dir));
+    }
     auto listing = ns->meta->List(dir);
     if (!listing.ok()) return rpc::ToGrpcStatus(listing.status());
     std::string base = dir.empty() ? "" : dir + "/";
@@ -122,7 +105,9 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (ns == nullptr) return UnknownNamespace(req->ns());
     const std::string& path = req->path();
     if (path.empty()) return InvalidArgument("Stat: empty path (ListDir lists the root)");
-    if (!IsRelativePath(path)) return InvalidArgument(RelativePathError("Stat: path", path));
+    if (!rpc::IsRelativePath(path)) {
+      return InvalidArgument(rpc::RelativePathError("Stat: path", path));
+    }
     auto entry = ns->meta->Stat(path);
     if (!entry.ok()) return rpc::ToGrpcStatus(entry.status());
     // A folder's key is its prefix, as in ListDir's `dirs`.
@@ -134,10 +119,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
  private:
   grpc::Status UnknownNamespace(const std::string& name) const {
-    std::string known;
-    for (const std::string& n : namespaces_.names()) known += (known.empty() ? "" : ", ") + n;
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        "unknown namespace '" + name + "' (this cluster has: " + known + ")");
+    return rpc::UnknownNamespace(namespaces_, name);
   }
 
   const NamespaceTable& namespaces_;
@@ -157,8 +139,11 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->registry_ = std::make_unique<WorkerRegistry>(config.cluster.heartbeat_interval,
                                                        config.cluster.heartbeat_timeout);
   master->service_ = std::make_unique<Service>(*master->namespaces_, *master->registry_);
-  LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
-                      rpc::StartServer(options.listen, {master->service_.get()}));
+  master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_);
+  master->admin_ = std::make_unique<rpc::AdminServiceImpl>(master->admin_backend_.get());
+  LC_ASSIGN_OR_RETURN(
+      rpc::StartedServer started,
+      rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}));
   master->server_ = std::move(started.server);
   master->address_ = std::move(started.address);
   return master;

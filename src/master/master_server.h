@@ -3,7 +3,8 @@
 // It owns the namespaces (each with its object store and the one MetadataCache every client's
 // listings go through, so N clients listing a folder within the TTL cost one LIST) and the
 // WorkerRegistry. Start opens and probes every namespace, then listens; Shutdown stops it. Calls
-// are served on gRPC's threads; the object's methods are thread-safe.
+// are served on gRPC's threads; the object's methods are thread-safe. It also serves the admin
+// commands (rpc::AdminService: load, report, free, stat) for the cluster (see ClusterAdmin).
 #pragma once
 
 #include <memory>
@@ -22,6 +23,10 @@ namespace lakecache {
 
 class NamespaceTable;
 class WorkerRegistry;
+class ClusterAdmin;
+namespace rpc {
+class AdminServiceImpl;
+}  // namespace rpc
 
 struct MasterOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
@@ -52,6 +57,8 @@ class MasterServer {
   std::unique_ptr<NamespaceTable> namespaces_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Service> service_;
+  std::unique_ptr<ClusterAdmin> admin_backend_;
+  std::unique_ptr<rpc::AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::once_flag shutdown_once_;

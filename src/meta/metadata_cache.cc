@@ -13,6 +13,7 @@ struct MetadataCache::Slot {
   std::shared_ptr<const DirListing> listing;  // GUARDED_BY(mu)
   Clock::time_point fetched;                  // GUARDED_BY(mu)
   bool warned_stale = false;                  // GUARDED_BY(mu)
+  bool pinned = false;                        // GUARDED_BY(mu)
   // While serving a stale listing, the store is asked again only after this point, so callers do
   // not each wait for a store that does not answer.
   Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
@@ -41,6 +42,7 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
   std::shared_ptr<Slot> slot = SlotFor(dir);
   std::lock_guard lock(slot->mu);
   if (slot->listing) {
+    if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
     bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
     bool within_stale_bound = now - slot->fetched < options_.ttl + options_.stale_if_error;
@@ -75,6 +77,32 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::stri
     return slot.listing;
   }
   return error;
+}
+
+void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing) {
+  std::shared_ptr<Slot> slot = SlotFor(dir);
+  std::lock_guard lock(slot->mu);
+  slot->listing = std::move(listing);
+  slot->fetched = options_.now();
+  slot->warned_stale = false;
+  slot->pinned = true;
+}
+
+size_t MetadataCache::Unpin(const std::string& dir) {
+  std::lock_guard lock(mu_);
+  size_t forgotten = 0;
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    const std::string& name = it->first;
+    bool below = dir.empty() || name == dir ||
+                 (name.size() > dir.size() && name.starts_with(dir) && name[dir.size()] == '/');
+    if (below) {
+      it = slots_.erase(it);  // a caller inside List keeps its own reference to the slot
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  return forgotten;
 }
 
 Result<DirEntry> MetadataCache::Stat(const std::string& path) {

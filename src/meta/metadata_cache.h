@@ -5,7 +5,11 @@
 // changed object is seen, with its new ETag, when the folder is revalidated after the TTL.
 // Immutable namespaces never revalidate. Stale-if-error: when a revalidation fails because the
 // store is unreachable (not a 403/404), the cached listing keeps being served for up to
-// `stale_if_error` past its TTL, with one warning per folder. Thread-safe.
+// `stale_if_error` past its TTL, with one warning per folder.
+//
+// Pinned folders (a preload, `lakecache load`) are served from their cached listing without
+// revalidation until unpinned (`lakecache free`), so a loaded tree lists with the store
+// unreachable. Thread-safe.
 #pragma once
 
 #include <functional>
@@ -40,6 +44,12 @@ class MetadataCache {
 
   // The entry at relative path `path` (non-empty); kNotFound if its parent does not list it.
   Result<DirEntry> Stat(const std::string& path);
+
+  // Keeps `listing` as folder `dir`'s listing and serves it without revalidating until unpinned.
+  void Pin(const std::string& dir, std::shared_ptr<const DirListing> listing);
+  // Unpins and forgets folder `dir` and every folder below it: the next List asks the store.
+  // Returns the number of folders forgotten.
+  size_t Unpin(const std::string& dir);
 
   // The object key of a relative path.
   std::string ObjectKey(const std::string& path) const { return prefix_ + path; }

@@ -5,8 +5,10 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <sys/stat.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 
 namespace lakecache::rpc {
@@ -154,6 +156,30 @@ Result<StartedServer> StartServer(const std::string& address,
   }
   started.address = address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
   return started;
+}
+
+Result<std::unique_ptr<grpc::Server>> StartUnixServer(const std::string& path,
+                                                      const std::vector<grpc::Service*>& services) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    auto probe = OpenChannel("unix:" + path);
+    if (probe->WaitForConnected(std::chrono::system_clock::now() +
+                                std::chrono::milliseconds(500))) {
+      return Status::Unavailable("control socket " + path + " is in use by another process");
+    }
+    std::filesystem::remove(path, ec);
+  }
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  mode_t old_mask = ::umask(0077);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ::umask(old_mask);
+  if (server == nullptr) return Status::Unavailable("cannot listen on control socket " + path);
+  return server;
 }
 
 const std::string& HostId() {

@@ -52,6 +52,11 @@ struct StartedServer {
 Result<StartedServer> StartServer(const std::string& address,
                                   const std::vector<grpc::Service*>& services);
 
+// The same on a Unix socket at `path` (mode 0600: only its owner may connect). A stale socket file
+// left by a dead process is replaced; a live one is an error.
+Result<std::unique_ptr<grpc::Server>> StartUnixServer(const std::string& path,
+                                                      const std::vector<grpc::Service*>& services);
+
 // This host's identity for short-circuit reads: the running kernel's boot id (the same for every
 // process and container on one kernel); empty if unreadable.
 const std::string& HostId();

@@ -14,6 +14,8 @@
 
 #include "cache/block_key.h"
 #include "meta/block_fetch.h"
+#include "meta/store_sink.h"
+#include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -25,6 +27,8 @@ constexpr uint64_t kChunkBytes = 16 << 20;  // one ReadBlockChunk message at mos
 constexpr size_t kPrefetchThreads = 8;
 // ReadBlock calls served at once; each may wait for an object-store fetch.
 constexpr size_t kReadThreads = 32;
+// Object-store fetches of LoadBlocks batches at once (the master sends at most a few batches).
+constexpr size_t kLoadThreads = 16;
 constexpr std::chrono::milliseconds kRpcTimeout{5000};
 
 int64_t NowMs() {
@@ -85,11 +89,13 @@ class WorkerServer::Service final
     : public rpc::WorkerService::WithRawCallbackMethod_ReadBlock<rpc::WorkerService::Service> {
  public:
   Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, ThreadPool* pool,
-          ThreadPool* read_pool, std::function<void(rpc::WorkerInfo*)> fill_info)
+          ThreadPool* read_pool, ThreadPool* load_pool,
+          std::function<void(rpc::WorkerInfo*)> fill_info)
       : namespaces_(namespaces),
         blocks_(std::move(blocks)),
         pool_(pool),
         read_pool_(read_pool),
+        sink_(namespaces, blocks_.get(), &index_, load_pool),
         fill_info_(std::move(fill_info)) {}
 
   // ReadBlock is served raw and zero-copy: the reply is one message whose bytes are a gRPC slice
@@ -144,23 +150,7 @@ class WorkerServer::Service final
   grpc::Status Stats(grpc::ServerContext*, const rpc::WorkerStatsRequest*,
                      rpc::WorkerStats* response) override {
     fill_info_(response->mutable_worker());
-    BlockStoreStats stats = blocks_->Stats();
-    for (const TierStats& t : stats.tiers) {
-      rpc::TierStatsProto* p = response->add_tiers();
-      p->set_tier(t.tier);
-      p->set_hits(t.hits);
-      p->set_misses(t.misses);
-      p->set_inserts(t.inserts);
-      p->set_evictions(t.evictions);
-      p->set_used_bytes(t.used_bytes);
-      p->set_capacity_bytes(t.capacity_bytes);
-      p->set_blocks(t.blocks);
-      p->set_corrupt_blocks(t.corrupt_blocks);
-      p->set_write_errors(t.write_errors);
-    }
-    response->set_fetches(stats.fetches);
-    response->set_fetched_bytes(stats.fetched_bytes);
-    response->set_fetch_errors(stats.fetch_errors);
+    rpc::FillStats(blocks_->Stats(), index_.CachedBytes(*blocks_), response);
     response->set_blocks_served(blocks_served_.load(std::memory_order_relaxed));
     response->set_bytes_served(bytes_served_.load(std::memory_order_relaxed));
     response->set_blocks_located(blocks_located_.load(std::memory_order_relaxed));
@@ -169,27 +159,47 @@ class WorkerServer::Service final
 
   grpc::Status Free(grpc::ServerContext*, const rpc::FreeRequest* request,
                     rpc::FreeResponse* response) override {
-    rpc::BlockId id;
-    id.set_ns(request->ns());
-    id.set_key(request->key());
-    id.set_etag(request->etag());
-    id.set_object_size(request->object_size());
-    id.set_block_size(request->block_size());
-    uint64_t blocks =
-        request->block_size() == 0
-            ? 0
-            : (request->object_size() + request->block_size() - 1) / request->block_size();
     uint64_t freed = 0;
-    for (uint64_t i = 0; i < blocks; ++i) {
-      id.set_index(i);
+    for (const rpc::ObjectVersion& v : request->objects()) {
+      rpc::BlockId id;
+      id.set_ns(v.ns());
+      id.set_key(v.key());
+      id.set_etag(v.etag());
+      id.set_object_size(v.object_size());
+      id.set_block_size(v.block_size());
       Namespace* ns = nullptr;
       BlockRequest req;
       if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
-      if (!blocks_->Contains(req.key)) continue;
-      blocks_->Erase(req.key);
-      ++freed;
+      ObjectSpec object = rpc::FromObjectVersion(v);
+      auto got = sink_.Free(v.ns(), std::span<const ObjectSpec>(&object, 1));
+      if (!got.ok()) return rpc::ToGrpcStatus(got.status());
+      freed += *got;
     }
     response->set_blocks_freed(freed);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status LoadBlocks(grpc::ServerContext*, const rpc::LoadBlocksRequest* request,
+                          rpc::LoadBlocksResponse* response) override {
+    // Batches name one namespace in practice; group runs of the same one for the sink.
+    std::vector<BlockSpec> run;
+    std::string run_ns;
+    auto flush = [&] {
+      for (const BlockOutcome& o : sink_.Load(run_ns, run, request->check_only())) {
+        *response->add_results() = rpc::ToProto(o);
+      }
+      run.clear();
+    };
+    for (const rpc::BlockId& id : request->blocks()) {
+      Namespace* ns = nullptr;
+      BlockRequest req;
+      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (!run.empty() && id.ns() != run_ns) flush();
+      run_ns = id.ns();
+      run.push_back(
+          {ObjectSpec{id.key(), id.etag(), id.object_size(), id.block_size()}, id.index()});
+    }
+    if (!run.empty()) flush();
     return grpc::Status::OK;
   }
 
@@ -304,6 +314,7 @@ class WorkerServer::Service final
                                      std::to_string(id.object_size()) + " bytes)");
     }
     ContentId content = MakeContentId(id.ns(), id.key(), id.etag(), id.block_size());
+    index_.Note(id.ns(), content, id.object_size(), id.block_size());
     *req = MakeBlockRequest(content, id.key(), id.etag(), id.object_size(), id.block_size(),
                             id.index());
     return Status::Ok();
@@ -313,6 +324,8 @@ class WorkerServer::Service final
   std::shared_ptr<BlockStore> blocks_;
   ThreadPool* pool_;
   ThreadPool* read_pool_;
+  mutable ContentIndex index_;
+  StoreSink sink_;
   std::function<void(rpc::WorkerInfo*)> fill_info_;
   std::atomic<uint64_t> blocks_served_{0};
   std::atomic<uint64_t> bytes_served_{0};
@@ -335,9 +348,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));
   w->prefetch_pool_ = std::make_unique<ThreadPool>(kPrefetchThreads);
   w->read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
+  w->load_pool_ = std::make_unique<ThreadPool>(kLoadThreads);
   WorkerServer* self = w.get();
   w->service_ = std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(),
-                                          w->read_pool_.get(),
+                                          w->read_pool_.get(), w->load_pool_.get(),
                                           [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
   LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
                       rpc::StartServer(options.listen, {w->service_.get()}));
@@ -364,6 +378,7 @@ void WorkerServer::Shutdown() {
   }
   prefetch_pool_.reset();  // finishes queued prefetches
   read_pool_.reset();      // every ReadBlock has finished with the server (Shutdown waited)
+  load_pool_.reset();
   if (blocks_ != nullptr) blocks_->Flush();
 }
 

@@ -73,6 +73,7 @@ class WorkerServer {
   std::shared_ptr<BlockStore> blocks_;
   std::unique_ptr<ThreadPool> prefetch_pool_;
   std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_server.cc)
+  std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
 

@@ -185,7 +185,7 @@ TEST_F(MasterServerTest, UnknownNamespaceIsNotFoundNamingTheNamespaces) {
   rpc::ListDirResponse list;
   grpc::Status st = ListDir("nope", "", &list);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(st.error_message(), "unknown namespace 'nope' (this cluster has: lake, other)");
+  EXPECT_EQ(st.error_message(), "unknown namespace 'nope' (there are: lake, other)");
   rpc::StatResponse stat;
   EXPECT_EQ(Stat("nope", "a.txt", &stat).error_code(), grpc::StatusCode::NOT_FOUND);
 }

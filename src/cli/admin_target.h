@@ -1,0 +1,30 @@
+// Which cache an admin command (load, report, free, stat) talks to, from its PATH argument (see
+// docs/admin.md): an object-store URI is the store itself; a path inside a mounted lakecache file
+// system is that mount (its control socket; a cluster mount sends the command on to its master);
+// otherwise "/ns/path" names a namespace of the cluster at --master or LAKECACHE_MASTER.
+#pragma once
+
+#include <string>
+
+#include "common/result.h"
+
+namespace lakecache::cli {
+
+struct AdminTarget {
+  enum class Kind { kStore, kMount, kCluster };
+  Kind kind = Kind::kCluster;
+  std::string address;  // gRPC target: HOST:PORT of the master, or unix:SOCKET of a mount
+  std::string shown;    // the master's HOST:PORT or the mountpoint, for messages and reports
+  std::string ns;       // empty: the PATH named no namespace (a mount's root; report)
+  std::string path;     // relative to the namespace root
+
+  bool mount() const { return kind == Kind::kMount; }
+  // "/ns/path" as the user reads it back.
+  std::string Display() const;
+};
+
+// `path` may be empty (report): then only the cluster at `master` (or a mount, never) qualifies.
+// Usage errors (no master, a URI where none is allowed) are kInvalidArgument.
+Result<AdminTarget> ResolveAdminTarget(const std::string& path, const std::string& master);
+
+}  // namespace lakecache::cli

@@ -1,0 +1,450 @@
+// lakecache load / report / free / stat PATH: the admin commands over rpc::AdminService, served
+// by the master of a cluster or by a mount's control socket (docs/admin.md).
+#include <grpcpp/client_context.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "cli/admin_target.h"
+#include "cli/commands.h"
+#include "common/units.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+
+namespace lakecache::cli {
+namespace {
+
+using nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr int kExitInterrupted = 130;
+constexpr auto kCallTimeout = std::chrono::minutes(2);  // report, free, stat
+constexpr auto kPlainProgressEvery = std::chrono::seconds(2);
+
+// Exit code for a failed call: 2 for what the user asked wrong (a missing path, an unknown
+// namespace, a bad argument), 1 for everything else.
+int CallError(const grpc::Status& status, const AdminTarget& target) {
+  std::string peer = target.mount() ? "mount " + target.shown : "master " + target.shown;
+  std::fprintf(stderr, "lakecache: error: %s\n",
+               rpc::FromGrpcStatus(status, peer).message().c_str());
+  switch (status.error_code()) {
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return kExitUsage;
+    default:
+      return kExitFailure;
+  }
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+// Resolves PATH for a command that needs a cache (not an object store) and a namespace.
+Result<AdminTarget> CacheTarget(const std::string& command, const std::string& path,
+                                const std::string& master, bool need_namespace) {
+  LC_ASSIGN_OR_RETURN(AdminTarget target, ResolveAdminTarget(path, master));
+  if (target.kind == AdminTarget::Kind::kStore) {
+    return Status::InvalidArgument(command + " " + path +
+                                   ": an object-store URI has no cache; give a path inside a "
+                                   "lakecache mount or /NAMESPACE/PATH of a cluster");
+  }
+  if (need_namespace && target.ns.empty()) {
+    return Status::InvalidArgument(command + " " + path +
+                                   ": name a namespace (/NAMESPACE/PATH, or a folder below a "
+                                   "mount's root)");
+  }
+  return target;
+}
+
+std::unique_ptr<rpc::AdminService::Stub> Connect(const AdminTarget& target) {
+  return rpc::AdminService::NewStub(rpc::OpenChannel(target.address));
+}
+
+std::string TargetKind(const AdminTarget& target) { return target.mount() ? "mount" : "cluster"; }
+
+std::string Iso8601(int64_t mtime) {
+  if (mtime <= 0) return "unknown";
+  std::time_t t = static_cast<std::time_t>(mtime);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Decimal units for rates and progress (MB/s as the benchmarks print them).
+std::string Decimal(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (bytes >= 1000 && u < 5) {
+    bytes /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string Clock(double seconds) {
+  if (seconds < 0 || seconds > 359999) return "--:--";
+  int s = static_cast<int>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%d:%02d", s / 60, s % 60);
+  }
+  return buf;
+}
+
+json Counts(const rpc::LoadProgress& p, bool bytes) {
+  auto pick = [&](const rpc::LoadCounts& c) { return bytes ? c.bytes() : c.files(); };
+  return json{{"total", pick(p.total())},
+              {"loaded", pick(p.loaded())},
+              {"already_cached", pick(p.already_cached())},
+              {"failed", pick(p.failed())}};
+}
+
+// Progress on stderr: a bar redrawn in place on a terminal, plain lines otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::string what) : what_(std::move(what)), tty_(::isatty(2) == 1) {}
+
+  void Update(const rpc::LoadProgress& p) {
+    auto now = SteadyClock::now();
+    auto every = tty_ ? std::chrono::milliseconds(200) : kPlainProgressEvery;
+    if (p.done() || now - last_ < every) return;
+    last_ = now;
+    uint64_t done = p.loaded().bytes() + p.already_cached().bytes() + p.failed().bytes();
+    double rate = p.seconds() > 0 ? static_cast<double>(done) / p.seconds() : 0;
+    double eta =
+        rate > 0 ? static_cast<double>(p.total().bytes() - std::min(done, p.total().bytes())) / rate
+                 : -1;
+    char line[256];
+    std::snprintf(line, sizeof(line), "files %llu/%llu  bytes %s/%s  %s/s  ETA %s",
+                  static_cast<unsigned long long>(p.files_done()),
+                  static_cast<unsigned long long>(p.total().files()), Decimal(done).c_str(),
+                  Decimal(p.total().bytes()).c_str(), Decimal(rate).c_str(), Clock(eta).c_str());
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line);
+      drawn_ = true;
+    } else {
+      std::fprintf(stderr, "lakecache: load %s: %s\n", what_.c_str(), line);
+    }
+    std::fflush(stderr);
+  }
+
+  void Finish() {
+    if (drawn_) std::fprintf(stderr, "\r\033[K");
+    drawn_ = false;
+  }
+
+ private:
+  const std::string what_;
+  const bool tty_;
+  bool drawn_ = false;
+  SteadyClock::time_point last_{};
+};
+
+// SIGINT/SIGTERM cancel the call in flight instead of killing the process, so the summary of
+// what was done still prints. Blocks the signals in every thread (call before any other thread
+// starts) and waits for them on a thread of its own.
+class InterruptWatcher {
+ public:
+  InterruptWatcher() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread([this, set] {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0) return;
+      interrupted_ = true;
+      std::lock_guard lock(mu_);
+      if (context_ != nullptr) context_->TryCancel();
+    }).detach();
+  }
+
+  void Watch(grpc::ClientContext* context) {
+    std::lock_guard lock(mu_);
+    context_ = context;
+    if (interrupted_) context_->TryCancel();
+  }
+  void Unwatch() {
+    std::lock_guard lock(mu_);
+    context_ = nullptr;
+  }
+  bool interrupted() const { return interrupted_; }
+
+ private:
+  std::atomic<bool> interrupted_{false};
+  std::mutex mu_;
+  grpc::ClientContext* context_ = nullptr;  // GUARDED_BY(mu_)
+};
+
+void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const rpc::LoadProgress& p,
+                      bool complete) {
+  if (cmd.json) {
+    json failures = json::array();
+    for (const rpc::LoadFailure& f : p.failures()) {
+      failures.push_back({{"path", "/" + target.ns + "/" + f.path()}, {"error", f.error()}});
+    }
+    json out{{"path", target.Display()},  {"target", TargetKind(target)},
+             {"address", target.shown},   {"metadata_only", cmd.metadata_only},
+             {"replicas", p.replicas()},  {"complete", complete},
+             {"seconds", p.seconds()},    {"dirs", p.dirs()},
+             {"files", Counts(p, false)}, {"bytes", Counts(p, true)},
+             {"failures", failures}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s %s (%s %s)%s in %.1f s: %llu folders, %llu files, %s\n",
+              cmd.metadata_only ? "listed" : "loaded", target.Display().c_str(),
+              TargetKind(target).c_str(), target.shown.c_str(), complete ? "" : ", interrupted",
+              p.seconds(), static_cast<unsigned long long>(p.dirs()),
+              static_cast<unsigned long long>(p.total().files()),
+              Decimal(static_cast<double>(p.total().bytes())).c_str());
+  if (cmd.metadata_only) return;
+  auto row = [](const char* name, const rpc::LoadCounts& c) {
+    std::printf("  %-15s %10llu files  %12s\n", name, static_cast<unsigned long long>(c.files()),
+                Decimal(static_cast<double>(c.bytes())).c_str());
+  };
+  row("loaded", p.loaded());
+  row("already cached", p.already_cached());
+  row("failed", p.failed());
+  for (const rpc::LoadFailure& f : p.failures()) {
+    std::printf("  failed: /%s/%s: %s\n", target.ns.c_str(), f.path().c_str(), f.error().c_str());
+  }
+  if (p.failed().files() > static_cast<uint64_t>(p.failures_size())) {
+    std::printf("  ... and %llu more failed files\n",
+                static_cast<unsigned long long>(p.failed().files() - p.failures_size()));
+  }
+}
+
+double HitRatio(const rpc::WorkerStats& w, uint64_t* hits_out, uint64_t* lookups_out) {
+  uint64_t hits = 0;
+  for (const rpc::TierStatsProto& t : w.tiers()) hits += t.hits();
+  uint64_t lookups = w.tiers().empty() ? 0 : w.tiers(0).hits() + w.tiers(0).misses();
+  *hits_out += hits;
+  *lookups_out += lookups;
+  return lookups == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(lookups);
+}
+
+}  // namespace
+
+int RunLoad(const LoadCommand& cmd) {
+  InterruptWatcher interrupts;
+  auto target = CacheTarget("load", cmd.path, cmd.master, /*need_namespace=*/true);
+  if (!target.ok()) return ReportError(target.status());
+  auto stub = Connect(*target);
+  rpc::LoadRequest request;
+  request.set_ns(target->ns);
+  request.set_path(target->path);
+  request.set_recursive(cmd.recursive);
+  request.set_metadata_only(cmd.metadata_only);
+  request.set_replicas(cmd.replicas);
+  grpc::ClientContext ctx;
+  interrupts.Watch(&ctx);
+  ProgressPrinter printer(target->Display());
+  if (::isatty(2) != 1) {
+    std::fprintf(stderr, "lakecache: load %s: listing\n", target->Display().c_str());
+  }
+  auto reader = stub->Load(&ctx, request);
+  rpc::LoadProgress last;
+  bool got_any = false;
+  for (rpc::LoadProgress p; reader->Read(&p);) {
+    printer.Update(p);
+    last = p;
+    got_any = true;
+  }
+  grpc::Status status = reader->Finish();
+  interrupts.Unwatch();
+  printer.Finish();
+  if (interrupts.interrupted()) {
+    if (got_any) PrintLoadSummary(*target, cmd, last, /*complete=*/false);
+    std::fprintf(stderr, "lakecache: load %s interrupted; run it again to resume\n",
+                 target->Display().c_str());
+    return kExitInterrupted;
+  }
+  if (!status.ok()) return CallError(status, *target);
+  if (!last.done()) {
+    std::fprintf(stderr, "lakecache: error: the load of %s ended without a final report\n",
+                 target->Display().c_str());
+    return kExitFailure;
+  }
+  PrintLoadSummary(*target, cmd, last, last.complete());
+  return last.failed().files() == 0 ? kExitOk : kExitFailure;
+}
+
+int RunReport(const AdminCommand& cmd) {
+  auto target = ResolveAdminTarget(cmd.path, cmd.master);
+  if (!target.ok()) return ReportError(target.status());
+  if (target->kind == AdminTarget::Kind::kStore) {
+    return UsageError("report " + cmd.path + ": an object-store URI has no cache");
+  }
+  auto stub = Connect(*target);
+  grpc::ClientContext ctx;
+  rpc::SetTimeout(&ctx, kCallTimeout);
+  rpc::Report report;
+  grpc::Status status = stub->GetReport(&ctx, rpc::ReportRequest(), &report);
+  if (!status.ok()) return CallError(status, *target);
+  uint64_t capacity = 0, used = 0, hits = 0, lookups = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_ns;  // bytes, blocks
+  json workers = json::array();
+  for (const rpc::WorkerStats& w : report.workers()) {
+    capacity += w.worker().capacity_bytes();
+    used += w.worker().used_bytes();
+    double ratio = HitRatio(w, &hits, &lookups);
+    json tiers = json::array();
+    for (const rpc::TierStatsProto& t : w.tiers()) {
+      tiers.push_back({{"tier", t.tier()},
+                       {"capacity_bytes", t.capacity_bytes()},
+                       {"used_bytes", t.used_bytes()},
+                       {"blocks", t.blocks()},
+                       {"hits", t.hits()},
+                       {"misses", t.misses()}});
+    }
+    json namespaces = json::array();
+    for (const rpc::NamespaceUsage& n : w.namespaces()) {
+      namespaces.push_back(
+          {{"ns", n.ns()}, {"cached_bytes", n.cached_bytes()}, {"blocks", n.blocks()}});
+      per_ns[n.ns()].first += n.cached_bytes();
+      per_ns[n.ns()].second += n.blocks();
+    }
+    workers.push_back({{"id", w.worker().id()},
+                       {"address", w.worker().address()},
+                       {"reachable", true},
+                       {"capacity_bytes", w.worker().capacity_bytes()},
+                       {"used_bytes", w.worker().used_bytes()},
+                       {"hit_ratio", ratio},
+                       {"fetches", w.fetches()},
+                       {"fetched_bytes", w.fetched_bytes()},
+                       {"tiers", tiers},
+                       {"namespaces", namespaces}});
+  }
+  for (const std::string& u : report.unreachable()) {
+    workers.push_back({{"id", u.substr(0, u.find(' '))}, {"reachable", false}, {"error", u}});
+  }
+  double total_ratio =
+      lookups == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(lookups);
+  if (cmd.json) {
+    json namespaces = json::array();
+    for (const auto& [ns, v] : per_ns) {
+      namespaces.push_back({{"ns", ns}, {"cached_bytes", v.first}, {"blocks", v.second}});
+    }
+    json out{{"target", TargetKind(*target)},
+             {"address", target->shown},
+             {"workers", workers},
+             {"totals",
+              {{"workers", report.workers_size()},
+               {"capacity_bytes", capacity},
+               {"used_bytes", used},
+               {"hit_ratio", total_ratio},
+               {"namespaces", namespaces}}}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%s %s: %d %s, capacity %s, used %s, hit ratio %.1f%%\n", TargetKind(*target).c_str(),
+              target->shown.c_str(), report.workers_size(),
+              target->mount() ? "cache" : (report.workers_size() == 1 ? "worker" : "workers"),
+              HumanByteSize(capacity).c_str(), HumanByteSize(used).c_str(), 100 * total_ratio);
+  for (const rpc::WorkerStats& w : report.workers()) {
+    uint64_t h = 0, l = 0;
+    double ratio = HitRatio(w, &h, &l);
+    std::printf("%s %s: hit ratio %.1f%%, %llu fetches (%s)\n", w.worker().id().c_str(),
+                w.worker().address().c_str(), 100 * ratio,
+                static_cast<unsigned long long>(w.fetches()),
+                HumanByteSize(w.fetched_bytes()).c_str());
+    for (const rpc::TierStatsProto& t : w.tiers()) {
+      std::printf("  %10s of %10s used, %8llu blocks  %s\n", HumanByteSize(t.used_bytes()).c_str(),
+                  HumanByteSize(t.capacity_bytes()).c_str(),
+                  static_cast<unsigned long long>(t.blocks()), t.tier().c_str());
+    }
+  }
+  for (const std::string& u : report.unreachable()) std::printf("unreachable: %s\n", u.c_str());
+  std::printf("cached per namespace:\n");
+  if (per_ns.empty()) std::printf("  (none)\n");
+  for (const auto& [ns, v] : per_ns) {
+    std::printf("  %-20s %12s in %llu blocks\n", ns.c_str(), HumanByteSize(v.first).c_str(),
+                static_cast<unsigned long long>(v.second));
+  }
+  return kExitOk;
+}
+
+int RunFree(const AdminCommand& cmd) {
+  auto target = CacheTarget("free", cmd.path, cmd.master, /*need_namespace=*/true);
+  if (!target.ok()) return ReportError(target.status());
+  auto stub = Connect(*target);
+  rpc::FreePathRequest request;
+  request.set_ns(target->ns);
+  request.set_path(target->path);
+  request.set_recursive(cmd.recursive);
+  grpc::ClientContext ctx;
+  rpc::SetTimeout(&ctx, kCallTimeout);
+  rpc::FreePathResponse response;
+  grpc::Status status = stub->FreePath(&ctx, request, &response);
+  if (!status.ok()) return CallError(status, *target);
+  if (cmd.json) {
+    json out{{"path", target->Display()},
+             {"files", response.files()},
+             {"blocks_freed", response.blocks_freed()}};
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("freed %s (%s %s): %llu files, %llu blocks\n", target->Display().c_str(),
+                TargetKind(*target).c_str(), target->shown.c_str(),
+                static_cast<unsigned long long>(response.files()),
+                static_cast<unsigned long long>(response.blocks_freed()));
+  }
+  return kExitOk;
+}
+
+int RunPathStat(const AdminCommand& cmd) {
+  auto target = CacheTarget("stat", cmd.path, cmd.master, /*need_namespace=*/true);
+  if (!target.ok()) return ReportError(target.status());
+  auto stub = Connect(*target);
+  rpc::StatPathRequest request;
+  request.set_ns(target->ns);
+  request.set_path(target->path);
+  grpc::ClientContext ctx;
+  rpc::SetTimeout(&ctx, kCallTimeout);
+  rpc::StatPathResponse r;
+  grpc::Status status = stub->StatPath(&ctx, request, &r);
+  if (!status.ok()) return CallError(status, *target);
+  const char* type = r.is_dir() ? "directory" : "file";
+  if (cmd.json) {
+    json out{{"path", target->Display()},        {"type", type},
+             {"size", r.entry().size()},         {"etag", r.entry().etag()},
+             {"mtime", r.entry().mtime()},       {"block_size", r.block_size()},
+             {"blocks_total", r.blocks_total()}, {"blocks_cached", r.blocks_cached()},
+             {"cached_bytes", r.cached_bytes()}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("path: %s\ntype: %s\n", target->Display().c_str(), type);
+  if (r.is_dir()) return kExitOk;
+  double pct = r.blocks_total() == 0 ? 100.0
+                                     : 100.0 * static_cast<double>(r.blocks_cached()) /
+                                           static_cast<double>(r.blocks_total());
+  std::printf(
+      "size: %llu\netag: %s\nlast_modified: %s\nblock_size: %llu\ncached_blocks: %llu/%llu "
+      "(%.1f%%, %s)\n",
+      static_cast<unsigned long long>(r.entry().size()), r.entry().etag().c_str(),
+      Iso8601(r.entry().mtime()).c_str(), static_cast<unsigned long long>(r.block_size()),
+      static_cast<unsigned long long>(r.blocks_cached()),
+      static_cast<unsigned long long>(r.blocks_total()), pct,
+      HumanByteSize(r.cached_bytes()).c_str());
+  return kExitOk;
+}
+
+}  // namespace lakecache::cli

@@ -1,0 +1,120 @@
+#include "client/mount_admin.h"
+
+#include <grpcpp/server.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/rendezvous.h"
+#include "common/thread_pool.h"
+#include "meta/store_sink.h"
+#include "rpc/admin_service.h"
+#include "rpc/convert.h"
+#include "rpc/grpc_util.h"
+
+namespace lakecache {
+namespace {
+
+constexpr size_t kLoadThreads = 16;  // object-store fetches of a load at once
+
+}  // namespace
+
+class MountAdmin::Backend final : public rpc::AdminBackend {
+ public:
+  Backend(std::shared_ptr<FileSystem> fs, MountAdminOptions options)
+      : fs_(std::move(fs)), options_(std::move(options)) {}
+
+  const NamespaceTable& namespaces() const override { return fs_->namespaces(); }
+
+  Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) override {
+    if (!options_.master.empty()) {
+      return Status::PreconditionFailed(
+          "this is a cluster mount: admin commands go to its master " + options_.master);
+    }
+    if (replicas > 1) {
+      return Status::InvalidArgument("--replica: a standalone mount keeps one copy of each block");
+    }
+    *aimed = 1;
+    std::lock_guard lock(mu_);
+    if (pool_ == nullptr) pool_ = std::make_unique<ThreadPool>(kLoadThreads);
+    return std::unique_ptr<BlockSink>(
+        new StoreSink(&fs_->namespaces(), &fs_->blocks(), &fs_->contents(), pool_.get()));
+  }
+
+  Result<rpc::Report> GetReport() override {
+    if (!options_.master.empty()) {
+      return Status::PreconditionFailed("this is a cluster mount: ask its master " +
+                                        options_.master);
+    }
+    rpc::Report report;
+    rpc::WorkerStats* self = report.add_workers();
+    rpc::WorkerInfo* info = self->mutable_worker();
+    info->set_id("mount");
+    info->set_address(options_.mountpoint);
+    BlockStoreStats stats = fs_->blocks().Stats();
+    uint64_t capacity = 0, used = 0;
+    for (const TierStats& t : stats.tiers) {
+      capacity += t.capacity_bytes;
+      used += t.used_bytes;
+    }
+    info->set_capacity_bytes(capacity);
+    info->set_used_bytes(used);
+    rpc::FillStats(stats, fs_->contents().CachedBytes(fs_->blocks()), self);
+    return report;
+  }
+
+  rpc::HelloResponse Hello() override {
+    rpc::HelloResponse hello;
+    hello.set_master(options_.master);
+    hello.set_root_namespace(options_.root_namespace);
+    hello.set_mountpoint(options_.mountpoint);
+    return hello;
+  }
+
+ private:
+  std::shared_ptr<FileSystem> fs_;
+  const MountAdminOptions options_;
+  std::mutex mu_;
+  std::unique_ptr<ThreadPool> pool_;  // GUARDED_BY(mu_) until set
+};
+
+Result<std::unique_ptr<MountAdmin>> MountAdmin::Start(std::shared_ptr<FileSystem> fs,
+                                                      MountAdminOptions options) {
+  std::unique_ptr<MountAdmin> admin(new MountAdmin());
+  admin->socket_path_ = options.socket_path;
+  admin->backend_ = std::make_unique<Backend>(std::move(fs), std::move(options));
+  admin->service_ = std::make_unique<rpc::AdminServiceImpl>(admin->backend_.get());
+  LC_ASSIGN_OR_RETURN(admin->server_,
+                      rpc::StartUnixServer(admin->socket_path_, {admin->service_.get()}));
+  return admin;
+}
+
+MountAdmin::~MountAdmin() {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+    std::error_code ec;
+    std::filesystem::remove(socket_path_, ec);
+  }
+}
+
+std::string ControlSocketPath(const std::string& mountpoint) {
+  std::string dir;
+  if (const char* run = std::getenv("LAKECACHE_RUN_DIR"); run != nullptr && *run != '\0') {
+    dir = run;
+  } else if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
+    dir = std::string(xdg) + "/lakecache";
+  } else if (::geteuid() == 0) {
+    dir = "/run/lakecache";
+  } else {
+    dir = "/tmp/lakecache-" + std::to_string(::geteuid());
+  }
+  char name[48];
+  std::snprintf(name, sizeof(name), "/mount-%016llx.sock",
+                static_cast<unsigned long long>(RendezvousSeed(mountpoint)));
+  return dir + name;
+}
+
+}  // namespace lakecache

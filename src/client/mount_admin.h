@@ -1,0 +1,50 @@
+// MountAdmin: the admin commands of one mount, served on its control socket (a Unix socket outside
+// the mounted tree; see ControlSocketPath), so that `lakecache load /mnt/lake/ds/train` reaches
+// the mount the path is in. A standalone mount loads into, frees from and reports its own
+// BlockStore (StoreSink); a cluster mount answers Hello with its master's address, and the CLI
+// takes the command there.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "client/file_system.h"
+#include "common/result.h"
+
+namespace grpc {
+class Server;
+class Service;
+}  // namespace grpc
+
+namespace lakecache {
+
+struct MountAdminOptions {
+  std::string socket_path;
+  std::string mountpoint;
+  std::string master;          // cluster mount: HOST:PORT of the master
+  std::string root_namespace;  // quick form: the namespace shown at the mountpoint's root
+};
+
+class MountAdmin {
+ public:
+  static Result<std::unique_ptr<MountAdmin>> Start(std::shared_ptr<FileSystem> fs,
+                                                   MountAdminOptions options);
+  ~MountAdmin();  // stops serving and removes the socket
+
+ private:
+  class Backend;
+  MountAdmin() = default;
+
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string socket_path_;
+};
+
+// Where the control socket of the mount at `mountpoint` (an absolute, canonical path) lives:
+// $LAKECACHE_RUN_DIR, else $XDG_RUNTIME_DIR/lakecache, else /run/lakecache for root and
+// /tmp/lakecache-UID for others; the file is mount-<16 hex digits of a hash of the
+// mountpoint>.sock.
+std::string ControlSocketPath(const std::string& mountpoint);
+
+}  // namespace lakecache

@@ -1,0 +1,42 @@
+// ClusterAdmin: the master's side of the admin commands (rpc::AdminBackend). Loads go to the
+// workers that own the blocks: each block to the first live worker in rendezvous order (the one
+// every reader asks first), the next ones with --replica; a batch is split by owner and each part
+// sent with one LoadBlocks call, at most kMaxBatchesPerWorker calls in flight per worker. A worker
+// that fails a call is left out for the rest of the job and its blocks go to the next worker in
+// order; the job is told (TakeLost) so it checks the blocks that worker held. Stat asks every live
+// worker; free tells every live worker. Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "meta/namespace_table.h"
+#include "rpc/admin_service.h"
+
+namespace lakecache {
+
+class WorkerRegistry;
+
+class ClusterAdmin final : public rpc::AdminBackend {
+ public:
+  ClusterAdmin(const NamespaceTable& namespaces, WorkerRegistry& registry)
+      : namespaces_(namespaces), registry_(registry) {}
+
+  const NamespaceTable& namespaces() const override { return namespaces_; }
+  Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) override;
+  Result<rpc::Report> GetReport() override;
+  rpc::HelloResponse Hello() override { return {}; }
+
+  // The stub for a worker's address, its channel shared by every job.
+  std::shared_ptr<rpc::WorkerService::Stub> Stub(const std::string& address);
+
+ private:
+  const NamespaceTable& namespaces_;
+  WorkerRegistry& registry_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace lakecache

@@ -1,0 +1,35 @@
+// Conversions between protocol messages and the types of the layers below: cache statistics,
+// blocks and object versions of a load, load progress, path status. Pure functions.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/block_store.h"
+#include "cache/content_index.h"
+#include "common/rendezvous.h"
+#include "meta/load_job.h"
+#include "rpc/lakecache.pb.h"
+
+namespace lakecache::rpc {
+
+// The tiers and fetch counters of `stats`, and the per-namespace usage, into `out`.
+void FillStats(const BlockStoreStats& stats, const std::vector<ContentIndex::Usage>& usage,
+               WorkerStats* out);
+
+BlockId ToBlockId(const std::string& ns, const BlockSpec& block);
+ObjectVersion ToObjectVersion(const std::string& ns, const ObjectSpec& object);
+ObjectSpec FromObjectVersion(const ObjectVersion& object);
+
+BlockResult ToProto(const BlockOutcome& outcome);
+BlockOutcome FromProto(const BlockResult& result);
+
+void ToProto(const lakecache::LoadProgress& progress, uint32_t replicas, LoadProgress* out);
+void ToProto(const PathStatus& status, StatPathResponse* out);
+
+// A worker's node in rendezvous placement: seeded by its id, weighted by its capacity (at least
+// 1). Clients and the master must agree on it, or a load caches blocks where no reader looks.
+RendezvousNode PlacementNode(const std::string& worker_id, uint64_t capacity_bytes);
+
+}  // namespace lakecache::rpc
