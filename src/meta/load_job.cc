@@ -90,17 +90,25 @@ class BatchRunner {
 
 // Loads (or checks) the blocks in `slots` through the sink, batch by batch.
 void LoadBlocks(Namespace& ns, JobState& job, BlockSink& sink, const LoadOptions& options,
-                const std::vector<uint64_t>& files, BatchRunner& runner) {
+                const std::vector<uint64_t>& files, bool check_only, BatchRunner& runner) {
   auto submit = [&](std::shared_ptr<Batch> batch) {
-    runner.Run([&ns, &job, &sink, batch] {
+    runner.Run([&ns, &job, &sink, batch, check_only] {
       if (job.cancelled.load()) return;
-      std::vector<BlockOutcome> got = sink.Load(ns.name, batch->specs, /*check_only=*/false);
+      std::vector<BlockOutcome> got = sink.Load(ns.name, batch->specs, check_only);
       for (size_t i = 0; i < batch->specs.size(); ++i) {
         BlockOutcome outcome = i < got.size()
                                    ? std::move(got[i])
                                    : BlockOutcome{BlockState::kFailed, "no answer for this block"};
+        if (outcome.state == BlockState::kMissing) {
+          outcome = {BlockState::kFailed,
+                     check_only ? "evicted before the load ended (is the cache smaller than what "
+                                  "was loaded?)"
+                                : "the cache did not keep the block"};
+        }
+        job.blocks[batch->slots[i]] = std::move(outcome);
+        if (check_only) continue;  // the final check: progress already counted this block
         uint64_t length = batch->specs[i].length();
-        switch (outcome.state) {
+        switch (job.blocks[batch->slots[i]].state) {
           case BlockState::kLoaded:
             job.loaded_bytes += length;
             break;
@@ -108,12 +116,8 @@ void LoadBlocks(Namespace& ns, JobState& job, BlockSink& sink, const LoadOptions
             job.cached_bytes += length;
             break;
           default:
-            if (outcome.state == BlockState::kMissing) {
-              outcome = {BlockState::kFailed, "the cache did not keep the block"};
-            }
             job.failed_bytes += length;
         }
-        job.blocks[batch->slots[i]] = std::move(outcome);
         if (job.remaining[batch->files[i]].fetch_sub(1) == 1) job.files_done++;
       }
     });
@@ -180,6 +184,20 @@ void Tally(const JobState& job, const LoadOptions& options, LoadProgress* p) {
   }
 }
 
+// After a second pass over the blocks: one found cached keeps what the earlier pass said of it
+// (loaded by this job, or cached before; loaded, if it had failed then); one that failed both
+// times keeps its first reason.
+void KeepEarlierOutcomes(const std::vector<BlockOutcome>& before, std::vector<BlockOutcome>& now) {
+  for (size_t b = 0; b < before.size(); ++b) {
+    bool failed_before = before[b].state == BlockState::kFailed;
+    if (now[b].state == BlockState::kAlreadyCached) {
+      now[b] = failed_before ? BlockOutcome{BlockState::kLoaded, ""} : before[b];
+    } else if (now[b].state == BlockState::kFailed && failed_before) {
+      now[b] = before[b];
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t BlockSpec::length() const {
@@ -240,7 +258,7 @@ Result<LoadProgress> RunLoad(Namespace& ns, const std::string& path, BlockSink& 
   reset_files();
   {
     BatchRunner runner(options.parallel_batches, options.progress_interval, [&] { report(false); });
-    LoadBlocks(ns, *job, sink, options, all, runner);
+    LoadBlocks(ns, *job, sink, options, all, /*check_only=*/false, runner);
     runner.Drain();
     // Blocks on a worker that failed are gone from the cluster: check every block again (a few
     // rounds, in case another worker fails meanwhile).
@@ -248,12 +266,17 @@ Result<LoadProgress> RunLoad(Namespace& ns, const std::string& path, BlockSink& 
       std::vector<BlockOutcome> before = job->blocks;
       job->loaded_bytes = job->cached_bytes = job->failed_bytes = 0;
       reset_files();
-      LoadBlocks(ns, *job, sink, options, all, runner);
+      LoadBlocks(ns, *job, sink, options, all, /*check_only=*/false, runner);
       runner.Drain();
-      for (size_t b = 0; b < before.size(); ++b) {
-        // Found again where it was: keep what the first pass said (loaded, or cached before).
-        if (job->blocks[b].state == BlockState::kAlreadyCached) job->blocks[b] = before[b];
-      }
+      KeepEarlierOutcomes(before, job->blocks);
+    }
+    // The report says what the cache holds now: a block loaded early and evicted by a later one
+    // (a cache smaller than the data) is not cached.
+    if (!job->cancelled.load()) {
+      std::vector<BlockOutcome> before = job->blocks;
+      LoadBlocks(ns, *job, sink, options, all, /*check_only=*/true, runner);
+      runner.Drain();
+      KeepEarlierOutcomes(before, job->blocks);
     }
   }
   Tally(*job, options, &p);
