@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include <sys/stat.h>
 
@@ -98,6 +99,16 @@ Result<Target> CliContext::Open(const std::string& text) const {
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store,
                       OpenObjectStore(ns, creds, MakeStoreOptions()));
   return Target{std::move(uri), std::move(store)};
+}
+
+std::string Iso8601(int64_t mtime) {
+  if (mtime <= 0) return "unknown";
+  std::time_t t = static_cast<std::time_t>(mtime);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 int ReportError(const Status& status) {

@@ -62,6 +62,9 @@ class CliContext {
   GlobalFlags flags_;
 };
 
+// "2026-01-02T03:04:05Z" for seconds since the epoch; "unknown" for 0 or less.
+std::string Iso8601(int64_t mtime);
+
 // Prints "lakecache: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);
 

@@ -72,16 +72,6 @@ std::unique_ptr<rpc::AdminService::Stub> Connect(const AdminTarget& target) {
 
 std::string TargetKind(const AdminTarget& target) { return target.mount() ? "mount" : "cluster"; }
 
-std::string Iso8601(int64_t mtime) {
-  if (mtime <= 0) return "unknown";
-  std::time_t t = static_cast<std::time_t>(mtime);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // Decimal units for rates and progress (MB/s as the benchmarks print them).
 std::string Decimal(double bytes) {
   const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};

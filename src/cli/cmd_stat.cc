@@ -6,16 +6,6 @@
 namespace lakecache::cli {
 namespace {
 
-std::string Iso8601(int64_t mtime) {
-  if (mtime <= 0) return "unknown";
-  std::time_t t = static_cast<std::time_t>(mtime);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // A key that is not an object may still be a folder: a prefix with something under it.
 Result<bool> IsFolder(ObjectStore& store, const std::string& key) {
   ListRequest req;
