@@ -1,0 +1,228 @@
+// A cluster of real processes for integration tests: `lakecache master`, `lakecache worker`s and a
+// cluster-mode FUSE mount (`lakecache mount --master`), each a child of the test with its log in
+// the test's scratch folder, and the master's view and the workers' stats asked over gRPC.
+//
+// Header-only on purpose: it speaks gRPC (rpc/lakecache.grpc.pb.h), which the integration tests
+// link (through lakecache_client) but the shared lakecache_test_support library does not.
+//
+// A fixture derives from ClusterProcessFixture, checks HaveRootAndFuse(), calls MakeScratch() in
+// its SetUp and writes the config (config_) that master and workers read; TearDown unmounts and
+// stops everything.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
+#include "support/fuse_mounts.h"
+#include "support/test_servers.h"
+
+namespace lakecache::testing {
+
+struct WorkerProcess {
+  std::string name;
+  std::string cache_dir;
+  std::string mem_cache;
+  std::string cache_size;
+  std::string address;
+  std::unique_ptr<ChildProcess> process;
+};
+
+class ClusterProcessFixture : public ::testing::Test {
+ protected:
+  using Clock = std::chrono::steady_clock;
+
+  // FUSE mounts need both.
+  static bool HaveRootAndFuse() { return ::geteuid() == 0 && std::filesystem::exists("/dev/fuse"); }
+
+  // The test's scratch folder (dir_, named after `prefix`), its empty mountpoint and the config's
+  // path (config_, for the fixture to write).
+  void MakeScratch(const std::string& prefix) {
+    dir_ = std::make_unique<TempDir>(prefix);
+    mountpoint_ = dir_->path() + "/mnt";
+    std::filesystem::create_directory(mountpoint_);
+    config_ = dir_->path() + "/lake.yaml";
+  }
+
+  void TearDown() override {
+    Unmount();
+    for (WorkerProcess& w : workers_) w.process.reset();
+    if (master_) master_->Stop();
+    EXPECT_FALSE(IsMounted(mountpoint_)) << "stale mount at " << mountpoint_;
+    workers_.clear();
+    master_.reset();
+    dir_.reset();
+  }
+
+  // The argv prefix of a server process: the config, and logs in the scratch folder.
+  std::vector<std::string> Lakecache(const std::string& log_name) const {
+    return {LAKECACHE_BINARY,
+            "--config",
+            config_,
+            "--log-level",
+            "info",
+            "--log-file",
+            dir_->path() + "/" + log_name + ".log"};
+  }
+
+  // Waits for `path` (an --address-file) while `process` runs; returns its content.
+  std::string WaitForAddress(ChildProcess& process, const std::string& path) {
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < deadline && process.Running()) {
+      std::ifstream in(path);
+      std::string address;
+      if (in && std::getline(in, address) && !address.empty()) return address;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << path << " never appeared: " << process.LogTail();
+    return "";
+  }
+
+  void StartMaster(const std::string& listen = "127.0.0.1:0") {
+    std::vector<std::string> argv = Lakecache("master");
+    std::string addr_file = dir_->path() + "/master.addr";
+    std::filesystem::remove(addr_file);
+    argv.insert(argv.end(), {"master", "--listen", listen, "--address-file", addr_file});
+    auto started = ChildProcess::Start(argv, dir_->path() + "/master.out");
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    master_ = std::move(started).value();
+    master_address_ = WaitForAddress(*master_, addr_file);
+  }
+
+  void StartWorker(WorkerProcess& w) {
+    std::vector<std::string> argv = Lakecache(w.name);
+    std::string addr_file = dir_->path() + "/" + w.name + ".addr";
+    std::filesystem::remove(addr_file);
+    argv.insert(argv.end(),
+                {"worker", "--master", master_address_, "--address-file", addr_file, "--cache-dir",
+                 w.cache_dir, "--cache-size", w.cache_size, "--mem-cache", w.mem_cache});
+    auto started = ChildProcess::Start(argv, dir_->path() + "/" + w.name + ".out");
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    w.process = std::move(started).value();
+    w.address = WaitForAddress(*w.process, addr_file);
+  }
+
+  // A master and one worker per (--mem-cache, --cache-size) pair; returns once the master's view
+  // lists them all.
+  void StartCluster(const std::vector<std::pair<std::string, std::string>>& mem_and_disk,
+                    const std::string& master_listen = "127.0.0.1:0") {
+    StartMaster(master_listen);
+    ASSERT_FALSE(master_address_.empty());
+    for (size_t i = 0; i < mem_and_disk.size(); ++i) {
+      WorkerProcess w;
+      w.name = "worker-" + std::to_string(i + 1);
+      w.cache_dir = dir_->path() + "/" + w.name;
+      w.mem_cache = mem_and_disk[i].first;
+      w.cache_size = mem_and_disk[i].second;
+      workers_.push_back(std::move(w));
+      StartWorker(workers_.back());
+      ASSERT_FALSE(workers_.back().address.empty());
+    }
+    WaitForView(workers_.size(), std::chrono::seconds(20));
+  }
+
+  rpc::ClusterView View() {
+    auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(master_address_));
+    grpc::ClientContext ctx;
+    rpc::SetTimeout(&ctx, std::chrono::seconds(5));
+    rpc::ClusterView view;
+    grpc::Status st = stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &view);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return view;
+  }
+
+  // Waits until the master's view lists `n` workers; returns how long that took.
+  Clock::duration WaitForView(size_t n, Clock::duration timeout) {
+    auto start = Clock::now();
+    while (Clock::now() - start < timeout) {
+      if (static_cast<size_t>(View().workers_size()) == n) return Clock::now() - start;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "the master's view never listed " << n << " workers";
+    return timeout;
+  }
+
+  rpc::WorkerStats Stats(const WorkerProcess& w) {
+    auto stub = rpc::WorkerService::NewStub(rpc::OpenChannel(w.address));
+    grpc::ClientContext ctx;
+    rpc::SetTimeout(&ctx, std::chrono::seconds(5));
+    rpc::WorkerStats stats;
+    grpc::Status st = stub->Stats(&ctx, rpc::WorkerStatsRequest(), &stats);
+    EXPECT_TRUE(st.ok()) << w.name << ": " << st.error_message();
+    return stats;
+  }
+
+  // Blocks fetched from the object store by all workers together.
+  uint64_t TotalFetches() {
+    uint64_t total = 0;
+    for (const WorkerProcess& w : workers_) total += Stats(w).fetches();
+    return total;
+  }
+
+  // Waits until the workers' disk tiers (which write behind) hold `n` blocks together; returns
+  // how many they hold.
+  uint64_t WaitForDiskBlocks(uint64_t n) {
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    uint64_t on_disk = 0;
+    while (Clock::now() < deadline) {
+      on_disk = 0;
+      for (const WorkerProcess& w : workers_) {
+        rpc::WorkerStats stats = Stats(w);
+        if (stats.tiers_size() > 1) on_disk += stats.tiers(1).blocks();
+      }
+      if (on_disk >= n) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return on_disk;
+  }
+
+  // A cluster mount of the master at mountpoint_, in the foreground (a child of the test); returns
+  // once /proc/mounts lists it.
+  void Mount() {
+    std::vector<std::string> argv = {LAKECACHE_BINARY, "--log-level",   "info",     "mount",
+                                     "--master",       master_address_, mountpoint_};
+    // No object-store credentials: a cluster client never needs them.
+    auto started =
+        ChildProcess::Start(argv, dir_->path() + "/mount.log",
+                            {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY", "-AWS_SESSION_TOKEN"});
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    mount_ = std::move(started).value();
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (!IsMounted(mountpoint_)) {
+      ASSERT_TRUE(mount_->Running() && Clock::now() < deadline)
+          << "not mounted: " << mount_->LogTail();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void Unmount() {
+    Status unmounted = UnmountForTest(mountpoint_);
+    EXPECT_TRUE(unmounted.ok()) << unmounted.ToString();
+    if (!mount_) return;
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    while (mount_->Running() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    mount_.reset();
+  }
+
+  std::unique_ptr<TempDir> dir_;
+  std::string config_;
+  std::string mountpoint_;
+  std::unique_ptr<ChildProcess> master_;
+  std::string master_address_;
+  std::vector<WorkerProcess> workers_;
+  std::unique_ptr<ChildProcess> mount_;
+};
+
+}  // namespace lakecache::testing
