@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -120,28 +119,12 @@ class ClusterProcessTest : public testing::ClusterProcessFixture {
       ASSERT_TRUE(put.ok()) << put.ToString();
     }
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
 
   void SetUp() override {
-    ASSERT_TRUE(HaveRootAndFuse()) << "needs root and /dev/fuse";
-    ASSERT_NE(server_, nullptr) << "the suite's s3rver did not start or take the objects";
-    MakeScratch("lakecache-cluster");
-    std::ofstream yaml(config_);
-    for (const char* bucket : {kSmallBucket, kBigBucket}) {
-      if (bucket == kSmallBucket) yaml << "namespaces:\n";
-      yaml << "  " << bucket << ":\n"
-           << "    uri: s3://" << bucket << "/\n"
-           << "    endpoint: " << server_->endpoint() << "\n"
-           << "    path_style: true\n"
-           << "    access_key: S3RVER\n"
-           << "    secret_key: S3RVER\n"
-           << "    block_size: " << (bucket == kSmallBucket ? "64KiB" : "4MiB") << "\n";
-    }
-    yaml << "cache:\n  policy: lru\n"
-         << "cluster: {heartbeat_interval: 500ms, heartbeat_timeout: 2s}\n";
+    SetUpScratch("lakecache-cluster");
+    if (HasFatalFailure()) return;
+    WriteConfig(
+        {{kSmallBucket, server_->endpoint(), "64KiB"}, {kBigBucket, server_->endpoint(), "4MiB"}});
   }
 
   // Reads every file of a bucket through the mount with `readers` threads; returns the errors.
@@ -168,8 +151,6 @@ class ClusterProcessTest : public testing::ClusterProcessFixture {
     for (std::thread& t : threads) t.join();
     return errors;
   }
-
-  static inline testing::S3rver* server_ = nullptr;
 };
 
 TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {

@@ -7,7 +7,6 @@
 // The namespace `ds` holds a tree `data/` of 28 files (about 20 MiB; 256 KiB blocks, so most files
 // span several blocks and most end in a partial one; one empty file) in nested folders, and a few
 // objects outside it that no test loads. Needs root and /dev/fuse.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,16 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -35,6 +31,7 @@
 #include "support/cluster_procs.h"
 #include "support/counting_proxy.h"
 #include "support/fuse_mounts.h"
+#include "support/test_data.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -45,8 +42,11 @@ using nlohmann::json;
 using testing::BackgroundCommand;
 using testing::ChildProcess;
 using testing::CountingProxy;
+using testing::FileBytes;
 using testing::IsMounted;
+using testing::MakeBytes;
 using testing::ProxyCounts;
+using testing::ReadWholeFile;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -62,17 +62,6 @@ constexpr char kTreePath[] = "/ds/data";  // ... and as the CLI names it in the 
 // Through the proxy at this rate a load of the whole tree takes about 5 s: long enough to act in.
 constexpr uint64_t kSlowBandwidth = 4 * kMiB;
 constexpr auto kLoadTimeout = std::chrono::seconds(120);
-
-// Deterministic bytes, different for every seed.
-std::string MakeBytes(uint64_t seed, size_t size) {
-  std::string out(size, '\0');
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 7);
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, size - i));
-  }
-  return out;
-}
 
 // Every object of the bucket. Every folder holds a file of its own: s3rver's delimiter listing
 // skips a folder that holds only folders.
@@ -213,28 +202,6 @@ json Array(const json& j, const std::string& pointer) {
 
 int64_t I(uint64_t v) { return static_cast<int64_t>(v); }
 
-// The whole file, or the errno of the call that failed.
-struct FileBytes {
-  int error = 0;
-  std::string bytes;
-};
-
-FileBytes ReadWhole(const std::string& path) {
-  FileBytes out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {errno, ""};
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) out.error = errno;
-    if (n <= 0) break;
-    out.bytes.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 // Walks `root` (the tree's folder in a mount), stat()ing every entry, and compares names, types
 // and sizes with the bucket's tree; then reads every file and compares it byte for byte. Returns
 // what went wrong. With `stop_early`, returns at the first error: with the store down, each
@@ -290,7 +257,7 @@ std::vector<std::string> CheckTreeAt(const std::string& root, bool stop_early) {
   }
   if (stop_early && !errors.empty()) return errors;
   for (const auto& [rel, content] : TreeFiles()) {
-    FileBytes got = ReadWhole(root + "/" + rel);
+    FileBytes got = ReadWholeFile(root + "/" + rel);
     if (got.error != 0) {
       errors.push_back("read " + rel + ": " + std::strerror(got.error));
     } else if (got.bytes != content) {
@@ -312,32 +279,17 @@ class LoadTest : public testing::ClusterProcessFixture {
     if (!put.ok()) TearDownTestSuite();
     ASSERT_TRUE(put.ok()) << put.ToString();
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
 
   void SetUp() override {
-    ASSERT_TRUE(HaveRootAndFuse()) << "needs root and /dev/fuse";
-    ASSERT_NE(server_, nullptr) << "the suite's s3rver did not start or take the objects";
-    MakeScratch("lakecache-load");
+    SetUpScratch("lakecache-load");
+    if (HasFatalFailure()) return;
     run_dir_ = dir_->path() + "/run";
     fs::create_directory(run_dir_);
     // Each test its own proxy: a connection a previous test's servers left open counts nowhere.
     auto proxy = CountingProxy::Start(server_->endpoint());
     ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
     proxy_ = std::move(proxy).value();
-    std::ofstream yaml(config_);
-    yaml << "namespaces:\n"
-         << "  " << kNs << ":\n"
-         << "    uri: s3://" << kNs << "/\n"
-         << "    endpoint: " << proxy_->endpoint() << "\n"
-         << "    path_style: true\n"
-         << "    access_key: S3RVER\n"
-         << "    secret_key: S3RVER\n"
-         << "    block_size: 256KiB\n"
-         << "cache:\n  policy: lru\n"
-         << "cluster: {heartbeat_interval: 500ms, heartbeat_timeout: 2s}\n";
+    WriteConfig({{kNs, proxy_->endpoint(), "256KiB"}});
   }
 
   void TearDown() override {
@@ -448,6 +400,19 @@ class LoadTest : public testing::ClusterProcessFixture {
     return false;
   }
 
+  // Slows the store down (kSlowBandwidth; the test sets it back to 0), starts a load of the whole
+  // tree into the cluster in the background (*load) and waits until a third of the tree's bytes
+  // came through the proxy: the load is well under way. Fails fatally when it does not start or
+  // get that far.
+  void StartSlowClusterLoad(std::unique_ptr<BackgroundCommand>* load) {
+    proxy_->SetBandwidth(kSlowBandwidth);
+    ProxyCounts before = proxy_->counts();
+    auto started = BackgroundCommand::Start(Argv(ClusterLoad()), CliEnv());
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    *load = std::move(started).value();
+    ASSERT_TRUE(WaitForStoreBytes(**load, before, TreeBytes() / 3));
+  }
+
   // A standalone mount (`lakecache --config CFG mount MNT`, its own cache dir) of every namespace
   // of the config, through the proxy; returns its mountpoint, "" after recording a failure.
   std::string StartStandaloneMount() {
@@ -485,7 +450,6 @@ class LoadTest : public testing::ClusterProcessFixture {
     return out + "\n--- mount.log:\n" + testing::ReadFileTail(dir_->path() + "/mount.log", 1500);
   }
 
-  static inline testing::S3rver* server_ = nullptr;
   std::unique_ptr<CountingProxy> proxy_;
   std::string run_dir_;
   std::string standalone_mnt_;
@@ -636,13 +600,8 @@ TEST_F(LoadTest, FreeMakesTheNextReadFetchAgain) {
 TEST_F(LoadTest, InterruptedLoadRunAgainFetchesOnlyWhatIsMissing) {
   StartCluster();
   ASSERT_FALSE(HasFatalFailure());
-  proxy_->SetBandwidth(kSlowBandwidth);
-  ProxyCounts before = proxy_->counts();
-  auto started = BackgroundCommand::Start(Argv(ClusterLoad()), CliEnv());
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
-  std::unique_ptr<BackgroundCommand> load = std::move(started).value();
-  // A third of the tree's bytes through the proxy: the load is well under way.
-  ASSERT_TRUE(WaitForStoreBytes(*load, before, TreeBytes() / 3));
+  std::unique_ptr<BackgroundCommand> load;
+  ASSERT_NO_FATAL_FAILURE(StartSlowClusterLoad(&load));
   ASSERT_TRUE(load->Signal(SIGINT));
   RunResult first = load->Wait(std::chrono::seconds(30));
   proxy_->SetBandwidth(0);
@@ -697,12 +656,8 @@ TEST_F(LoadTest, MissingPathAndUnknownNamespaceExitTwo) {
 TEST_F(LoadTest, WorkerKilledMidLoadFailsExactlyWhatIsCachedNowhere) {
   StartCluster();
   ASSERT_FALSE(HasFatalFailure());
-  proxy_->SetBandwidth(kSlowBandwidth);
-  ProxyCounts before = proxy_->counts();
-  auto started = BackgroundCommand::Start(Argv(ClusterLoad()), CliEnv());
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
-  std::unique_ptr<BackgroundCommand> load = std::move(started).value();
-  ASSERT_TRUE(WaitForStoreBytes(*load, before, TreeBytes() / 3));
+  std::unique_ptr<BackgroundCommand> load;
+  ASSERT_NO_FATAL_FAILURE(StartSlowClusterLoad(&load));
   testing::WorkerProcess& victim = workers_[1];
   ASSERT_EQ(::kill(victim.process->pid(), SIGKILL), 0);
   RunResult r = load->Wait(kLoadTimeout);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "support/fuse_mounts.h"
+#include "support/test_data.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -36,7 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::ChildProcess;
+using testing::FileBytes;
 using testing::IsMounted;
+using testing::MakeBytes;
+using testing::ReadWholeFile;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -49,17 +53,6 @@ constexpr uint64_t kBlock = 4 * kMiB;  // the default cache block size
 constexpr char kNineMiB[] = "big/nine.bin";
 constexpr uint64_t kNineMiBSize = 9 * kMiB + 12345;
 constexpr auto kMountTimeout = std::chrono::seconds(20);
-
-// Deterministic bytes, different for every seed.
-std::string MakeBytes(uint64_t seed, size_t size) {
-  std::string out(size, '\0');
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, size - i));
-  }
-  return out;
-}
 
 // ~35 objects: nested folders, empty files, sizes around page, MiB and 4 MiB block edges, a 9 MiB
 // object over three blocks, names with spaces, unicode and punctuation, and "dir/" markers.
@@ -125,28 +118,6 @@ std::set<std::string> ExpectedFind(const Objects& objects) {
       out.insert("d " + path.substr(0, slash));
     }
   }
-  return out;
-}
-
-// The whole file, or the errno of the call that failed.
-struct FileBytes {
-  int error = 0;
-  std::string bytes;
-};
-
-FileBytes ReadAll(const std::string& path) {
-  FileBytes out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {errno, ""};
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) out.error = errno;
-    if (n <= 0) break;
-    out.bytes.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
   return out;
 }
 
@@ -304,7 +275,7 @@ class MountTest : public ::testing::Test {
     EXPECT_EQ(found, ExpectedFind(objects));
     for (const auto& [key, content] : objects) {
       if (key.ends_with('/')) continue;
-      EXPECT_EQ(Mismatch(content, ReadAll(mnt + "/" + key)), "") << key;
+      EXPECT_EQ(Mismatch(content, ReadWholeFile(mnt + "/" + key)), "") << key;
     }
   }
 
@@ -436,8 +407,8 @@ TEST_F(MountTest, ReplacedObjectShowsNewContentAfterTtlNotBefore) {
       nullptr);
   const std::string file = mnt + "/d/f.txt", gone = mnt + "/d/gone.txt";
   auto listed = Clock::now();  // the folder's listing is fetched by the first read
-  EXPECT_EQ(Mismatch(v1, ReadAll(file)), "");
-  EXPECT_EQ(Mismatch("soon gone", ReadAll(gone)), "");
+  EXPECT_EQ(Mismatch(v1, ReadWholeFile(file)), "");
+  EXPECT_EQ(Mismatch("soon gone", ReadWholeFile(gone)), "");
 
   ASSERT_TRUE(server_->PutObjects(kBucket, {{"d/f.txt", v2}}).ok());
   std::vector<std::string> del = server_->SignedCurl();
@@ -445,7 +416,7 @@ TEST_F(MountTest, ReplacedObjectShowsNewContentAfterTtlNotBefore) {
              {"-X", "DELETE", "-w", "%{http_code}", server_->ObjectUrl(kBucket, "d/gone.txt")});
   RunResult deleted = RunCommand(del);
   ASSERT_EQ(deleted.out, "204") << deleted.err;
-  FileBytes before = ReadAll(file);
+  FileBytes before = ReadWholeFile(file);
   struct stat st;
   int gone_errno = ErrnoOf(::stat(gone.c_str(), &st) == 0);
   ASSERT_LT(Clock::now() - listed, kTtl) << "too slow to observe the state within the TTL";
@@ -453,11 +424,11 @@ TEST_F(MountTest, ReplacedObjectShowsNewContentAfterTtlNotBefore) {
   EXPECT_EQ(gone_errno, 0) << "a deletion showed before the TTL ran out";
 
   std::this_thread::sleep_for(kTtl + std::chrono::milliseconds(1500));
-  EXPECT_EQ(Mismatch(v2, ReadAll(file)), "") << "the new version did not show after the TTL";
+  EXPECT_EQ(Mismatch(v2, ReadWholeFile(file)), "") << "the new version did not show after the TTL";
   ASSERT_EQ(::stat(file.c_str(), &st), 0) << std::strerror(errno);
   EXPECT_EQ(static_cast<size_t>(st.st_size), v2.size());
   EXPECT_EQ(ErrnoOf(::stat(gone.c_str(), &st) == 0), ENOENT);
-  EXPECT_EQ(ReadAll(gone).error, ENOENT);
+  EXPECT_EQ(ReadWholeFile(gone).error, ENOENT);
   EXPECT_FALSE(fs::exists(gone));
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(mnt + "/d")) names.insert(e.path().filename());
@@ -495,8 +466,8 @@ TEST_F(MountTest, UnknownTopLevelFolderIsEnoentAndWritesAreErofs) {
   RunResult ls = RunCommand({"ls", mnt});
   EXPECT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_EQ(ls.out, "alpha\nbeta\n");
-  EXPECT_EQ(Mismatch("x", ReadAll(mnt + "/beta/x.txt")), "");
-  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadAll(mnt + "/alpha/README.md")), "");
+  EXPECT_EQ(Mismatch("x", ReadWholeFile(mnt + "/beta/x.txt")), "");
+  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadWholeFile(mnt + "/alpha/README.md")), "");
   struct stat st;
   EXPECT_EQ(ErrnoOf(::stat((mnt + "/nope").c_str(), &st) == 0), ENOENT);
   EXPECT_EQ(ErrnoOf(::stat((mnt + "/alpha/nope").c_str(), &st) == 0), ENOENT);
@@ -520,14 +491,15 @@ TEST_F(MountTest, UnknownTopLevelFolderIsEnoentAndWritesAreErofs) {
   EXPECT_EQ(ErrnoOf(::symlink("x", (mnt + "/alpha/link").c_str()) == 0), EROFS);
   EXPECT_EQ(ErrnoOf(::truncate(file.c_str(), 0) == 0), EROFS);
   EXPECT_EQ(ErrnoOf(::chmod(file.c_str(), 0644) == 0), EROFS);
-  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadAll(file)), "") << "changed by a failed write";
+  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadWholeFile(file)), "")
+      << "changed by a failed write";
 }
 
 TEST_F(MountTest, SigtermLeavesNoStaleMount) {
   std::string mnt = NewMountpoint();
   ChildProcess* process = StartMount(QuickMountArgv(server_->endpoint(), kTreeBucket, mnt), mnt);
   ASSERT_NE(process, nullptr);
-  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadAll(mnt + "/README.md")), "");
+  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadWholeFile(mnt + "/README.md")), "");
   ASSERT_EQ(::kill(process->pid(), SIGTERM), 0);
   int status = -1;
   auto deadline = Clock::now() + std::chrono::seconds(20);
@@ -544,7 +516,7 @@ TEST_F(MountTest, SigtermLeavesNoStaleMount) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_TRUE(fs::is_empty(mnt));
   ASSERT_NE(StartMount(QuickMountArgv(server_->endpoint(), kTreeBucket, mnt), mnt), nullptr);
-  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadAll(mnt + "/README.md")), "");
+  EXPECT_EQ(Mismatch(ContentOf("README.md"), ReadWholeFile(mnt + "/README.md")), "");
 }
 
 // An s3rver run by hand (the harness picks a new port per start) so that it can be killed and
@@ -684,7 +656,7 @@ TEST_F(MountTest, NonRootUserReadsAllowOtherMount) {
   EXPECT_NE(denied.exit_code, 0);
   EXPECT_EQ(denied.out, "");
   EXPECT_NE(denied.err.find("Permission denied"), std::string::npos) << denied.err;
-  EXPECT_EQ(Mismatch(want, ReadAll(mine + "/dir with space/file name.txt")), "");  // root may
+  EXPECT_EQ(Mismatch(want, ReadWholeFile(mine + "/dir with space/file name.txt")), "");  // root may
 }
 
 TEST_F(MountTest, StartupErrorsExitNonZeroAndLeaveNothingMounted) {

@@ -30,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -39,6 +38,7 @@
 
 #include "support/fuse_mounts.h"
 #include "support/netns_lab.h"
+#include "support/test_data.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -48,6 +48,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::ChildProcess;
 using testing::IsMounted;
+using testing::MakeBytes;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -81,25 +82,15 @@ struct Object {
   std::string content;
 };
 
-std::string Random(uint64_t seed, uint64_t size) {
-  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + 1);
-  std::string out(size, '\0');
-  for (uint64_t i = 0; i < size; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<uint64_t>(8, size - i));
-  }
-  return out;
-}
-
 // 8 shards of 8 MiB and a folder of 200 small files (1 to 61 KiB, odd sizes): 264 blocks.
 std::vector<Object> MakeDataset() {
   std::vector<Object> objects;
   for (int i = 0; i < kShards; ++i) {
-    objects.push_back({"shards/shard-" + std::to_string(i) + ".bin", Random(i, kShardSize)});
+    objects.push_back({"shards/shard-" + std::to_string(i) + ".bin", MakeBytes(i, kShardSize)});
   }
   for (int i = 0; i < kSmallFiles; ++i) {
     uint64_t size = kKiB + (static_cast<uint64_t>(i) * 7919) % (60 * kKiB);
-    objects.push_back({"small/file-" + std::to_string(i) + ".dat", Random(1000 + i, size)});
+    objects.push_back({"small/file-" + std::to_string(i) + ".dat", MakeBytes(1000 + i, size)});
   }
   return objects;
 }

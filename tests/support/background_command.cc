@@ -3,52 +3,21 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-extern char** environ;
-
 namespace lakecache::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<std::string> MergedEnv(const std::vector<std::string>& extra_env) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-  for (const std::string& entry : extra_env) {
-    bool unset = !entry.empty() && entry[0] == '-';
-    std::string name = unset ? entry.substr(1) : entry.substr(0, entry.find('='));
-    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
-    if (!unset) env.push_back(entry);
-  }
-  return env;
-}
-
-void WriteStr(int fd, const char* s) { [[maybe_unused]] ssize_t n = ::write(fd, s, strlen(s)); }
-
-int ExitCodeOf(int wait_status) {
-  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
-  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
-  return -1;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<BackgroundCommand>> BackgroundCommand::Start(
     const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
-  if (argv.empty()) return Status::InvalidArgument("empty argv");
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> args = argv, env = MergedEnv(extra_env);
-  std::vector<char*> c_argv, c_envp;
-  for (std::string& a : args) c_argv.push_back(a.data());
-  c_argv.push_back(nullptr);
-  for (std::string& e : env) c_envp.push_back(e.data());
-  c_envp.push_back(nullptr);
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + strerror(errno));
   if (::pipe2(err, O_CLOEXEC) != 0) {
@@ -56,36 +25,17 @@ Result<std::unique_ptr<BackgroundCommand>> BackgroundCommand::Start(
     ::close(out[1]);
     return Status::IoError(std::string("pipe: ") + strerror(errno));
   }
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(126);
-    if (null_fd < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) {
-      ::_exit(126);
-    }
-    ::close_range(3, ~0U, 0);
-    ::execvpe(c_argv[0], c_argv.data(), c_envp.data());
-    WriteStr(2, "exec failed (not found or not executable): ");
-    WriteStr(2, c_argv[0]);
-    WriteStr(2, "\n");
-    ::_exit(127);
-  }
-  int fork_errno = errno;
-  if (null_fd >= 0) ::close(null_fd);
+  Result<pid_t> pid = SpawnProcess(argv, extra_env, out[1], err[1]);
   ::close(out[1]);
   ::close(err[1]);
-  if (pid < 0) {
+  if (!pid.ok()) {
     ::close(out[0]);
     ::close(err[0]);
-    return Status::IoError(std::string("fork: ") + strerror(fork_errno));
+    return pid.status();
   }
-  ::setpgid(pid, pid);
   std::unique_ptr<BackgroundCommand> command(new BackgroundCommand());
   command->argv_ = argv;
-  command->pid_ = pid;
+  command->pid_ = *pid;
   command->reader_ =
       std::thread([c = command.get(), o = out[0], e = err[0]] { c->ReadLoop(o, e); });
   return command;
@@ -106,24 +56,17 @@ BackgroundCommand::~BackgroundCommand() {
 
 void BackgroundCommand::ReadLoop(int out_fd, int err_fd) {
   pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
-  char buf[65536];
   while (fds[0].fd >= 0 || fds[1].fd >= 0) {
     {
       std::lock_guard lock(mu_);
       if (stop_reading_) break;
     }
-    if (::poll(fds, 2, 50) <= 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        std::lock_guard lock(mu_);
-        (i == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-      }
-    }
+    std::string out, err;
+    std::string* sinks[2] = {&out, &err};
+    if (!DrainPipes(fds, sinks, 50)) continue;
+    std::lock_guard lock(mu_);
+    out_ += out;
+    err_ += err;
   }
   for (pollfd& p : fds) {
     if (p.fd >= 0) ::close(p.fd);

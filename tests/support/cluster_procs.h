@@ -5,9 +5,10 @@
 // Header-only on purpose: it speaks gRPC (rpc/lakecache.grpc.pb.h), which the integration tests
 // link (through lakecache_client) but the shared lakecache_test_support library does not.
 //
-// A fixture derives from ClusterProcessFixture, checks HaveRootAndFuse(), calls MakeScratch() in
-// its SetUp and writes the config (config_) that master and workers read; TearDown unmounts and
-// stops everything.
+// A fixture derives from ClusterProcessFixture, starts the suite's s3rver (server_) in its
+// SetUpTestSuite, calls SetUpScratch() in its SetUp and writes the config (config_, WriteConfig())
+// that master and workers read; TearDown unmounts and stops everything, TearDownTestSuite deletes
+// the server.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -42,16 +43,50 @@ class ClusterProcessFixture : public ::testing::Test {
  protected:
   using Clock = std::chrono::steady_clock;
 
+  // An S3 namespace of the config: the s3rver bucket of the same name at `endpoint` (the suite's
+  // server's, or a proxy's in front of it), with cache blocks of `block_size` ("64KiB").
+  struct S3rverNamespace {
+    std::string bucket;
+    std::string endpoint;
+    std::string block_size;
+  };
+
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
   // FUSE mounts need both.
   static bool HaveRootAndFuse() { return ::geteuid() == 0 && std::filesystem::exists("/dev/fuse"); }
 
-  // The test's scratch folder (dir_, named after `prefix`), its empty mountpoint and the config's
-  // path (config_, for the fixture to write).
-  void MakeScratch(const std::string& prefix) {
+  // The start of every SetUp: fails (fatally: check HasFatalFailure()) without root and /dev/fuse
+  // or without the suite's server; else makes the test's scratch folder (dir_, named after
+  // `prefix`), its empty mountpoint and the config's path (config_, for the fixture to write).
+  void SetUpScratch(const std::string& prefix) {
+    ASSERT_TRUE(HaveRootAndFuse()) << "needs root and /dev/fuse";
+    ASSERT_NE(server_, nullptr) << "the suite's s3rver did not start or take the objects";
     dir_ = std::make_unique<TempDir>(prefix);
     mountpoint_ = dir_->path() + "/mnt";
     std::filesystem::create_directory(mountpoint_);
     config_ = dir_->path() + "/lake.yaml";
+  }
+
+  // Writes config_: `namespaces`, an LRU cache, and heartbeats every 500 ms that time out after
+  // 2 s (a killed worker leaves the master's view within seconds).
+  void WriteConfig(const std::vector<S3rverNamespace>& namespaces) const {
+    std::ofstream yaml(config_);
+    yaml << "namespaces:\n";
+    for (const S3rverNamespace& ns : namespaces) {
+      yaml << "  " << ns.bucket << ":\n"
+           << "    uri: s3://" << ns.bucket << "/\n"
+           << "    endpoint: " << ns.endpoint << "\n"
+           << "    path_style: true\n"
+           << "    access_key: S3RVER\n"
+           << "    secret_key: S3RVER\n"
+           << "    block_size: " << ns.block_size << "\n";
+    }
+    yaml << "cache:\n  policy: lru\n"
+         << "cluster: {heartbeat_interval: 500ms, heartbeat_timeout: 2s}\n";
   }
 
   void TearDown() override {
@@ -216,6 +251,9 @@ class ClusterProcessFixture : public ::testing::Test {
     mount_.reset();
   }
 
+  // The suite's s3rver: started (and filled) by the fixture's SetUpTestSuite, deleted by
+  // TearDownTestSuite. One fixture of this kind per test program.
+  static inline S3rver* server_ = nullptr;
   std::unique_ptr<TempDir> dir_;
   std::string config_;
   std::string mountpoint_;

@@ -66,8 +66,17 @@ void WriteAll(int fd, const char* s) { [[maybe_unused]] ssize_t n = write(fd, s,
   _exit(127);
 }
 
-Result<pid_t> Spawn(const ExecPlan& plan, int out_fd, int err_fd) {
-  if (plan.args.empty()) return Status::InvalidArgument("empty argv");
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+}  // namespace
+
+Result<pid_t> SpawnProcess(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& extra_env, int out_fd, int err_fd) {
+  if (argv.empty()) return Status::InvalidArgument("empty argv");
+  ExecPlan plan = MakePlan(argv, extra_env);
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) return Status::IoError(std::string("open /dev/null: ") + strerror(errno));
   pid_t parent = getpid();
@@ -80,15 +89,13 @@ Result<pid_t> Spawn(const ExecPlan& plan, int out_fd, int err_fd) {
   return pid;
 }
 
-int ExitCode(int wait_status) {
+int ExitCodeOf(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
   return -1;
 }
 
-// Reads what is available on the pipes in `fds` into `sinks`, closing a pipe at EOF. Returns true
-// when it read or closed something.
-bool DrainPipes(pollfd* fds, std::string* sinks[2], int timeout_ms) {
+bool DrainPipes(pollfd fds[2], std::string* sinks[2], int timeout_ms) {
   if (poll(fds, 2, timeout_ms) <= 0) return false;
   char buf[65536];
   for (int i = 0; i < 2; ++i) {
@@ -104,13 +111,6 @@ bool DrainPipes(pollfd* fds, std::string* sinks[2], int timeout_ms) {
   return true;
 }
 
-int RemainingMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
-}
-
-}  // namespace
-
 std::string JoinArgv(const std::vector<std::string>& argv) {
   std::string s;
   for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
@@ -120,10 +120,9 @@ std::string JoinArgv(const std::vector<std::string>& argv) {
 Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::vector<std::string>& argv, const std::string& log_path,
     const std::vector<std::string>& extra_env) {
-  ExecPlan plan = MakePlan(argv, extra_env);
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Status::IoError("open " + log_path + ": " + strerror(errno));
-  Result<pid_t> pid = Spawn(plan, log_fd, log_fd);
+  Result<pid_t> pid = SpawnProcess(argv, extra_env, log_fd, log_fd);
   close(log_fd);
   if (!pid.ok()) return pid.status().WithContext(JoinArgv(argv));
   return std::unique_ptr<ChildProcess>(new ChildProcess(*pid, log_path));
@@ -169,7 +168,6 @@ std::string ReadFileTail(const std::string& path, size_t max_bytes) {
 RunResult RunCommand(const std::vector<std::string>& argv,
                      const std::vector<std::string>& extra_env, std::chrono::seconds timeout) {
   RunResult result;
-  ExecPlan plan = MakePlan(argv, extra_env);
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
     result.err = std::string("pipe: ") + strerror(errno);
@@ -181,7 +179,7 @@ RunResult RunCommand(const std::vector<std::string>& argv,
     close(out_pipe[1]);
     return result;
   }
-  Result<pid_t> pid = Spawn(plan, out_pipe[1], err_pipe[1]);
+  Result<pid_t> pid = SpawnProcess(argv, extra_env, out_pipe[1], err_pipe[1]);
   close(out_pipe[1]);
   close(err_pipe[1]);
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
@@ -216,7 +214,7 @@ RunResult RunCommand(const std::vector<std::string>& argv,
   for (pollfd& p : fds) {
     if (p.fd >= 0) close(p.fd);
   }
-  result.exit_code = result.timed_out ? -1 : ExitCode(wait_status);
+  result.exit_code = result.timed_out ? -1 : ExitCodeOf(wait_status);
   return result;
 }
 

@@ -6,6 +6,7 @@
 // A ChildProcess is owned by one thread at a time; RunCommand is thread-safe.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -63,5 +64,24 @@ std::string ReadFileTail(const std::string& path, size_t max_bytes);
 
 // "argv[0] argv[1] ..." for messages.
 std::string JoinArgv(const std::vector<std::string>& argv);
+
+// The building blocks of ChildProcess and RunCommand, for other ways of running children
+// (BackgroundCommand, background_command.h).
+
+// Forks and execs argv (argv[0] is looked up in PATH, no shell; `extra_env` as in
+// ChildProcess::Start) in a process group of its own, with stdin on /dev/null and stdout and stderr
+// on `out_fd` and `err_fd`; the child gets SIGKILL when the calling thread exits. Returns its pid,
+// which is also its process group id. The caller still owns (and closes) `out_fd` and `err_fd`.
+Result<pid_t> SpawnProcess(const std::vector<std::string>& argv,
+                           const std::vector<std::string>& extra_env, int out_fd, int err_fd);
+
+// RunResult::exit_code of a waitpid status: the exit code, 128 + signal when killed by a signal,
+// else -1.
+int ExitCodeOf(int wait_status);
+
+// Waits up to `timeout_ms` for the pipes fds[0] and fds[1] and appends what is available to
+// *sinks[0] and *sinks[1], closing a pipe (its fd set to -1) at EOF or on an error. Returns true
+// when it read or closed something.
+bool DrainPipes(pollfd fds[2], std::string* sinks[2], int timeout_ms);
 
 }  // namespace lakecache::testing
