@@ -219,7 +219,10 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
     LC_ASSIGN_OR_RETURN(namespaces, NamespaceTable::Open(config, store_options, /*probe=*/true));
   }
   FileSystemOptions fs_options = options.fs;
-  if (cluster) fs_options.max_run_blocks = 1;
+  if (cluster) {
+    fs_options.max_run_blocks = 1;
+    fs_options.range_reads_when_random = true;
+  }
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;

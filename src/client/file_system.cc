@@ -190,6 +190,7 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
   thread_local BlockRequest req;
   FillBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
   req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
+  if (ReadRangeOnly(h, req.key)) return ReadRange(h, index * h.block_size + offset_in_block, dst);
   ObjectStore& store = *h.ns->store;
   LC_ASSIGN_OR_RETURN(
       BlockStore::PinnedRead read,
@@ -267,6 +268,14 @@ Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offse
   thread_local BlockRequest req;
   FillBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
   req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
+  if (ReadRangeOnly(h, req.key)) {
+    LC_ASSIGN_OR_RETURN(size_t n, ReadRange(h, offset, scratch.first(want)));
+    if (n != want) {
+      return Status::Internal(h.object_key + ": a read at " + std::to_string(offset) + " gave " +
+                              std::to_string(n) + " bytes, expected " + std::to_string(want));
+    }
+    return std::span<const char>(scratch.data(), n);
+  }
   ObjectStore& store = *h.ns->store;
   LC_ASSIGN_OR_RETURN(
       BlockStore::PinnedRead read,
@@ -285,6 +294,26 @@ Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offse
                             std::to_string(want));
   }
   return out;
+}
+
+bool FileSystem::ReadRangeOnly(Handle& h, const BlockKey& key) {
+  if (!options_.range_reads_when_random) return false;
+  {
+    std::lock_guard lock(h.read_ahead_mu);
+    if (h.read_ahead.sequential()) return false;
+  }
+  if (blocks_->Contains(key)) return false;
+  // Second touch: a block a random reader comes back to is worth caching whole here.
+  uint64_t hash = StableKeyHash(key) | 1;
+  std::atomic<uint64_t>& seen = range_read_[hash % kRangeReadSlots];
+  return seen.exchange(hash, std::memory_order_relaxed) != hash;
+}
+
+Result<size_t> FileSystem::ReadRange(Handle& h, uint64_t offset, std::span<char> dst) {
+  ReadOptions options;
+  options.if_match = h.etag;
+  options.object_size = h.size;
+  return h.ns->store->Read(h.object_key, offset, dst, options);
 }
 
 void FileSystem::Pin(Handle& h, uint64_t index, const BlockRef& block) {

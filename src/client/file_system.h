@@ -39,6 +39,11 @@ struct FileSystemOptions {
   // Consecutive prefetched blocks fetched with one read of the store (one ranged GET). Cluster
   // mode sets 1: each block has its own owner worker.
   uint32_t max_run_blocks = 8;
+  // Cluster mode: a block a random reader misses for the first time is not fetched whole into this
+  // mount's cache; only the range read comes from its worker (which caches the whole block), so a
+  // 128 KiB pread moves 128 KiB, not a block. A block read again (a small table of recently
+  // range-read blocks remembers it) and sequential readers take whole blocks.
+  bool range_reads_when_random = false;
 };
 
 struct FileAttr {
@@ -100,6 +105,10 @@ class FileSystem {
   Result<size_t> ReadBlocks(Handle& h, uint64_t offset, std::span<char> dst);
   // Tells the handle's window of a read and starts the prefetches it asks for.
   void ReadAhead(Handle& h, uint64_t offset, uint64_t length);
+  // True when a read of block `key` should be a range read of the store (see
+  // FileSystemOptions::range_reads_when_random).
+  bool ReadRangeOnly(Handle& h, const BlockKey& key);
+  Result<size_t> ReadRange(Handle& h, uint64_t offset, std::span<char> dst);
   // Keeps `block` as the handle's current block (see Handle::pinned).
   void Pin(Handle& h, uint64_t index, const BlockRef& block);
 
@@ -109,6 +118,10 @@ class FileSystem {
   const int64_t mount_time_;
   InodeTable inodes_;
   ContentIndex contents_;
+  static constexpr size_t kRangeReadSlots = 4096;
+  // Hashes of blocks read by range (see ReadRangeOnly); direct-mapped, lossy.
+  std::unique_ptr<std::atomic<uint64_t>[]> range_read_ =
+      std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
   std::mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_;  // GUARDED_BY(etag_mu_)
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.

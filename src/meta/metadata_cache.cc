@@ -14,6 +14,7 @@ struct MetadataCache::Slot {
   Clock::time_point fetched;                  // GUARDED_BY(mu)
   bool warned_stale = false;                  // GUARDED_BY(mu)
   bool pinned = false;                        // GUARDED_BY(mu)
+  bool anchored = false;                      // GUARDED_BY(mu)
   // While serving a stale listing, the store is asked again only after this point, so callers do
   // not each wait for a store that does not answer.
   Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
@@ -45,7 +46,8 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
     bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
-    bool within_stale_bound = now - slot->fetched < options_.ttl + options_.stale_if_error;
+    bool within_stale_bound =
+        slot->anchored || now - slot->fetched < options_.ttl + options_.stale_if_error;
     bool backing_off = slot->warned_stale && now < slot->retry_stale_after && within_stale_bound;
     if (fresh || backing_off) return slot->listing;
   }
@@ -66,7 +68,8 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::stri
   const Status& error = listed.status();
   bool unreachable = error.retryable() || error.code() == StatusCode::kDeadlineExceeded ||
                      error.code() == StatusCode::kIoError;
-  if (unreachable && slot.listing && now - slot.fetched < options_.ttl + options_.stale_if_error) {
+  if (unreachable && slot.listing &&
+      (slot.anchored || now - slot.fetched < options_.ttl + options_.stale_if_error)) {
     slot.retry_stale_after =
         now + std::clamp<Duration>(options_.ttl, std::chrono::seconds(1), std::chrono::seconds(10));
     if (!slot.warned_stale) {
@@ -79,13 +82,20 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::stri
   return error;
 }
 
-void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing) {
+void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,
+                        PinKind kind) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   std::lock_guard lock(slot->mu);
-  slot->listing = std::move(listing);
-  slot->fetched = options_.now();
-  slot->warned_stale = false;
-  slot->pinned = true;
+  if (slot->listing != listing) {
+    slot->listing = std::move(listing);
+    slot->fetched = options_.now();
+    slot->warned_stale = false;
+  }
+  if (kind == PinKind::kPinned) {
+    slot->pinned = true;
+  } else {
+    slot->anchored = true;
+  }
 }
 
 size_t MetadataCache::Unpin(const std::string& dir) {

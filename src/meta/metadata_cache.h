@@ -7,9 +7,11 @@
 // store is unreachable (not a 403/404), the cached listing keeps being served for up to
 // `stale_if_error` past its TTL, with one warning per folder.
 //
-// Pinned folders (a preload, `lakecache load`) are served from their cached listing without
-// revalidation until unpinned (`lakecache free`), so a loaded tree lists with the store
-// unreachable. Thread-safe.
+// Pinned folders (the tree of a preload, `lakecache load`) are served from their cached listing
+// without revalidation until unpinned (`lakecache free`), so a loaded tree lists with the store
+// unreachable. Anchored folders (the folders above a loaded tree) revalidate with the TTL as usual,
+// but while the store is unreachable their last listing is served however old it is, so the path
+// to a loaded tree never breaks; new entries in them still show. Thread-safe.
 #pragma once
 
 #include <functional>
@@ -45,8 +47,12 @@ class MetadataCache {
   // The entry at relative path `path` (non-empty); kNotFound if its parent does not list it.
   Result<DirEntry> Stat(const std::string& path);
 
-  // Keeps `listing` as folder `dir`'s listing and serves it without revalidating until unpinned.
-  void Pin(const std::string& dir, std::shared_ptr<const DirListing> listing);
+  enum class PinKind { kPinned, kAnchored };
+  // Keeps `listing` as folder `dir`'s listing: kPinned serves it without revalidating until
+  // unpinned; kAnchored revalidates with the TTL but serves the last listing without a time limit
+  // while the store is unreachable.
+  void Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,
+           PinKind kind = PinKind::kPinned);
   // Unpins and forgets folder `dir` and every folder below it: the next List asks the store.
   // Returns the number of folders forgotten.
   size_t Unpin(const std::string& dir);

@@ -12,8 +12,9 @@ std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
 }
 
-// The folder `dir` and its ancestors up to the root, each listed and (with `pin`) pinned. Returns
-// the listing of `dir`.
+// The folder `dir` and its ancestors up to the root, each listed and (with `pin`) anchored: they
+// keep revalidating, but serve their last listing while the store is unreachable. Returns the
+// listing of `dir`.
 Result<std::shared_ptr<const DirListing>> ListWithAncestors(MetadataCache& meta,
                                                             const std::string& dir, bool pin,
                                                             uint64_t* dirs) {
@@ -22,7 +23,7 @@ Result<std::shared_ptr<const DirListing>> ListWithAncestors(MetadataCache& meta,
     std::string current = dir.substr(0, end == std::string::npos ? dir.size() : end);
     if (end == 0) current.clear();
     LC_ASSIGN_OR_RETURN(listing, meta.List(current));
-    if (pin) meta.Pin(current, listing);
+    if (pin) meta.Pin(current, listing, MetadataCache::PinKind::kAnchored);
     ++*dirs;
     if (end == std::string::npos || dir.empty()) break;
     end = dir.find('/', end + 1);

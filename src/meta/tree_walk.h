@@ -1,10 +1,12 @@
 // WalkTree: the files of a path of one namespace (a file, a folder, or with `recursive` the whole
 // tree below a folder), read through its MetadataCache, for preloading and freeing.
 //
-// With `pin`, every listing the walk reads is pinned in the cache (see MetadataCache::Pin), and so
-// are the listings of the folders above the path, so that the tree lists and stats with the object
-// store unreachable. A recursive walk reads the tree with flat listings (no delimiter, 1,000 keys
-// per request) and builds each folder's listing from them, instead of one listing per folder.
+// With `pin`, every listing of the tree is pinned in the cache (see MetadataCache::Pin) and the
+// folders above the path are anchored (revalidated as usual, but served while the store is
+// unreachable), so that the tree lists and stats with the object store unreachable while new
+// folders beside it still show. A recursive walk reads the tree with flat listings (no delimiter,
+// 1,000 keys per request) and builds each folder's listing from them, instead of one listing per
+// folder.
 #pragma once
 
 #include <cstdint>

@@ -213,24 +213,31 @@ TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
             StatusCode::kInvalidArgument);
 }
 
-TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
-  ClusterNamespace ns = Namespace();
+// A FileSystem reading namespace "lake" through the cluster, as a cluster mount builds it.
+std::unique_ptr<FileSystem> ClusterFileSystem(const std::shared_ptr<ClusterClient>& client,
+                                              const ClusterNamespace& ns,
+                                              FileSystemOptions options) {
   NamespaceTable::Source source;
   source.config.name = ns.name;
   source.config.block_size = ns.block_size;
   source.config.metadata_ttl = ns.metadata_ttl;
   source.prefix = ns.key_prefix;
-  source.store = std::make_shared<ClusterStore>(client_, ns);
+  source.store = std::make_shared<ClusterStore>(client, ns);
   std::vector<NamespaceTable::Source> sources;
   sources.push_back(std::move(source));
   CacheConfig cache;
   cache.memory_capacity = 1 << 20;
-  FileSystemOptions options;
   options.max_run_blocks = 1;
   auto blocks = BlockStore::Open(cache);
-  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
-  FileSystem fs(NamespaceTable::FromStores(std::move(sources)),
-                std::shared_ptr<BlockStore>(std::move(*blocks)), options);
+  if (!blocks.ok()) return nullptr;
+  return std::make_unique<FileSystem>(NamespaceTable::FromStores(std::move(sources)),
+                                      std::shared_ptr<BlockStore>(std::move(*blocks)), options);
+}
+
+TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), FileSystemOptions{});
+  ASSERT_NE(made, nullptr);
+  FileSystem& fs = *made;
   Result<FileAttr> lake = fs.Lookup(1, "lake");
   ASSERT_TRUE(lake.ok()) << lake.status().ToString();
   Result<FileAttr> file = fs.Lookup(lake->ino, "big.bin");
@@ -248,6 +255,39 @@ TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
   }
   fs.Release(opened->fh);
   EXPECT_EQ(got, big);
+}
+
+// Random reads in cluster mode move only the range read: the first touch of a block is a range
+// read from its worker (nothing cached in the mount); a block read again is fetched whole.
+TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
+  FileSystemOptions options;
+  options.range_reads_when_random = true;
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), options);
+  ASSERT_NE(made, nullptr);
+  FileSystem& fs = *made;
+  Result<FileAttr> lake = fs.Lookup(1, "lake");
+  ASSERT_TRUE(lake.ok()) << lake.status().ToString();
+  Result<FileAttr> file = fs.Lookup(lake->ino, "big.bin");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  Result<OpenedFile> opened = fs.Open(file->ino);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  const std::string& big = files_["big.bin"];
+  const uint64_t bs = Namespace().block_size;
+  ASSERT_GE(big.size(), 301 * bs);
+  auto read_at = [&](uint64_t offset) {
+    std::string got(512, '\0');
+    Result<size_t> n = fs.Read(opened->fh, offset, std::span<char>(got.data(), got.size()));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, got.size());
+    EXPECT_EQ(got, big.substr(offset, got.size())) << offset;
+  };
+  // Jumps of hundreds of blocks: never sequential.
+  const uint64_t offsets[] = {300 * bs + 100, 100 * bs + 1000, 200 * bs + 64, 0 + 3000};
+  for (uint64_t offset : offsets) read_at(offset);
+  EXPECT_EQ(fs.blocks().Stats().tiers[0].blocks, 0u);
+  for (uint64_t offset : offsets) read_at(offset + 512);
+  EXPECT_EQ(fs.blocks().Stats().tiers[0].blocks, std::size(offsets));
+  fs.Release(opened->fh);
 }
 
 // A client on the worker's host reads blocks from the worker's cache files and verifies them; a

@@ -231,6 +231,35 @@ TEST_F(MetadataCacheTest, StaleListingIsServedWhileStoreIsUnavailable) {
   EXPECT_EQ(expired.status().code(), StatusCode::kUnavailable);
 }
 
+TEST_F(MetadataCacheTest, PinnedListingIsNeverRevalidatedUntilUnpinned) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  cache.Pin("dir", MustList("dir"));
+  Put("dir/new", "n");
+  clock_.Advance(kTtl + kStaleIfError + seconds(1));
+  store_->FailAlways(StoreOp::kList, store_->ServerError("dir/"));
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+  EXPECT_EQ(cache.Stat("dir/new").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Lists(), 1);
+  store_->ClearRules();
+  EXPECT_EQ(cache.Unpin("dir"), 1u);
+  EXPECT_TRUE(cache.Stat("dir/new").ok());
+  EXPECT_EQ(Lists(), 2);
+}
+
+TEST_F(MetadataCacheTest, AnchoredListingRevalidatesButOutlivesAnOutage) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  cache.Pin("dir", MustList("dir"), MetadataCache::PinKind::kAnchored);
+  Put("dir/new", "n");
+  clock_.Advance(kTtl);
+  EXPECT_TRUE(cache.Stat("dir/new").ok());  // revalidated with the TTL, as usual
+  EXPECT_EQ(Lists(), 2);
+  store_->FailAlways(StoreOp::kList, store_->ServerError("dir/"));
+  clock_.Advance(kTtl + kStaleIfError * 10);  // far past the stale-if-error bound
+  EXPECT_TRUE(cache.Stat("dir/new").ok());
+}
+
 TEST_F(MetadataCacheTest, StaleListingIsServedOnConnectionReset) {
   Put("dir/f", "abc");
   MetadataCache& cache = Cache();
