@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test demo format format-check clean
+.PHONY: all deps configure build test demo bench bench-quick bench-deps format format-check clean
 
 all: build
 
@@ -22,6 +22,18 @@ test: build
 
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/lakecache
+
+# lakecache against s3fs and rclone over a shaped link (bench/compare, needs root): results in
+# bench/results/, the summary in docs/benchmarks.md. BENCH_ARGS passes flags, e.g. --systems.
+bench: build bench-deps
+	@BUILD_DIR=$(BUILD_DIR) bench/compare $(BENCH_ARGS)
+
+# The same at CI size (a few minutes): checks that every cell is produced, asserts no speed.
+bench-quick: build bench-deps
+	@BUILD_DIR=$(BUILD_DIR) bench/compare --quick $(BENCH_ARGS)
+
+bench-deps:
+	@scripts/install-bench-deps.sh
 
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
 

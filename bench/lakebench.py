@@ -1,15 +1,18 @@
-"""Shared pieces of the lakecache benchmark scripts (bench/read_path, bench/cluster_read).
+"""Shared pieces of the lakecache benchmark scripts (bench/read_path, bench/cluster_read,
+bench/compare; bench/remote_store.py builds on it).
 
 A script imports this module (its own folder on sys.path), subclasses BenchBase for its
 measurements and calls run_main(), which installs the signal handlers and always tears down: every
-process a bench started (BenchBase.track) is stopped, its mount unmounted, and the temp dir removed
-(unless --keep-tmp), on success, failure, SIGINT, SIGTERM or SIGHUP.
+process a bench started (BenchBase.track) is stopped, its mount unmounted, then the clean-ups it
+registered (BenchBase.add_cleanup: network namespaces, routes, loop mounts) run, newest first, and
+the temp dir is removed (unless --keep-tmp), on success, failure, SIGINT, SIGTERM or SIGHUP.
 
 Binaries: $LAKECACHE (default $BUILD_DIR/lakecache) and $FUSE_CEILING (default
 $BUILD_DIR/bench/fuse_ceiling), BUILD_DIR defaulting to build/ of the repo; $S3RVER_JS (default
 node_modules/s3rver/bin/s3rver.js of the repo).
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -18,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,16 +47,33 @@ def log(msg):
     print(f"[{PROG} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def parse_size(text):
+def parse_bytes(text):
+    """"100KiB", "64MiB", "1GiB", "4096": a byte count (K/M/G and KiB/MiB/GiB are powers of 2)."""
     units = {"": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": MiB, "MiB": MiB, "G": 1 << 30, "GiB": 1 << 30}
     num = text.rstrip("KMGiB")
     unit = text[len(num):]
-    if unit not in units or not num:
-        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512MiB)")
-    value = int(float(num) * units[unit])
+    try:
+        value = int(float(num) * units[unit])
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512MiB)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}: must be more than 0")
+    return value
+
+
+def parse_size(text):
+    value = parse_bytes(text)
     if value < 8 * MiB or value % MiB:
         raise argparse.ArgumentTypeError("size must be a whole number of MiB, at least 8MiB")
     return value
+
+
+def format_bytes(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return f"{n}B"
 
 
 def require_root(why="drop_caches and FUSE mounts"):
@@ -119,15 +140,74 @@ def accepts(port):
         return False
 
 
-def write_pattern_file(path, size, seed):
-    """Incompressible bytes, different for each seed and each MiB."""
-    chunk = bytearray(os.urandom(MiB))
+def write_pattern_file(path, size, seed, base=None, sync=True):
+    """Incompressible bytes, different for each seed and each MiB; any size (the last MiB is cut).
+    `base`: a random MiB to start from (default a fresh one; pass one to write many small files
+    quickly). `sync`: fsync the file (the caller may sync once for many files instead)."""
+    chunk = bytearray(base if base is not None else os.urandom(MiB))
     with open(path, "wb") as f:
-        for i in range(size // MiB):
+        for i in range(-(-size // MiB)):
             chunk[0:16] = seed.to_bytes(8, "little") + i.to_bytes(8, "little")
-            f.write(chunk)
-        f.flush()
-        os.fsync(f.fileno())
+            f.write(chunk[:min(MiB, size - i * MiB)])
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_range(path, offset=0, length=None, buf=None):
+    """Reads `length` bytes of path from `offset` (default: to the end) in 1 MiB preads; returns
+    the bytes read."""
+    buf = buf if buf is not None else bytearray(MiB)
+    total = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while length is None or total < length:
+            want = MiB if length is None else min(MiB, length - total)
+            n = os.preadv(fd, [memoryview(buf)[:want]], offset + total)
+            if n == 0:
+                break
+            total += n
+    finally:
+        os.close(fd)
+    return total
+
+
+def run_readers(work, jobs):
+    """Runs work(job) for every job of each list in `jobs` (one thread per list, in order within a
+    list); returns (sum of the results, seconds). The first exception of any thread is raised
+    after all threads end."""
+    results, errors = [0] * len(jobs), []
+
+    def run(i):
+        try:
+            for job in jobs[i]:
+                results[i] += work(job)
+        except BaseException as e:  # noqa: B902 - re-raised in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return sum(results), seconds
+
+
+def bench_env():
+    """This environment with the S3RVER credentials and without anything that would redirect or
+    change an S3 client (proxies, endpoint, profile, session token)."""
+    env = dict(os.environ)
+    for name in list(env):
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") or name in (
+                "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+            del env[name]
+    env["AWS_ACCESS_KEY_ID"] = "S3RVER"
+    env["AWS_SECRET_ACCESS_KEY"] = "S3RVER"
+    return env
 
 
 def tail(path, chars=2000):
@@ -162,12 +242,9 @@ class BenchBase:
         self.procs = []  # (Popen, mountpoint or None)
         self.port = None
         self.endpoint = None
-        self.env = dict(os.environ)
-        for name in ("AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-            self.env.pop(name, None)
-        self.env["AWS_ACCESS_KEY_ID"] = "S3RVER"
-        self.env["AWS_SECRET_ACCESS_KEY"] = "S3RVER"
+        self.env = bench_env()
         self.mount_count = 0
+        self.cleanups = []  # callables run at teardown after the processes stopped, newest first
 
     # ---- teardown ------------------------------------------------------------------------
     def unmount(self, mnt):
@@ -207,10 +284,21 @@ class BenchBase:
                 if proc.poll() is None:
                     proc.kill()
         self.procs.clear()
+        while self.cleanups:
+            fn = self.cleanups.pop()
+            try:
+                fn()
+            except Exception as e:  # keep tearing down the rest
+                log(f"teardown: {e}")
         if self.args.keep_tmp:
             log(f"kept {self.tmp}")
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def add_cleanup(self, fn):
+        """fn() runs at teardown, after every tracked process has stopped (newest first)."""
+        self.cleanups.append(fn)
+        return fn
 
     def track(self, proc, mnt=None):
         self.procs.append((proc, mnt))
@@ -236,13 +324,16 @@ class BenchBase:
                 raise RuntimeError(f"{binary} not found: build it (or set LAKECACHE / FUSE_CEILING / BUILD_DIR)")
 
     # ---- s3rver and uploads ----------------------------------------------------------------
+    def s3rver_argv(self, data_dir, host, port):
+        return ["node", "--openssl-legacy-provider", S3RVER_JS, "-d", data_dir, "-a", host,
+                "-p", str(port), "--configure-bucket", self.bucket]
+
     def start_s3rver(self):
         for attempt in range(3):
             port = free_port()
             data = os.path.join(self.tmp, f"s3rver-{attempt}")
             os.makedirs(data)
-            argv = ["node", "--openssl-legacy-provider", S3RVER_JS, "-d", data, "-a", "127.0.0.1",
-                    "-p", str(port), "--configure-bucket", self.bucket]
+            argv = self.s3rver_argv(data, "127.0.0.1", port)
             proc = self.spawn(argv, os.path.join(self.tmp, f"s3rver-{attempt}.log"))
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and proc.poll() is None and not accepts(port):
@@ -259,14 +350,14 @@ class BenchBase:
                 'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\nnoproxy = "*"\npath-as-is\n'
                 'fail\nno-progress-meter\n')
 
-    def run_curl_config(self, entries, parallel):
-        """Runs one curl over a config of `entries` (each a block of curl config lines); returns
-        the seconds it took."""
+    def run_curl_config(self, entries, parallel, prefix=()):
+        """Runs one curl over a config of `entries` (each a block of curl config lines), its argv
+        after `prefix` (e.g. nsenter into a namespace); returns the seconds it took."""
         cfg = os.path.join(self.tmp, f"curl-{time.monotonic_ns()}.config")
         with open(cfg, "w") as f:
             f.write("next\n".join(e + self.curl_common() for e in entries))
         start = time.perf_counter()
-        r = subprocess.run(["curl", "--parallel", "--parallel-max", str(parallel), "-K", cfg],
+        r = subprocess.run([*prefix, "curl", "--parallel", "--parallel-max", str(parallel), "-K", cfg],
                            capture_output=True, text=True, env=self.env)
         seconds = time.perf_counter() - start
         if r.returncode != 0:
@@ -276,10 +367,66 @@ class BenchBase:
     def url(self, key):
         return f"{self.endpoint}/{self.bucket}/{key}"
 
-    def upload(self, files):
-        """Uploads [(key, local path)] to the bucket, 16 at a time."""
+    def upload(self, files, prefix=(), parallel=16):
+        """Uploads [(key, local path)] to the bucket, `parallel` at a time (curl after `prefix`)."""
         entries = [f'url = "{self.url(key)}"\nupload-file = "{path}"\n' for key, path in files]
-        self.run_curl_config(entries, 16)
+        self.run_curl_config(entries, parallel, prefix)
+
+    # ---- lakecache servers (master, workers) --------------------------------------------------
+    def write_cluster_config(self, path, namespace, policy=None):
+        """A config with one namespace on the bucket at self.endpoint (S3RVER credentials)."""
+        with open(path, "w") as f:
+            f.write(f"namespaces:\n"
+                    f"  {namespace}:\n"
+                    f"    uri: s3://{self.bucket}/\n"
+                    f"    endpoint: {self.endpoint}\n"
+                    f"    path_style: true\n"
+                    f"    access_key: S3RVER\n"
+                    f"    secret_key: S3RVER\n"
+                    + (f"cache:\n  policy: {policy}\n" if policy else ""))
+        return path
+
+    def start_server(self, role, config, args, prefix=(), name=None, timeout=30):
+        """Starts `lakecache --config CONFIG ... ROLE ARGS --address-file T/NAME.addr` (role
+        master or worker; after `prefix`), logging at info to T/NAME.log (NAME defaults to the
+        role); returns the address it wrote."""
+        name = name or role
+        addr_file = os.path.join(self.tmp, f"{name}.addr")
+        log_file = os.path.join(self.tmp, f"{name}.log")
+        out_file = os.path.join(self.tmp, f"{name}.out")
+        if os.path.exists(addr_file):  # a previous run of the same name
+            os.unlink(addr_file)
+        argv = [*prefix, LAKECACHE, "--config", config, "--log-level", "info", "--log-file", log_file,
+                role, *args, "--address-file", addr_file]
+        proc = self.spawn(argv, out_file, env=self.env)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(addr_file):  # written whole (renamed into place)
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log(tail(out_file) + tail(log_file))
+                raise RuntimeError(f"the {name} did not start (exit status {proc.poll()}); logs in {self.tmp}")
+            time.sleep(0.05)
+        with open(addr_file) as f:
+            return f.read().strip()
+
+    def cluster_status(self, master, prefix=()):
+        """`lakecache cluster status --master MASTER --json` (after `prefix`), parsed."""
+        r = subprocess.run([*prefix, LAKECACHE, "cluster", "status", "--master", master, "--json"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"cluster status failed ({r.returncode}): {r.stderr[-1000:]}")
+        return json.loads(r.stdout)
+
+    def wait_workers(self, master, addresses, prefix=(), timeout=30):
+        """Until the master lists every worker address as reachable."""
+        deadline = time.monotonic() + timeout
+        while True:
+            workers = self.cluster_status(master, prefix)["workers"]
+            listed = {w.get("address") for w in workers if w.get("reachable")}
+            if set(addresses) <= listed:
+                return workers
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the master at {master} does not list the workers {addresses}: {workers}")
+            time.sleep(0.1)
 
     # ---- mounts ------------------------------------------------------------------------------
     def new_dir(self, name):
@@ -333,6 +480,18 @@ class BenchBase:
         return statistics.median(results)
 
 
+def format_table(header, rows):
+    """Lines of a plain-text table: the first column left-aligned, the others right-aligned."""
+    rows = [[str(c) for c in r] for r in [header] + list(rows)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+            for r in rows]
+
+
+def csv_line(cells):
+    return ",".join(f'"{c}"' if ("," in str(c) or '"' in str(c)) else str(c) for c in cells)
+
+
 def print_table(rows, csv, title):
     """rows: (name, value, baseline or None, goal or None, ">=" or "<=" or None). Prints the table
     (title first, unless csv); returns True when a goal failed."""
@@ -351,15 +510,13 @@ def print_table(rows, csv, title):
                     f"{op} {goal}" if goal is not None else "-", verdict))
     header = ("measurement", "MB/s", "baseline", "ratio", "goal", "result")
     if csv:
-        print(",".join(header))
+        print(csv_line(header))
         for r in out:
-            print(",".join(f'"{c}"' if "," in c else c for c in r))
+            print(csv_line(r))
     else:
         print(title)
-        widths = [max(len(str(r[i])) for r in [header] + out) for i in range(len(header))]
-        for r in [header] + out:
-            print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                            for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        for line in format_table(header, out):
+            print(line)
     return failed
 
 
@@ -371,12 +528,61 @@ def add_common_args(p, size_help="size of the big file/object (default 512MiB)")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs) after the run")
 
 
+def plot_bars(png, title, groups, series, unit, log_scale=False):
+    """A PNG of grouped horizontal bars: one group per label of `groups`, one bar per series
+    [(name, [(median, low, high) or None for each group])], error bars from low to high. Uses
+    matplotlib; an interpreter without it (a pyenv python first on PATH, say) hands the plot to
+    /usr/bin/python3, where Debian's python3-matplotlib lives. Returns an error message, or None."""
+    spec = dict(png=png, title=title, groups=groups, series=series, unit=unit, log_scale=log_scale)
+    try:
+        import matplotlib
+    except ImportError:
+        system = "/usr/bin/python3"
+        if not os.access(system, os.X_OK) or os.path.realpath(system) == os.path.realpath(sys.executable):
+            return "matplotlib is not installed (Debian: python3-matplotlib)"
+        bench_dir = os.path.dirname(os.path.abspath(__file__))
+        code = ("import json, sys; sys.path.insert(0, sys.argv[1]); sys.dont_write_bytecode = True; "
+                "import lakebench; err = lakebench.plot_bars(**json.loads(sys.argv[2])); "
+                "sys.exit(err or 0)")
+        r = subprocess.run([system, "-c", code, bench_dir, json.dumps(spec)], capture_output=True, text=True)
+        return None if r.returncode == 0 else (r.stderr.strip() or r.stdout.strip())[-500:]
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    n = len(groups)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    bar = 0.8 / max(1, max(sum(1 for _, vals in series if vals[i] is not None) for i in range(n)))
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.2 * sum(1 for _, vals in series for v in vals if v is not None)
+                                    + 0.25 * n))
+    labelled = set()
+    for i in range(n):  # each group's bars side by side, only the series that have a value there
+        present = [(j, name, vals[i]) for j, (name, vals) in enumerate(series) if vals[i] is not None]
+        for pos, (j, name, v) in enumerate(present):
+            y = i + (pos - (len(present) - 1) / 2) * bar
+            ax.barh(y, v[0], height=bar, xerr=[[v[0] - v[1]], [v[2] - v[0]]], capsize=2,
+                    color=colors[j % len(colors)], label=None if name in labelled else name)
+            labelled.add(name)
+    ax.set_yticks(range(n))
+    ax.set_yticklabels(groups)
+    ax.invert_yaxis()
+    if log_scale:
+        ax.set_xscale("log")
+    ax.set_xlabel(unit)
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    return None
+
+
 def run_main(bench, body):
     """Runs body(bench) -> failed (bool) with SIGTERM, SIGHUP and SIGINT turned into SystemExit,
     then always tears the bench down (signals ignored meanwhile); exits 1 when body says a goal
     failed, 0 otherwise. An exception from body propagates (traceback, exit 1) after teardown."""
 
     def on_signal(signum, _frame):
+        log(f"{signal.Signals(signum).name}: stopping; cleaning up")
         raise SystemExit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):

@@ -14,26 +14,12 @@ DEBIAN_PACKAGES=(
   swift swift-proxy swift-account swift-container swift-object python3-swift
 )
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-missing=()
-for pkg in "${DEBIAN_PACKAGES[@]}"; do
-  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
-  [ "$status" = "installed" ] || missing+=("$pkg")
-done
 # Node.js runs the npm test servers; one installed outside Debian's packages serves as well.
+node_packages=()
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  missing+=(nodejs npm)
+  node_packages=(nodejs npm)
 fi
-
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "install-deps: installing Debian packages: ${missing[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+scripts/apt-install-missing.sh install-deps "${DEBIAN_PACKAGES[@]}" "${node_packages[@]}"
 
 # npm test servers, pinned by package-lock.json; reinstalled only when the lock file changes.
 stamp=node_modules/.lakecache-lock.sha256
