@@ -234,26 +234,33 @@ std::unique_ptr<FileSystem> ClusterFileSystem(const std::shared_ptr<ClusterClien
                                       std::shared_ptr<BlockStore>(std::move(*blocks)), options);
 }
 
-TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
-  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), FileSystemOptions{});
-  ASSERT_NE(made, nullptr);
-  FileSystem& fs = *made;
+// Opens lake/big.bin of `fs`.
+void OpenBig(FileSystem& fs, OpenedFile* opened) {
   Result<FileAttr> lake = fs.Lookup(1, "lake");
   ASSERT_TRUE(lake.ok()) << lake.status().ToString();
   Result<FileAttr> file = fs.Lookup(lake->ino, "big.bin");
   ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Result<OpenedFile> opened = fs.Open(file->ino);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Result<OpenedFile> got = fs.Open(file->ino);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  *opened = *got;
+}
+
+TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), FileSystemOptions{});
+  ASSERT_NE(made, nullptr);
+  FileSystem& fs = *made;
+  OpenedFile opened;
+  ASSERT_NO_FATAL_FAILURE(OpenBig(fs, &opened));
   const std::string& big = files_["big.bin"];
   std::string got(big.size(), '\0');
   for (size_t at = 0; at < big.size();) {  // sequential 128 KiB reads, as FUSE sends them
     size_t want = std::min<size_t>(128 << 10, big.size() - at);
-    Result<size_t> n = fs.Read(opened->fh, at, std::span<char>(got.data() + at, want));
+    Result<size_t> n = fs.Read(opened.fh, at, std::span<char>(got.data() + at, want));
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     ASSERT_GT(*n, 0u);
     at += *n;
   }
-  fs.Release(opened->fh);
+  fs.Release(opened.fh);
   EXPECT_EQ(got, big);
 }
 
@@ -265,18 +272,14 @@ TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
   std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), options);
   ASSERT_NE(made, nullptr);
   FileSystem& fs = *made;
-  Result<FileAttr> lake = fs.Lookup(1, "lake");
-  ASSERT_TRUE(lake.ok()) << lake.status().ToString();
-  Result<FileAttr> file = fs.Lookup(lake->ino, "big.bin");
-  ASSERT_TRUE(file.ok()) << file.status().ToString();
-  Result<OpenedFile> opened = fs.Open(file->ino);
-  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  OpenedFile opened;
+  ASSERT_NO_FATAL_FAILURE(OpenBig(fs, &opened));
   const std::string& big = files_["big.bin"];
   const uint64_t bs = Namespace().block_size;
   ASSERT_GE(big.size(), 301 * bs);
   auto read_at = [&](uint64_t offset) {
     std::string got(512, '\0');
-    Result<size_t> n = fs.Read(opened->fh, offset, std::span<char>(got.data(), got.size()));
+    Result<size_t> n = fs.Read(opened.fh, offset, std::span<char>(got.data(), got.size()));
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     ASSERT_EQ(*n, got.size());
     EXPECT_EQ(got, big.substr(offset, got.size())) << offset;
@@ -287,7 +290,7 @@ TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
   EXPECT_EQ(fs.blocks().Stats().tiers[0].blocks, 0u);
   for (uint64_t offset : offsets) read_at(offset + 512);
   EXPECT_EQ(fs.blocks().Stats().tiers[0].blocks, std::size(offsets));
-  fs.Release(opened->fh);
+  fs.Release(opened.fh);
 }
 
 // A client on the worker's host reads blocks from the worker's cache files and verifies them; a
