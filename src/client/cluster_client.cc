@@ -261,12 +261,13 @@ void ClusterClient::MarkDown(const std::shared_ptr<Worker>& worker) {
 }
 
 Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::string& dir,
-                                              Clock::time_point deadline) {
+                                              Clock::time_point deadline, bool revalidate) {
   grpc::ClientContext ctx;
   ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
   rpc::ListDirRequest req;
   req.set_ns(ns);
   req.set_dir(dir);
+  req.set_revalidate(revalidate);
   rpc::ListDirResponse resp;
   grpc::Status st = stub_->stub->ListDir(&ctx, req, &resp);
   if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);

@@ -31,7 +31,13 @@ Result<ListPage> ClusterStore::List(const ListRequest& request, const IoOptions&
   }
   std::string dir = prefix.substr(ns_.key_prefix.size());
   if (!dir.empty()) dir.pop_back();
-  LC_ASSIGN_OR_RETURN(ClusterListing listing, client_->ListDir(ns_.name, dir, options.deadline));
+  bool revalidate = false;
+  {
+    std::lock_guard lock(stale_mu_);
+    revalidate = stale_dirs_.erase(dir) > 0;
+  }
+  LC_ASSIGN_OR_RETURN(ClusterListing listing,
+                      client_->ListDir(ns_.name, dir, options.deadline, revalidate));
   ListPage page;
   page.objects = std::move(listing.files);
   page.common_prefixes = std::move(listing.dirs);
@@ -52,27 +58,54 @@ Result<ObjectInfo> ClusterStore::Head(std::string_view key, const IoOptions& opt
   return info;
 }
 
-Result<size_t> ClusterStore::Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                                  const ReadOptions& options) {
-  std::string etag = options.if_match;
-  uint64_t size = options.object_size;
-  if (etag.empty() || size == 0) {
+Result<ReadReply> ClusterStore::ReadRaw(std::string_view key, uint64_t offset,
+                                        std::span<const std::span<char>> bufs,
+                                        const ReadOptions& options) {
+  ReadReply reply;
+  reply.etag = options.if_match;
+  reply.object_size = options.object_size;
+  if (reply.etag.empty() || reply.object_size == 0) {
     LC_ASSIGN_OR_RETURN(ObjectInfo info, Head(key, options));
-    if (!etag.empty() && etag != info.etag) {
+    if (!reply.etag.empty() && reply.etag != info.etag) {
       return Status::PreconditionFailed(std::string(key) + " changed: ETag " + info.etag +
-                                        ", expected " + etag);
+                                        ", expected " + reply.etag);
     }
-    etag = info.etag;
-    size = info.size;
+    reply.etag = info.etag;
+    reply.object_size = info.size;
   }
-  if (offset >= size || buf.empty()) return size_t{0};
-  const uint64_t bs = ns_.block_size;
   rpc::BlockId id;
   id.set_ns(ns_.name);
   id.set_key(std::string(key));
-  id.set_etag(etag);
-  id.set_object_size(size);
-  id.set_block_size(bs);
+  id.set_etag(reply.etag);
+  id.set_object_size(reply.object_size);
+  id.set_block_size(ns_.block_size);
+  // Workers fetch and cache only bytes of the version the id names (they check every reply of
+  // the store), so what they send is of that version.
+  for (std::span<char> buf : bufs) {
+    Result<size_t> n = ReadBlocks(id, offset + reply.bytes, buf, options.deadline);
+    if (!n.ok()) {
+      if (n.status().code() == StatusCode::kPreconditionFailed) NoteChanged(key);
+      return n.status();
+    }
+    reply.bytes += *n;
+    if (*n < buf.size()) break;
+  }
+  return reply;
+}
+
+void ClusterStore::NoteChanged(std::string_view key) {
+  Result<std::string> path = PathOf(key);
+  if (!path.ok()) return;
+  size_t slash = path->rfind('/');
+  std::lock_guard lock(stale_mu_);
+  stale_dirs_.insert(slash == std::string::npos ? "" : path->substr(0, slash));
+}
+
+Result<size_t> ClusterStore::ReadBlocks(rpc::BlockId& id, uint64_t offset, std::span<char> buf,
+                                        Clock::time_point deadline) {
+  const uint64_t size = id.object_size();
+  if (offset >= size || buf.empty()) return size_t{0};
+  const uint64_t bs = ns_.block_size;
   uint64_t end = std::min<uint64_t>(size, offset + buf.size());
   size_t done = 0;
   for (uint64_t at = offset; at < end;) {
@@ -80,9 +113,9 @@ Result<size_t> ClusterStore::Read(std::string_view key, uint64_t offset, std::sp
     uint64_t in_block = at - index * bs;
     uint64_t n = std::min<uint64_t>(end - at, bs - in_block);
     id.set_index(index);
-    LC_ASSIGN_OR_RETURN(size_t got,
-                        client_->ReadBlock(id, in_block, buf.subspan(done, static_cast<size_t>(n)),
-                                           options.deadline));
+    LC_ASSIGN_OR_RETURN(
+        size_t got,
+        client_->ReadBlock(id, in_block, buf.subspan(done, static_cast<size_t>(n)), deadline));
     done += got;
     at += got;
     if (got < n) break;  // the object ended sooner than its size said

@@ -9,6 +9,8 @@
 #include <ctime>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
 #include "client/read_ahead.h"
 
 namespace lakecache {
@@ -54,8 +56,9 @@ struct FileSystem::Handle {
   // in 1 MiB requests) never fetch it again even if the tiers declined or evicted it. Its bytes
   // count against the memory budget.
   std::mutex pin_mu;
-  BlockRef pinned;                     // GUARDED_BY(pin_mu)
-  uint64_t pinned_index = UINT64_MAX;  // GUARDED_BY(pin_mu)
+  BlockRef pinned;                      // GUARDED_BY(pin_mu)
+  uint64_t pinned_index = UINT64_MAX;   // GUARDED_BY(pin_mu)
+  std::atomic<bool> saw_change{false};  // the store sent another version (warned once)
 };
 
 FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
@@ -243,12 +246,37 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
   Handle& h = *reinterpret_cast<Handle*>(fh);
   if (offset >= h.size || dst.empty()) return size_t{0};
   ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
-  return ReadBlocks(h, offset, dst);
+  Result<size_t> n = ReadBlocks(h, offset, dst);
+  if (!n.ok()) NoteReadError(h, n.status());
+  return n;
 }
 
 Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offset,
                                                      std::span<char> scratch, BlockRef* pin) {
   Handle& h = *reinterpret_cast<Handle*>(fh);
+  Result<std::span<const char>> out = ReadPinnedSpan(h, offset, scratch, pin);
+  if (!out.ok()) NoteReadError(h, out.status());
+  return out;
+}
+
+void FileSystem::NoteReadError(Handle& h, const Status& error) {
+  if (error.code() != StatusCode::kPreconditionFailed) return;
+  // The object is no longer the version this handle reads: its folder is listed again, so that a
+  // fresh open reads the new version; this handle keeps failing on blocks not cached.
+  const std::string& prefix = h.ns->meta->prefix();
+  if (h.object_key.starts_with(prefix)) {
+    h.ns->meta->ExpireFolder(SplitParent(h.object_key.substr(prefix.size())).first);
+  }
+  if (!h.saw_change.exchange(true)) {
+    spdlog::warn(
+        "{}: changed while open (ETag {} when opened): reads of blocks not cached fail "
+        "with EIO; open the file again to read the new version: {}",
+        h.object_key, h.etag, error.ToString());
+  }
+}
+
+Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t offset,
+                                                         std::span<char> scratch, BlockRef* pin) {
   if (offset >= h.size || scratch.empty()) return std::span<const char>();
   uint64_t want = std::min<uint64_t>(scratch.size(), h.size - offset);
   ReadAhead(h, offset, want);

@@ -6,7 +6,9 @@
 // same ETag may keep the kernel page cache (keep_cache); a changed ETag drops it. Each handle keeps
 // a ReadAheadWindow: sequential readers get blocks prefetched on a pool of this class (parallel
 // ranged GETs, off the caller's thread) into the BlockStore's staging area, within its memory
-// budget. Thread-safe: FUSE calls every method from many threads.
+// budget. Bytes are cached only under the version they came from: a store reply of another
+// version fails the read (kPreconditionFailed, EIO to the reader) and relists the file's folder,
+// so the next open reads the new version. Thread-safe: FUSE calls every method from many threads.
 #pragma once
 
 #include <sys/types.h>
@@ -103,6 +105,10 @@ class FileSystem {
   Result<size_t> ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
                            std::span<char> dst);
   Result<size_t> ReadBlocks(Handle& h, uint64_t offset, std::span<char> dst);
+  Result<std::span<const char>> ReadPinnedSpan(Handle& h, uint64_t offset, std::span<char> scratch,
+                                               BlockRef* pin);
+  // After a failed read: an object that changed under `h` gets its folder listed again.
+  void NoteReadError(Handle& h, const Status& error);
   // Tells the handle's window of a read and starts the prefetches it asks for.
   void ReadAhead(Handle& h, uint64_t offset, uint64_t length);
   // True when a read of block `key` should be a range read of the store (see

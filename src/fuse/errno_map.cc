@@ -19,7 +19,7 @@ int StatusToErrno(const Status& status) {
     case StatusCode::kNoSpace:
       return ENOSPC;
     case StatusCode::kPreconditionFailed:
-      return ESTALE;  // the object changed under an open file
+      return EIO;  // the object changed under an open file: see docs/semantics.md
     case StatusCode::kUnimplemented:
       return ENOSYS;
     case StatusCode::kUnavailable:

@@ -84,6 +84,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (!rpc::IsRelativePath(dir)) {
       return InvalidArgument(rpc::RelativePathError("ListDir: dir", dir));
     }
+    if (req->revalidate()) ns->meta->ExpireFolder(dir);
     auto listing = ns->meta->List(dir);
     if (!listing.ok()) return rpc::ToGrpcStatus(listing.status());
     std::string base = dir.empty() ? "" : dir + "/";

@@ -115,6 +115,23 @@ size_t MetadataCache::Unpin(const std::string& dir) {
   return forgotten;
 }
 
+void MetadataCache::ExpireFolder(const std::string& dir) {
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard lock(mu_);
+    auto it = slots_.find(dir);
+    if (it == slots_.end()) return;
+    slot = it->second;
+  }
+  std::lock_guard lock(slot->mu);
+  if (!slot->listing) return;
+  // Expired now; a pinned folder stays reachable while the store is down, as an anchored one.
+  slot->fetched = options_.now() - options_.ttl;
+  slot->anchored = slot->anchored || slot->pinned;
+  slot->pinned = false;
+  slot->warned_stale = false;
+}
+
 Result<DirEntry> MetadataCache::Stat(const std::string& path) {
   auto [parent, name] = SplitParent(path);
   LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing, List(parent));

@@ -57,6 +57,10 @@ class MetadataCache {
   // Returns the number of folders forgotten.
   size_t Unpin(const std::string& dir);
 
+  // The store said that an object of folder `dir` is not the version listed: the folder's listing
+  // expires now, so the next List or Stat asks the store (a pinned folder becomes anchored).
+  void ExpireFolder(const std::string& dir);
+
   // The object key of a relative path.
   std::string ObjectKey(const std::string& path) const { return prefix_ + path; }
   const std::string& prefix() const { return prefix_; }

@@ -6,40 +6,38 @@
 namespace lakecache {
 
 FaultInjectingStore::FaultInjectingStore(std::shared_ptr<ObjectStore> inner)
-    : inner_(std::move(inner)) {}
+    : ObjectStoreWrapper(std::move(inner)) {}
 
 Result<ListPage> FaultInjectingStore::List(const ListRequest& request, const IoOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kList, request.prefix));
-  return inner_->List(request, options);
+  LC_RETURN_IF_ERROR(Intercept(StoreOp::kList, request.prefix).status);
+  return inner().List(request, options);
 }
 
 Result<ObjectInfo> FaultInjectingStore::Head(std::string_view key, const IoOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kHead, key));
-  return inner_->Head(key, options);
+  LC_RETURN_IF_ERROR(Intercept(StoreOp::kHead, key).status);
+  return inner().Head(key, options);
 }
 
-Result<size_t> FaultInjectingStore::Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                                         const ReadOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kRead, key));
-  return inner_->Read(key, offset, buf, options);
-}
-
-Result<size_t> FaultInjectingStore::ReadV(std::string_view key, uint64_t offset,
-                                          std::span<const std::span<char>> bufs,
-                                          const ReadOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kRead, key));
-  return inner_->ReadV(key, offset, bufs, options);
+Result<ReadReply> FaultInjectingStore::ReadRaw(std::string_view key, uint64_t offset,
+                                               std::span<const std::span<char>> bufs,
+                                               const ReadOptions& options) {
+  FaultRule rule = Intercept(StoreOp::kRead, key);
+  LC_RETURN_IF_ERROR(rule.status);
+  LC_ASSIGN_OR_RETURN(ReadReply reply, inner().ReadRaw(key, offset, bufs, options));
+  if (rule.reply_etag) reply.etag = *rule.reply_etag;
+  if (rule.reply_object_size) reply.object_size = *rule.reply_object_size;
+  return reply;
 }
 
 Status FaultInjectingStore::Put(std::string_view key, std::span<const char> data,
                                 const IoOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kPut, key));
-  return inner_->Put(key, data, options);
+  LC_RETURN_IF_ERROR(Intercept(StoreOp::kPut, key).status);
+  return inner().Put(key, data, options);
 }
 
 Status FaultInjectingStore::Delete(std::string_view key, const IoOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kDelete, key));
-  return inner_->Delete(key, options);
+  LC_RETURN_IF_ERROR(Intercept(StoreOp::kDelete, key).status);
+  return inner().Delete(key, options);
 }
 
 void FaultInjectingStore::AddRule(FaultRule rule) {
@@ -48,11 +46,27 @@ void FaultInjectingStore::AddRule(FaultRule rule) {
 }
 
 void FaultInjectingStore::FailNext(StoreOp op, Status status, int times, std::string key_contains) {
-  AddRule({op, std::move(key_contains), std::move(status), times, {}});
+  FaultRule rule;
+  rule.op = op;
+  rule.key_contains = std::move(key_contains);
+  rule.status = std::move(status);
+  rule.times = times;
+  AddRule(std::move(rule));
 }
 
 void FaultInjectingStore::FailAlways(StoreOp op, Status status, std::string key_contains) {
-  AddRule({op, std::move(key_contains), std::move(status), FaultRule::kForever, {}});
+  FailNext(op, std::move(status), FaultRule::kForever, std::move(key_contains));
+}
+
+void FaultInjectingStore::ReplyWithVersion(std::string etag, std::optional<uint64_t> object_size,
+                                           int times, std::string key_contains) {
+  FaultRule rule;
+  rule.op = StoreOp::kRead;
+  rule.key_contains = std::move(key_contains);
+  rule.times = times;
+  rule.reply_etag = std::move(etag);
+  rule.reply_object_size = object_size;
+  AddRule(std::move(rule));
 }
 
 void FaultInjectingStore::ClearRules() {
@@ -89,24 +103,22 @@ Status FaultInjectingStore::ConnectionReset(std::string_view key) const {
   return Status::Unavailable(Target(key) + ": Recv failure: Connection reset by peer");
 }
 
-Status FaultInjectingStore::Intercept(StoreOp op, std::string_view key) {
+FaultRule FaultInjectingStore::Intercept(StoreOp op, std::string_view key) {
   calls_[static_cast<size_t>(op)].fetch_add(1);
-  Status status;
-  Clock::duration delay{0};
+  FaultRule applied;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (FaultRule& rule : rules_) {
       if (rule.times == 0 || (rule.op != StoreOp::kAny && rule.op != op)) continue;
       if (key.find(rule.key_contains) == std::string_view::npos) continue;
       if (rule.times > 0) --rule.times;
-      status = rule.status;
-      delay = rule.delay;
+      applied = rule;
       break;
     }
   }
   // Outside the lock, so that a stalled call does not stall the others.
-  if (delay > Clock::duration::zero()) std::this_thread::sleep_for(delay);
-  return status;
+  if (applied.delay > Clock::duration::zero()) std::this_thread::sleep_for(applied.delay);
+  return applied;
 }
 
 }  // namespace lakecache

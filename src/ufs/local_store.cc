@@ -344,19 +344,31 @@ Result<ObjectInfo> LocalStore::Head(std::string_view key, const IoOptions& optio
   return InfoOf(std::string(key), st);
 }
 
-Result<size_t> LocalStore::Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                                const ReadOptions& options) {
+Result<ReadReply> LocalStore::ReadRaw(std::string_view key, uint64_t offset,
+                                      std::span<const std::span<char>> bufs,
+                                      const ReadOptions& options) {
   LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
   ScopedFd fd(::open(PathOf(key).c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st;
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, Name(key));
   if (!S_ISREG(st.st_mode)) return Status::NotFound(Name(key) + ": not a regular file");
   if (!options.if_match.empty() && options.if_match != EtagOf(st)) {
-    return Status::PreconditionFailed(Name(key) + ": ETag is " + EtagOf(st) + ", expected " +
-                                      options.if_match);
+    return Status::PreconditionFailed(Name(key) + ": the object changed: ETag is " + EtagOf(st) +
+                                      ", expected " + options.if_match);
   }
-  if (offset >= static_cast<uint64_t>(st.st_size)) return size_t{0};
-  return PreadFull(fd.get(), offset, buf, Name(key));
+  ReadReply reply;
+  for (std::span<char> buf : bufs) {
+    if (offset + reply.bytes >= static_cast<uint64_t>(st.st_size)) break;
+    LC_ASSIGN_OR_RETURN(size_t n, PreadFull(fd.get(), offset + reply.bytes, buf, Name(key)));
+    reply.bytes += n;
+    if (n < buf.size()) break;  // the end of the file
+  }
+  // A file has no ETag on a read: the version read is the one the file has after it, so a
+  // rewrite in place during the read (new size or mtime) names another version.
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, Name(key));
+  reply.etag = EtagOf(st);
+  reply.object_size = static_cast<uint64_t>(st.st_size);
+  return reply;
 }
 
 Status LocalStore::Put(std::string_view key, std::span<const char> data, const IoOptions& options) {

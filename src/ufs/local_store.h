@@ -21,9 +21,11 @@ class LocalStore : public ObjectStore {
 
   Result<ListPage> List(const ListRequest& request, const IoOptions& options) override;
   Result<ObjectInfo> Head(std::string_view key, const IoOptions& options) override;
-  // Honours options.if_match against the ETag of the opened file.
-  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                      const ReadOptions& options) override;
+  // Honours options.if_match against the ETag of the opened file; the reply names the version
+  // the file has after the read.
+  Result<ReadReply> ReadRaw(std::string_view key, uint64_t offset,
+                            std::span<const std::span<char>> bufs,
+                            const ReadOptions& options) override;
   // Writes a temporary file beside the target, fsyncs it and renames it over the key, so readers
   // see the old or the new object, never a partial one. Creates the parent directories.
   Status Put(std::string_view key, std::span<const char> data, const IoOptions& options) override;

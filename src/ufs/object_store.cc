@@ -3,18 +3,40 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
 namespace lakecache {
+
+Result<size_t> ObjectStore::Read(std::string_view key, uint64_t offset, std::span<char> buf,
+                                 const ReadOptions& options) {
+  std::span<char> one[1] = {buf};
+  return ReadV(key, offset, one, options);
+}
 
 Result<size_t> ObjectStore::ReadV(std::string_view key, uint64_t offset,
                                   std::span<const std::span<char>> bufs,
                                   const ReadOptions& options) {
-  size_t total = 0;
-  for (std::span<char> buf : bufs) {
-    LC_ASSIGN_OR_RETURN(size_t n, Read(key, offset + total, buf, options));
-    total += n;
-    if (n < buf.size()) break;  // the end of the object
+  LC_ASSIGN_OR_RETURN(ReadReply reply, ReadRaw(key, offset, bufs, options));
+  LC_RETURN_IF_ERROR(CheckReadVersion(*this, key, options, reply));
+  return reply.bytes;
+}
+
+Status CheckReadVersion(const ObjectStore& store, std::string_view key, const ReadOptions& options,
+                        const ReadReply& reply) {
+  auto changed = [&](const std::string& what) {
+    return Status::PreconditionFailed(fmt::format(
+        "{}/{}: the object changed: {}; its bytes were dropped", store.Describe(), key, what));
+  };
+  if (!options.if_match.empty() && !reply.etag.empty() && reply.etag != options.if_match) {
+    return changed(
+        fmt::format("the store sent ETag {}, expected {}", reply.etag, options.if_match));
   }
-  return total;
+  if (options.object_size != 0 && reply.object_size != ReadReply::kUnknownSize &&
+      reply.object_size != options.object_size) {
+    return changed(fmt::format("the store sent a version of {} bytes, expected {}",
+                               reply.object_size, options.object_size));
+  }
+  return Status::Ok();
 }
 
 Status ObjectStore::Put(std::string_view key, std::span<const char>, const IoOptions&) {

@@ -34,47 +34,41 @@ Status Keep(Result<T> result, std::optional<T>* out) {
 }  // namespace
 
 RetryingStore::RetryingStore(std::shared_ptr<ObjectStore> inner, RetryPolicy policy)
-    : inner_(std::move(inner)), policy_(WithDefaults(std::move(policy))), rng_(SeedOf(policy_)) {}
+    : ObjectStoreWrapper(std::move(inner)),
+      policy_(WithDefaults(std::move(policy))),
+      rng_(SeedOf(policy_)) {}
 
 Result<ListPage> RetryingStore::List(const ListRequest& request, const IoOptions& options) {
   std::optional<ListPage> page;
   LC_RETURN_IF_ERROR(Retry("List", request.prefix, options,
-                           [&] { return Keep(inner_->List(request, options), &page); }));
+                           [&] { return Keep(inner().List(request, options), &page); }));
   return std::move(*page);
 }
 
 Result<ObjectInfo> RetryingStore::Head(std::string_view key, const IoOptions& options) {
   std::optional<ObjectInfo> info;
   LC_RETURN_IF_ERROR(
-      Retry("Head", key, options, [&] { return Keep(inner_->Head(key, options), &info); }));
+      Retry("Head", key, options, [&] { return Keep(inner().Head(key, options), &info); }));
   return std::move(*info);
 }
 
-Result<size_t> RetryingStore::Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                                   const ReadOptions& options) {
-  std::optional<size_t> count;
-  LC_RETURN_IF_ERROR(Retry("Read", key, options,
-                           [&] { return Keep(inner_->Read(key, offset, buf, options), &count); }));
-  return *count;
-}
-
-Result<size_t> RetryingStore::ReadV(std::string_view key, uint64_t offset,
-                                    std::span<const std::span<char>> bufs,
-                                    const ReadOptions& options) {
-  std::optional<size_t> count;
+Result<ReadReply> RetryingStore::ReadRaw(std::string_view key, uint64_t offset,
+                                         std::span<const std::span<char>> bufs,
+                                         const ReadOptions& options) {
+  std::optional<ReadReply> reply;
   LC_RETURN_IF_ERROR(Retry("Read", key, options, [&] {
-    return Keep(inner_->ReadV(key, offset, bufs, options), &count);
+    return Keep(inner().ReadRaw(key, offset, bufs, options), &reply);
   }));
-  return *count;
+  return std::move(*reply);
 }
 
 Status RetryingStore::Put(std::string_view key, std::span<const char> data,
                           const IoOptions& options) {
-  return Retry("Put", key, options, [&] { return inner_->Put(key, data, options); });
+  return Retry("Put", key, options, [&] { return inner().Put(key, data, options); });
 }
 
 Status RetryingStore::Delete(std::string_view key, const IoOptions& options) {
-  return Retry("Delete", key, options, [&] { return inner_->Delete(key, options); });
+  return Retry("Delete", key, options, [&] { return inner().Delete(key, options); });
 }
 
 Status RetryingStore::Retry(std::string_view op, std::string_view key, const IoOptions& options,

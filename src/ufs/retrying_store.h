@@ -33,18 +33,15 @@ struct RetryPolicy {
   std::function<Clock::time_point()> now;      // default: Clock::now
 };
 
-class RetryingStore : public ObjectStore {
+class RetryingStore : public ObjectStoreWrapper {
  public:
   explicit RetryingStore(std::shared_ptr<ObjectStore> inner, RetryPolicy policy = {});
 
-  std::string Describe() const override { return inner_->Describe(); }
-
   Result<ListPage> List(const ListRequest& request, const IoOptions& options) override;
   Result<ObjectInfo> Head(std::string_view key, const IoOptions& options) override;
-  Result<size_t> ReadV(std::string_view key, uint64_t offset, std::span<const std::span<char>> bufs,
-                       const ReadOptions& options) override;
-  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                      const ReadOptions& options) override;
+  Result<ReadReply> ReadRaw(std::string_view key, uint64_t offset,
+                            std::span<const std::span<char>> bufs,
+                            const ReadOptions& options) override;
   Status Put(std::string_view key, std::span<const char> data, const IoOptions& options) override;
   Status Delete(std::string_view key, const IoOptions& options) override;
 
@@ -59,7 +56,6 @@ class RetryingStore : public ObjectStore {
     return key.empty() ? Describe() : Describe() + "/" + std::string(key);
   }
 
-  const std::shared_ptr<ObjectStore> inner_;
   const RetryPolicy policy_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // GUARDED_BY(rng_mu_)

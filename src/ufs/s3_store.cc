@@ -173,17 +173,12 @@ Result<ObjectInfo> S3Store::Head(std::string_view key, const IoOptions& options)
   return info;
 }
 
-Result<size_t> S3Store::Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                             const ReadOptions& options) {
-  std::span<char> one[1] = {buf};
-  return ReadV(key, offset, one, options);
-}
-
-Result<size_t> S3Store::ReadV(std::string_view key, uint64_t offset,
-                              std::span<const std::span<char>> bufs, const ReadOptions& options) {
+Result<ReadReply> S3Store::ReadRaw(std::string_view key, uint64_t offset,
+                                   std::span<const std::span<char>> bufs,
+                                   const ReadOptions& options) {
   uint64_t total = 0;
   for (std::span<char> b : bufs) total += b.size();
-  if (total == 0) return size_t{0};
+  if (total == 0) return ReadReply{};
   HttpRequest http;
   http.method = "GET";
   http.headers.emplace_back(
@@ -195,11 +190,22 @@ Result<size_t> S3Store::ReadV(std::string_view key, uint64_t offset,
   http.accept_truncated = true;
   LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
   std::string where = Describe() + "/" + std::string(key);
-  if (response.status == 416) return size_t{0};  // offset at or past the end (or an empty object)
+  ReadReply reply;
+  reply.etag = UnquoteEtag(response.Header("etag"));
+  if (response.status == 416) {  // offset at or past the end (or an empty object)
+    unsigned long long size = 0;
+    if (std::sscanf(response.Header("content-range").c_str(), "bytes */%llu", &size) == 1) {
+      reply.object_size = size;
+    }
+    return reply;
+  }
   if (response.status != 206 && response.status != 200) return ErrorFor(response, key);
   if (response.status == 200 && offset != 0) {
     return Status::Internal(where +
                             ": server ignored the Range header (HTTP 200 for a ranged GET)");
+  }
+  if (response.status == 200) {  // the whole object
+    LC_ASSIGN_OR_RETURN(reply.object_size, ParseContentLength(response, where));
   }
   if (response.status == 206) {
     ContentRange range;
@@ -207,13 +213,15 @@ Result<size_t> S3Store::ReadV(std::string_view key, uint64_t offset,
       return Status::Internal(where + ": asked for offset " + std::to_string(offset) +
                               " but got Content-Range '" + response.Header("content-range") + "'");
     }
-    if (range.total != kUnknownTotal && offset >= range.total) return size_t{0};
+    if (range.total != kUnknownTotal) reply.object_size = range.total;
+    if (range.total != kUnknownTotal && offset >= range.total) return reply;
   }
   if (response.truncated) {
     return Status::Unavailable(where + ": response body ended early (" +
                                std::to_string(response.sink_bytes) + " bytes)");
   }
-  return response.sink_bytes;
+  reply.bytes = response.sink_bytes;
+  return reply;
 }
 
 Status S3Store::Put(std::string_view key, std::span<const char> data, const IoOptions& options) {

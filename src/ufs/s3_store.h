@@ -35,10 +35,10 @@ class S3Store : public ObjectStore {
   std::string Describe() const override;
   Result<ListPage> List(const ListRequest& request, const IoOptions& options) override;
   Result<ObjectInfo> Head(std::string_view key, const IoOptions& options) override;
-  Result<size_t> Read(std::string_view key, uint64_t offset, std::span<char> buf,
-                      const ReadOptions& options) override;
-  Result<size_t> ReadV(std::string_view key, uint64_t offset, std::span<const std::span<char>> bufs,
-                       const ReadOptions& options) override;
+  // The reply names its version by its ETag header and the total of its Content-Range.
+  Result<ReadReply> ReadRaw(std::string_view key, uint64_t offset,
+                            std::span<const std::span<char>> bufs,
+                            const ReadOptions& options) override;
   Status Put(std::string_view key, std::span<const char> data, const IoOptions& options) override;
   Status Delete(std::string_view key, const IoOptions& options) override;
 

@@ -30,6 +30,7 @@ Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,
     LC_ASSIGN_OR_RETURN(auto s3_store, S3Store::Create(std::move(s3)));
     store = std::move(s3_store);
   }
+  if (options.wrap) store = options.wrap(std::move(store));
   if (options.retries) store = std::make_shared<RetryingStore>(std::move(store), options.retry);
   return store;
 }

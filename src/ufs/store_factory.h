@@ -5,6 +5,7 @@
 // prefix is the caller's job. Thread-safe; the returned store is shared.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "common/config.h"
@@ -19,6 +20,8 @@ struct StoreOptions {
   HttpClientOptions http;
   RetryPolicy retry;
   bool retries = true;  // false: no RetryingStore (tests that count raw requests)
+  // A seam for tests: wraps each store opened, below the retries (e.g. in a FaultInjectingStore).
+  std::function<std::shared_ptr<ObjectStore>(std::shared_ptr<ObjectStore>)> wrap;
 };
 
 Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,

@@ -26,6 +26,7 @@
 #include "cache/block_key.h"
 #include "common/object_uri.h"
 #include "support/test_servers.h"
+#include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 
 namespace lakecache {
@@ -55,7 +56,8 @@ struct MountSpec {
   bool second_namespace = false;  // "other", beside "lake"
   Duration metadata_ttl = kTtl;
   bool immutable = false;
-  bool fake_clock = true;  // the metadata caches run on the fixture's clock
+  bool fake_clock = true;    // the metadata caches run on the fixture's clock
+  bool fault_store = false;  // "lake" reads its store through the fixture's FaultInjectingStore
   FileSystemOptions options;
 };
 
@@ -137,6 +139,12 @@ class FileSystemTest : public ::testing::Test {
     store_options.retries = false;
     auto table = NamespaceTable::Open(config, store_options, /*probe=*/false);
     ASSERT_TRUE(table.ok()) << table.status().ToString();
+    if (spec.fault_store) {
+      Namespace* ns = (*table)->Find("lake");
+      faults_ = std::make_shared<FaultInjectingStore>(ns->store);
+      ns->store = faults_;
+      ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetadataCacheOptions{});
+    }
     if (spec.fake_clock) {
       for (const std::string& name : (*table)->names()) {
         Namespace* ns = (*table)->Find(name);
@@ -219,7 +227,8 @@ class FileSystemTest : public ::testing::Test {
   FakeClock clock_;
   MountSpec spec_;
   std::unique_ptr<FileSystem> fs_;
-  Namespace* lake_ = nullptr;  // owned by fs_
+  Namespace* lake_ = nullptr;                    // owned by fs_
+  std::shared_ptr<FaultInjectingStore> faults_;  // with MountSpec::fault_store
 };
 
 // ---- The reference model ----
@@ -734,6 +743,66 @@ TEST_F(FileSystemTest, OpenHandleNeverMixesVersions) {
   auto uncached = fs_->Read(opened->fh, 2 * kBlockSize, std::span<char>(buf.data(), buf.size()));
   ASSERT_FALSE(uncached.ok()) << "read bytes of another version: " << buf;
   EXPECT_EQ(uncached.status().code(), StatusCode::kPreconditionFailed);
+  fs_->Release(opened->fh);
+}
+
+// The store said the object changed: its folder is listed again at once (within the TTL), so a
+// fresh open reads the new version whole.
+TEST_F(FileSystemTest, ChangedObjectIsListedAgainAndReopenReadsTheNewVersion) {
+  WriteFile("lake/d/f", std::string(3 * kBlockSize, 'o'));
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  uint64_t ino = InoOf("lake/d/f");
+  auto opened = fs_->Open(ino);
+  ASSERT_TRUE(opened.ok());
+  std::string buf(10, '\0');
+  ASSERT_TRUE(fs_->Read(opened->fh, 0, std::span<char>(buf.data(), buf.size())).ok());
+  std::string new_bytes(3 * kBlockSize + 5, 'n');
+  WriteFile("lake/d/f", new_bytes);
+  auto uncached = fs_->Read(opened->fh, 2 * kBlockSize, std::span<char>(buf.data(), buf.size()));
+  EXPECT_EQ(uncached.status().code(), StatusCode::kPreconditionFailed);
+  fs_->Release(opened->fh);
+
+  auto attr = fs_->GetAttr(ino);  // no clock advance: the TTL has not run out
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size, new_bytes.size());
+  auto reopened = fs_->Open(ino);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_FALSE(reopened->keep_cache);
+  EXPECT_EQ(ReadAll(reopened->fh, new_bytes.size()), new_bytes);
+  fs_->Release(reopened->fh);
+}
+
+// A server that ignores If-Match sends another version's bytes with its ETag: the demand path and
+// the read-ahead path both drop them, cache nothing, and relist the folder.
+TEST_F(FileSystemTest, ReplyOfAnotherVersionIsDroppedOnEveryReadPath) {
+  std::string bytes(8 * kBlockSize, 'o');
+  WriteFile("lake/d/f", bytes);
+  MountSpec spec;
+  spec.fault_store = true;
+  spec.fake_clock = false;
+  spec.options.read_ahead_max = 4 * kBlockSize;
+  ASSERT_NO_FATAL_FAILURE(Mount(spec));
+  auto opened = fs_->Open(InoOf("lake/d/f"));
+  ASSERT_TRUE(opened.ok());
+  int64_t lists = faults_->Calls(StoreOp::kList);
+  faults_->ReplyWithVersion("etag-of-a-newer-version", std::nullopt);
+  std::string buf(kBlockSize, '\0');
+  for (uint64_t offset : {uint64_t{0}, kBlockSize, 5 * kBlockSize}) {  // demand, read-ahead runs
+    auto n = fs_->Read(opened->fh, offset, std::span<char>(buf.data(), buf.size()));
+    ASSERT_FALSE(n.ok()) << "read bytes of another version at " << offset;
+    EXPECT_EQ(n.status().code(), StatusCode::kPreconditionFailed) << n.status().ToString();
+  }
+  EXPECT_GT(faults_->Calls(StoreOp::kRead), 3);  // read-ahead ran too
+  for (uint64_t index = 0; index < 8; ++index) {
+    EXPECT_FALSE(fs_->blocks().Contains(
+        BlockKey{MakeContentId("lake", "d/f", lake_->meta->Stat("d/f")->etag, kBlockSize), index}))
+        << "block " << index << " cached from a reply of another version";
+  }
+  EXPECT_GT(faults_->Calls(StoreOp::kList), lists);  // the folder was listed again
+  faults_->ClearRules();
+  auto n = fs_->Read(opened->fh, 0, std::span<char>(buf.data(), buf.size()));
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(buf, bytes.substr(0, kBlockSize));
   fs_->Release(opened->fh);
 }
 

@@ -15,6 +15,8 @@
 #include "master/master_server.h"
 #include "rpc/lakecache.pb.h"
 #include "support/test_servers.h"
+#include "ufs/fault_injecting_store.h"
+#include "ufs/local_store.h"
 #include "worker/worker_server.h"
 
 namespace lakecache {
@@ -323,6 +325,54 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
   EXPECT_EQ(client_->short_circuit_reads(), 3u);
   EXPECT_EQ(client_->streamed_reads(), streamed + 3);
+}
+
+// The store sent bytes of another version to a worker (it ignored If-Match): the worker caches
+// nothing, the reader gets kPreconditionFailed (not a failover: every worker would hear the same),
+// and the folder's next listing asks the master to list it again.
+TEST_F(ClusterTest, WorkerDropsAReplyOfAnotherVersion) {
+  auto faults = std::make_shared<FaultInjectingStore>(std::make_shared<LocalStore>(data_.path()));
+  store_options_.wrap = [faults](std::shared_ptr<ObjectStore>) { return faults; };
+  for (auto& w : workers_) w->Shutdown();
+  workers_.clear();
+  StartWorker(16 << 20);
+  WaitForWorkers(1);
+  ClusterStore store(client_, Namespace());
+  ListRequest list;
+  list.prefix = "dir/sub/";
+  list.delimiter = "/";
+  auto listed = store.List(list, IoOptions{});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->objects.size(), 1u);
+  ReadOptions version;
+  version.if_match = listed->objects[0].etag;
+  version.object_size = listed->objects[0].size;
+
+  faults->ReplyWithVersion("etag-of-a-newer-version", std::nullopt);
+  std::string buf(kBlock, '\0');
+  for (int i = 0; i < 2; ++i) {
+    auto n = store.Read("dir/sub/b.bin", kBlock, std::span<char>(buf.data(), buf.size()), version);
+    ASSERT_FALSE(n.ok()) << "read bytes of another version";
+    EXPECT_EQ(n.status().code(), StatusCode::kPreconditionFailed) << n.status().ToString();
+  }
+  EXPECT_EQ(faults->Calls(StoreOp::kRead), 2);  // nothing was cached: the second read fetched
+  EXPECT_EQ(workers_[0]->blocks().Stats().tiers[0].inserts, 0u);
+
+  // The store has the new version now: the master lists the folder again though its TTL (60 s)
+  // has not run out, because the reader found the object changed.
+  std::string new_bytes = Pattern(3 * kBlock + 1, 3);
+  ASSERT_TRUE(WriteFile(data_.path() + "/dir/sub/b.bin", new_bytes).ok());
+  faults->ClearRules();
+  auto relisted = store.List(list, IoOptions{});
+  ASSERT_TRUE(relisted.ok()) << relisted.status().ToString();
+  ASSERT_EQ(relisted->objects.size(), 1u);
+  EXPECT_NE(relisted->objects[0].etag, version.if_match);
+  EXPECT_EQ(relisted->objects[0].size, new_bytes.size());
+  version.if_match = relisted->objects[0].etag;
+  version.object_size = relisted->objects[0].size;
+  auto n = store.Read("dir/sub/b.bin", kBlock, std::span<char>(buf.data(), buf.size()), version);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(buf, new_bytes.substr(kBlock, kBlock));
 }
 
 TEST(WorkerIdTest, KeptInTheCacheDirectoryAcrossRestarts) {

@@ -279,6 +279,8 @@ class MountTest : public ::testing::Test {
     }
   }
 
+  void ReplaceUnderAReader(testing::S3Server& server, const std::string& bucket);
+
   static inline testing::S3rver* server_ = nullptr;
   std::unique_ptr<TempDir> scratch_;
   std::vector<std::string> mountpoints_;
@@ -433,6 +435,70 @@ TEST_F(MountTest, ReplacedObjectShowsNewContentAfterTtlNotBefore) {
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(mnt + "/d")) names.insert(e.path().filename());
   EXPECT_EQ(names, std::set<std::string>{"f.txt"});
+}
+
+// An object replaced under an open file, then put back: the open file reads its version or gets
+// EIO, never bytes of the other version, and nothing of the new version is cached under the old
+// one's key (a remount on the same cache dir reads the old version whole).
+void MountTest::ReplaceUnderAReader(testing::S3Server& server, const std::string& bucket) {
+  const std::string a(8 * kMiB, 'A'), b(8 * kMiB, 'B');
+  ASSERT_TRUE(server.CreateBucket(bucket).ok());
+  ASSERT_TRUE(server.PutObjects(bucket, {{"chg/f3.bin", a}}).ok());
+  std::string cache = scratch_->path() + "/cache-" + bucket;
+  fs::create_directory(cache);
+  auto mount = [&] {
+    std::string mnt = NewMountpoint();
+    std::vector<std::string> extra = {"--cache-dir",  cache,
+                                      "--read-ahead", "0",
+                                      "-o",           "namespaces." + bucket + ".metadata_ttl=3s"};
+    ChildProcess* p = StartMount(QuickMountArgv(server.endpoint(), bucket, mnt, extra), mnt,
+                                 MountEnv(server.access_key(), server.secret_key()));
+    return p == nullptr ? std::string() : mnt;
+  };
+  std::string mnt = mount();
+  ASSERT_FALSE(mnt.empty());
+  const std::string file = mnt + "/chg/f3.bin";
+  int fd = ::open(file.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  std::string buf(kMiB, '\0');
+  ASSERT_EQ(::pread(fd, buf.data(), kMiB, 0), static_cast<ssize_t>(kMiB));
+  EXPECT_EQ(buf, a.substr(0, kMiB));
+
+  ASSERT_TRUE(server.PutObjects(bucket, {{"chg/f3.bin", b}}).ok());
+  int failed = 0;
+  for (uint64_t off = kMiB; off < a.size(); off += kMiB) {
+    ssize_t n = ::pread(fd, buf.data(), kMiB, static_cast<off_t>(off));
+    if (n < 0) {
+      EXPECT_EQ(errno, EIO) << "at " << off << ": " << std::strerror(errno);
+      ++failed;
+      continue;
+    }
+    EXPECT_EQ(std::string(buf.data(), static_cast<size_t>(n)), a.substr(off, n))
+        << "an open file read bytes of another version at " << off;
+  }
+  ::close(fd);
+  EXPECT_EQ(failed, 4) << "the second block (4 MiB) is not cached: its 4 reads fail";
+  // The folder was listed again: a fresh open reads the new version whole, within the TTL.
+  EXPECT_EQ(Mismatch(b, ReadWholeFile(file)), "");
+
+  ASSERT_TRUE(server.PutObjects(bucket, {{"chg/f3.bin", a}}).ok());  // the first ETag again
+  ASSERT_TRUE(testing::UnmountForTest(mnt).ok());
+  mnt = mount();
+  ASSERT_FALSE(mnt.empty());
+  EXPECT_EQ(Mismatch(a, ReadWholeFile(mnt + "/chg/f3.bin")), "")
+      << "a block of another version was cached under this version's key";
+}
+
+// s3rver ignores If-Match: the reply's ETag gives the new bytes away.
+TEST_F(MountTest, ObjectReplacedUnderAReaderNeverMixesVersions) {
+  ReplaceUnderAReader(*server_, "changing");
+}
+
+// Swift answers a stale If-Match with 412.
+TEST_F(MountTest, ObjectReplacedUnderAReaderNeverMixesVersionsOnSwift) {
+  auto started = testing::SwiftS3::Start({});
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  ReplaceUnderAReader(**started, "changing");
 }
 
 TEST_F(MountTest, CachedFilesReadWithStoreStoppedAfterDroppingKernelCaches) {

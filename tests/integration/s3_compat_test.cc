@@ -217,6 +217,49 @@ TEST_P(S3CompatTest, ReadVFillsConsecutiveBuffersInOneRange) {
   EXPECT_EQ(c.substr(0, kBigSize - 1000 - 2 * 65536), big.substr(1000 + 2 * 65536));
 }
 
+// The reply names its version: the ETag the listing gives and the total of its Content-Range.
+TEST_P(S3CompatTest, ReadReplyNamesTheVersionItCameFrom) {
+  auto listing = ListAll(*store_, "blob/", "/", IoOptions{});
+  ASSERT_TRUE(listing.ok()) << listing.status().ToString();
+  const ObjectInfo& big = listing->objects[0];
+  ASSERT_EQ(big.key, "blob/big.bin");
+  std::string buf(1000, '\0');
+  std::span<char> one[] = {buf};
+  auto reply = store_->ReadRaw(big.key, 500, one, ReadOptions{});
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->bytes, buf.size());
+  EXPECT_EQ(reply->etag, big.etag);
+  EXPECT_EQ(reply->object_size, kBigSize);
+  ReadOptions version;
+  version.if_match = big.etag;
+  version.object_size = big.size;
+  EXPECT_TRUE(store_->Read(big.key, 500, buf, version).ok());
+}
+
+// Swift answers a stale If-Match with 412; s3rver ignores If-Match and sends the bytes, whose ETag
+// gives them away. Either way the reader gets kPreconditionFailed, never the bytes.
+TEST_P(S3CompatTest, ReadOfAnotherVersionIsPreconditionFailed) {
+  std::string buf(1000, '\0');
+  ReadOptions stale;
+  stale.if_match = "0123456789abcdef0123456789abcdef";
+  stale.object_size = kBigSize;
+  auto n = store_->Read("blob/big.bin", 0, buf, stale);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kPreconditionFailed) << n.status().ToString();
+
+  auto info = store_->Head("blob/big.bin", IoOptions{});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ReadOptions other_size;
+  other_size.if_match = info->etag;
+  other_size.object_size = kBigSize + 1;  // the Content-Range total says otherwise
+  n = store_->Read("blob/big.bin", 0, buf, other_size);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kPreconditionFailed) << n.status().ToString();
+  EXPECT_NE(n.status().message().find("expected " + std::to_string(kBigSize + 1)),
+            std::string::npos)
+      << n.status().ToString();
+}
+
 TEST_P(S3CompatTest, ZeroByteObject) {
   auto info = store_->Head("blob/empty", IoOptions{});
   ASSERT_TRUE(info.ok()) << info.status().ToString();

@@ -87,6 +87,23 @@ class LoadJobTest : public ::testing::Test {
   bool final_seen_ = false;
 };
 
+// The store sent bytes of another version (it ignored If-Match): the load fails those blocks and
+// caches none of them; the other files load.
+TEST_F(LoadJobTest, ReplyOfAnotherVersionFailsTheFileAndCachesNothing) {
+  store_->ReplyWithVersion("etag-of-a-newer-version", std::nullopt, FaultRule::kForever, "y.bin");
+  LoadProgress p = Load("a");
+  EXPECT_TRUE(p.done);
+  EXPECT_EQ(p.failed.files, 1u);
+  ASSERT_FALSE(p.failures.empty());
+  EXPECT_NE(p.failures[0].error.find("changed"), std::string::npos) << p.failures[0].error;
+  auto y = StatPath(*ns_, "a/b/y.bin", *sink_);
+  ASSERT_TRUE(y.ok()) << y.status().ToString();
+  EXPECT_EQ(y->blocks_cached, 0u);
+  auto x = StatPath(*ns_, "a/x.bin", *sink_);
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(x->blocks_cached, x->blocks_total);
+}
+
 TEST_F(LoadJobTest, LoadsEveryBlockAndTheTreeListsWithTheStoreDown) {
   LoadProgress p = Load("a");
   EXPECT_TRUE(p.done && p.complete && final_seen_);
@@ -172,8 +189,10 @@ TEST_F(LoadJobTest, CancellingStopsTheJobAndAResumeCompletes) {
   options.parallel_batches = 1;
   options.batch_blocks = 1;
   options.progress_interval = std::chrono::milliseconds(20);
-  store_->AddRule(
-      {StoreOp::kRead, "", Status::Ok(), FaultRule::kForever, std::chrono::milliseconds(100)});
+  FaultRule slow;
+  slow.op = StoreOp::kRead;
+  slow.delay = std::chrono::milliseconds(100);
+  store_->AddRule(slow);
   // Cancelled as soon as anything is loaded: 7 blocks at 100 ms each, at most 2 in flight.
   auto got = RunLoad(*ns_, "a", *sink_, options,
                      [](const LoadProgress& p) { return p.done || p.loaded.bytes == 0; });

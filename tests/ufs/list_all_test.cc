@@ -28,7 +28,8 @@ class PagedFakeStore : public ObjectStore {
   Result<ObjectInfo> Head(std::string_view, const IoOptions&) override {
     return Status::Unimplemented("Head");
   }
-  Result<size_t> Read(std::string_view, uint64_t, std::span<char>, const ReadOptions&) override {
+  Result<ReadReply> ReadRaw(std::string_view, uint64_t, std::span<const std::span<char>>,
+                            const ReadOptions&) override {
     return Status::Unimplemented("Read");
   }
 

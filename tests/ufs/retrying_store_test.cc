@@ -221,7 +221,11 @@ TEST_F(RetryingStoreTest, RulesMatchOnKeySubstringAndRunOut) {
 }
 
 TEST_F(RetryingStoreTest, DelayRuleStallsThenPassesThrough) {
-  faults_->AddRule({StoreOp::kHead, "", Status::Ok(), 1, milliseconds(20)});
+  FaultRule stall;
+  stall.op = StoreOp::kHead;
+  stall.times = 1;
+  stall.delay = milliseconds(20);
+  faults_->AddRule(stall);
   Clock::time_point start = Clock::now();
   EXPECT_TRUE(faults_->Head("k", {}).ok());
   EXPECT_GE(Clock::now() - start, milliseconds(20));
