@@ -66,9 +66,7 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::stri
     return slot.listing;
   }
   const Status& error = listed.status();
-  bool unreachable = error.retryable() || error.code() == StatusCode::kDeadlineExceeded ||
-                     error.code() == StatusCode::kIoError;
-  if (unreachable && slot.listing &&
+  if (error.peer_failed() && slot.listing &&
       (slot.anchored || now - slot.fetched < options_.ttl + options_.stale_if_error)) {
     slot.retry_stale_after =
         now + std::clamp<Duration>(options_.ttl, std::chrono::seconds(1), std::chrono::seconds(10));

@@ -4,8 +4,9 @@
 // (single-flight per folder); a file's attributes come from its parent folder's listing, so a
 // changed object is seen, with its new ETag, when the folder is revalidated after the TTL.
 // Immutable namespaces never revalidate. Stale-if-error: when a revalidation fails because the
-// store is unreachable (not a 403/404), the cached listing keeps being served for up to
-// `stale_if_error` past its TTL, with one warning per folder.
+// store did not answer (Status::peer_failed: unreachable, too slow, or an unreadable answer; not a
+// 403/404), the cached listing keeps being served for up to `stale_if_error` past its TTL, with one
+// warning per folder.
 //
 // Pinned folders (the tree of a preload, `lakecache load`) are served from their cached listing
 // without revalidation until unpinned (`lakecache free`), so a loaded tree lists with the store

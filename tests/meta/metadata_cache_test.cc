@@ -269,6 +269,15 @@ TEST_F(MetadataCacheTest, StaleListingIsServedOnConnectionReset) {
   EXPECT_TRUE(cache.Stat("dir/f").ok());
 }
 
+TEST_F(MetadataCacheTest, StaleListingIsServedWhenTheStoreAnswersGarbage) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailAlways(StoreOp::kList, Status::Internal("s3://b/dir/: unparsable XML"));
+  clock_.Advance(kTtl * 2);
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+}
+
 TEST_F(MetadataCacheTest, RecoveredStoreRefreshesTheStaleListing) {
   Put("dir/f", "abc");
   MetadataCache& cache = Cache();
