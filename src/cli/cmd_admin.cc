@@ -33,15 +33,7 @@ constexpr auto kPlainProgressEvery = std::chrono::seconds(2);
 // namespace, a bad argument), 1 for everything else.
 int CallError(const grpc::Status& status, const AdminTarget& target) {
   std::string peer = target.mount() ? "mount " + target.shown : "master " + target.shown;
-  std::fprintf(stderr, "lakecache: error: %s\n",
-               rpc::FromGrpcStatus(status, peer).message().c_str());
-  switch (status.error_code()) {
-    case grpc::StatusCode::NOT_FOUND:
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return kExitUsage;
-    default:
-      return kExitFailure;
-  }
+  return ReportError(rpc::FromGrpcStatus(status, peer));
 }
 
 int UsageError(const std::string& message) {

@@ -317,7 +317,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     if (options_.short_circuit && !worker->host_id.empty() && worker->host_id == rpc::HostId()) {
       Result<size_t> local = ReadLocal(*worker, block, offset, dst, deadline);
       if (local.ok()) return local;
-      if (local.status().code() == StatusCode::kUnavailable) {  // the worker itself failed
+      if (local.status().peer_failed()) {  // the worker itself failed
         MarkDown(worker);
         last = local.status();
         continue;
@@ -342,7 +342,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
       return got;
     }
     Status s = rpc::FromGrpcStatus(st, "worker " + worker->address);
-    if (!rpc::IsPeerFailure(st)) return s;  // the object store's answer: the same everywhere
+    if (!s.peer_failed()) return s;  // the object store's answer: the same everywhere
     if (worker->up(SteadyMs())) {
       spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker->id,
                    worker->address, what, st.error_message());
@@ -361,10 +361,7 @@ Result<size_t> ClusterClient::ReadLocal(Worker& worker, const rpc::BlockId& bloc
   *req.mutable_block() = block;
   rpc::LocateBlockResponse resp;
   grpc::Status st = worker.stub->LocateBlock(&ctx, req, &resp);
-  if (!st.ok()) {
-    Status s = rpc::FromGrpcStatus(st, "worker " + worker.address);
-    return rpc::IsPeerFailure(st) ? Status::Unavailable(s.message()) : s;
-  }
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "worker " + worker.address);
   if (resp.path().empty()) return Status::NotFound("not in a cache file yet");
   // The file must be the block asked for (same content id and index, so the same object version),
   // and every chunk read is verified against its checksum.

@@ -32,6 +32,28 @@ std::string_view StatusCodeName(StatusCode code) {
   return "Unknown";
 }
 
+bool IsRetryable(StatusCode code) { return code == StatusCode::kUnavailable; }
+
+bool IsPeerFailure(StatusCode code) {
+  switch (code) {
+    case StatusCode::kUnavailable:       // refused, reset, 5xx, SlowDown
+    case StatusCode::kDeadlineExceeded:  // no answer in time
+    case StatusCode::kIoError:           // the transfer, or the peer's own I/O, failed
+    case StatusCode::kCorruption:        // the answer arrived damaged
+    case StatusCode::kInternal:          // the answer could not be read, or the peer broke
+      return true;
+    case StatusCode::kOk:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kAccessDenied:
+    case StatusCode::kNoSpace:
+    case StatusCode::kPreconditionFailed:
+    case StatusCode::kUnimplemented:
+      return false;
+  }
+  return false;
+}
+
 Status::Status(StatusCode code, std::string message) {
   if (code != StatusCode::kOk) {
     state_ = std::make_shared<const State>(State{code, std::move(message)});

@@ -2,8 +2,10 @@
 //
 // One error type serves every layer. Codes are grouped by what the caller can do about them: retry
 // (kUnavailable), give up with a clear message (kNotFound, kAccessDenied, ...), or report a bug
-// (kInternal). Messages name the object involved (bucket, key, file, config key) and never contain
-// secrets. Status is a value type; copying is cheap (OK carries no allocation).
+// (kInternal). What a failure means is decided once, by the code set where the error is born (the
+// store client, the gRPC mapping): retryable() and peer_failed() below; callers never re-decide it.
+// Messages name the object involved (bucket, key, file, config key) and never contain secrets.
+// Status is a value type; copying is cheap (OK carries no allocation).
 #pragma once
 
 #include <memory>
@@ -28,6 +30,9 @@ enum class StatusCode : int {
 };
 
 std::string_view StatusCodeName(StatusCode code);
+// What a code means to the caller: see Status::retryable and Status::peer_failed.
+bool IsRetryable(StatusCode code);
+bool IsPeerFailure(StatusCode code);
 
 class [[nodiscard]] Status {
  public:
@@ -61,7 +66,12 @@ class [[nodiscard]] Status {
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }
   const std::string& message() const;
   // True when repeating the same request may succeed (transient server or network trouble).
-  bool retryable() const { return code() == StatusCode::kUnavailable; }
+  bool retryable() const { return IsRetryable(code()); }
+  // True when the one asked (an object store, a worker, the master) failed to answer: it or the
+  // path to it is down or too slow, or its answer broke or could not be read. Another replica may
+  // answer, and a cached answer may be served meanwhile. False for answers about the request
+  // itself (not found, access denied, the object changed, ...): every replica gives the same.
+  bool peer_failed() const { return IsPeerFailure(code()); }
 
   // "NotFound: s3://bucket/key: no such key (HTTP 404)"; "OK" for success.
   std::string ToString() const;

@@ -92,8 +92,9 @@ class ClusterSink final : public BlockSink {
         rpc::LoadBlocksResponse response;
         grpc::Status status = Call(target, request, &response, kLoadTimeout);
         if (!status.ok()) {
-          std::string error = rpc::FromGrpcStatus(status, target.Name()).ToString();
-          bool retry_elsewhere = rpc::IsPeerFailure(status);
+          Status failed = rpc::FromGrpcStatus(status, target.Name());
+          std::string error = failed.ToString();
+          bool retry_elsewhere = failed.peer_failed();
           if (retry_elsewhere) MarkFailed(target, error);
           for (size_t i : members) {
             pending[i].last_error = error;
@@ -144,7 +145,8 @@ class ClusterSink final : public BlockSink {
       rpc::FreeResponse response;
       grpc::Status status = target->stub->Free(&ctx, request, &response);
       if (!status.ok()) {
-        if (!rpc::IsPeerFailure(status)) return rpc::FromGrpcStatus(status, target->Name());
+        Status failed = rpc::FromGrpcStatus(status, target->Name());
+        if (!failed.peer_failed()) return failed;
         spdlog::warn("free: {} did not answer: {}", target->Name(), status.error_message());
         continue;
       }

@@ -5,9 +5,16 @@
 #include <algorithm>
 
 namespace lakecache {
+namespace {
 
-// One folder's cached listing. `mu` is held while the folder is fetched, so concurrent callers wait
-// for that one listing instead of sending their own.
+// Background revalidations of anchored folders at once, per cache; more wait their turn.
+constexpr size_t kRevalidationThreads = 2;
+
+}  // namespace
+
+// One folder's cached listing. `mu` is held while the folder is fetched in the caller's path, so
+// concurrent callers wait for that one listing instead of sending their own; a background
+// revalidation holds it only to take its result.
 struct MetadataCache::Slot {
   std::mutex mu;
   std::shared_ptr<const DirListing> listing;  // GUARDED_BY(mu)
@@ -15,8 +22,9 @@ struct MetadataCache::Slot {
   bool warned_stale = false;                  // GUARDED_BY(mu)
   bool pinned = false;                        // GUARDED_BY(mu)
   bool anchored = false;                      // GUARDED_BY(mu)
+  bool revalidating = false;                  // GUARDED_BY(mu): a background revalidation runs
   // While serving a stale listing, the store is asked again only after this point, so callers do
-  // not each wait for a store that does not answer.
+  // not each wait for (or start) a request to a store that does not answer.
   Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
 };
 
@@ -30,7 +38,10 @@ MetadataCache::MetadataCache(std::shared_ptr<ObjectStore> store, std::string pre
                              MetadataCacheOptions options)
     : store_(std::move(store)), prefix_(std::move(prefix)), options_(std::move(options)) {}
 
-MetadataCache::~MetadataCache() = default;
+MetadataCache::~MetadataCache() {
+  stopping_ = true;
+  revalidator_.reset();  // joins: revalidations use the store and the options
+}
 
 std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& dir) {
   std::lock_guard lock(mu_);
@@ -46,40 +57,60 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
     bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
-    bool within_stale_bound =
-        slot->anchored || now - slot->fetched < options_.ttl + options_.stale_if_error;
-    bool backing_off = slot->warned_stale && now < slot->retry_stale_after && within_stale_bound;
-    if (fresh || backing_off) return slot->listing;
+    if (fresh) return slot->listing;
+    bool retry_due = now >= slot->retry_stale_after;
+    if (slot->anchored) {
+      if (!slot->revalidating && retry_due) RevalidateInBackground(dir, slot);
+      return slot->listing;
+    }
+    bool within_stale_bound = now - slot->fetched < options_.ttl + options_.stale_if_error;
+    if (slot->warned_stale && !retry_due && within_stale_bound) return slot->listing;
   }
-  return Refresh(dir, *slot);
+  return Settle(dir, *slot, Fetch(dir));
 }
 
-Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::string& dir,
-                                                                 Slot& slot) {
+MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
   std::string prefix = dir.empty() ? prefix_ : prefix_ + dir + "/";
-  auto listed = ListAll(*store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout));
+  LC_ASSIGN_OR_RETURN(ListResult listed,
+                      ListAll(*store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout)));
+  return std::make_shared<const DirListing>(DirListing::FromObjects(prefix, listed));
+}
+
+MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, Listed fetched) {
   Clock::time_point now = options_.now();
-  if (listed.ok()) {
-    slot.listing = std::make_shared<const DirListing>(DirListing::FromObjects(prefix, *listed));
+  if (fetched.ok()) {
+    slot.listing = *fetched;
     slot.fetched = now;
     slot.warned_stale = false;
-    return slot.listing;
+    return fetched;
   }
-  const Status& error = listed.status();
-  bool unreachable = error.retryable() || error.code() == StatusCode::kDeadlineExceeded ||
-                     error.code() == StatusCode::kIoError;
-  if (unreachable && slot.listing &&
-      (slot.anchored || now - slot.fetched < options_.ttl + options_.stale_if_error)) {
-    slot.retry_stale_after =
-        now + std::clamp<Duration>(options_.ttl, std::chrono::seconds(1), std::chrono::seconds(10));
-    if (!slot.warned_stale) {
-      spdlog::warn("serving cached listing of {}/{} past its TTL: revalidation failed: {}",
-                   store_->Describe(), prefix, error.ToString());
-      slot.warned_stale = true;
-    }
-    return slot.listing;
+  const Status& error = fetched.status();
+  bool servable = slot.listing &&
+                  (slot.anchored || (error.peer_failed() &&
+                                     now - slot.fetched < options_.ttl + options_.stale_if_error));
+  if (!servable) return error;
+  slot.retry_stale_after =
+      now + std::clamp<Duration>(options_.ttl, std::chrono::seconds(1), std::chrono::seconds(10));
+  if (!slot.warned_stale) {
+    spdlog::warn("serving cached listing of {}/{} past its TTL: revalidation failed: {}",
+                 store_->Describe(), dir.empty() ? prefix_ : prefix_ + dir + "/", error.ToString());
+    slot.warned_stale = true;
   }
-  return error;
+  return slot.listing;
+}
+
+void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot) {
+  slot->revalidating = true;
+  std::call_once(revalidator_once_,
+                 [this] { revalidator_ = std::make_unique<ThreadPool>(kRevalidationThreads); });
+  revalidator_->Post([this, dir, slot = std::move(slot)] {
+    Listed fetched = stopping_ ? Listed(Status::Unavailable("shutting down")) : Fetch(dir);
+    std::lock_guard lock(slot->mu);
+    slot->revalidating = false;
+    // A load pinned the folder meanwhile: its listing is the one to keep.
+    if (slot->pinned) return;
+    (void)Settle(dir, *slot, std::move(fetched));
+  });
 }
 
 void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,

@@ -4,22 +4,27 @@
 // (single-flight per folder); a file's attributes come from its parent folder's listing, so a
 // changed object is seen, with its new ETag, when the folder is revalidated after the TTL.
 // Immutable namespaces never revalidate. Stale-if-error: when a revalidation fails because the
-// store is unreachable (not a 403/404), the cached listing keeps being served for up to
-// `stale_if_error` past its TTL, with one warning per folder.
+// store did not answer (Status::peer_failed: unreachable, too slow, or an unreadable answer; not a
+// 403/404), the cached listing keeps being served for up to `stale_if_error` past its TTL, with one
+// warning per folder.
 //
 // Pinned folders (the tree of a preload, `lakecache load`) are served from their cached listing
-// without revalidation until unpinned (`lakecache free`), so a loaded tree lists with the store
-// unreachable. Anchored folders (the folders above a loaded tree) revalidate with the TTL as usual,
-// but while the store is unreachable their last listing is served however old it is, so the path
-// to a loaded tree never breaks; new entries in them still show. Thread-safe.
+// without revalidation until unpinned (`lakecache free`). Anchored folders (the folders above a
+// loaded tree) are never waited for: past the TTL their last listing is served at once and
+// revalidated in the background (one revalidation in flight per folder; a listing replaces it, a
+// failure of any kind keeps it, however old), so new entries in them still show, one call later,
+// and no request to the store ever stands in the path of a loaded tree. Thread-safe; the
+// destructor waits for the revalidations in flight (each bounded by `list_timeout`).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "common/thread_pool.h"
 #include "common/units.h"
 #include "meta/dir_listing.h"
 #include "ufs/object_store.h"
@@ -49,8 +54,8 @@ class MetadataCache {
 
   enum class PinKind { kPinned, kAnchored };
   // Keeps `listing` as folder `dir`'s listing: kPinned serves it without revalidating until
-  // unpinned; kAnchored revalidates with the TTL but serves the last listing without a time limit
-  // while the store is unreachable.
+  // unpinned; kAnchored serves it (or a newer one) at once forever and revalidates it in the
+  // background with the TTL.
   void Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,
            PinKind kind = PinKind::kPinned);
   // Unpins and forgets folder `dir` and every folder below it: the next List asks the store.
@@ -68,14 +73,25 @@ class MetadataCache {
 
  private:
   struct Slot;
+  using Listed = Result<std::shared_ptr<const DirListing>>;
   std::shared_ptr<Slot> SlotFor(const std::string& dir);
-  Result<std::shared_ptr<const DirListing>> Refresh(const std::string& dir, Slot& slot);
+  // Lists folder `dir` from the store.
+  Listed Fetch(const std::string& dir) const;
+  // Takes `fetched` into `slot`: a listing replaces the cached one; after an error, the cached
+  // listing where it may still be served (else the error). REQUIRES: slot.mu held.
+  Listed Settle(const std::string& dir, Slot& slot, Listed fetched);
+  // Starts a background revalidation of anchored folder `dir`. REQUIRES: slot->mu held.
+  void RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot);
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string prefix_;
   const MetadataCacheOptions options_;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // GUARDED_BY(mu_)
+  std::atomic<bool> stopping_{false};  // set by the destructor: queued revalidations are dropped
+  std::once_flag revalidator_once_;
+  // Made on the first background revalidation; reset first by the destructor.
+  std::unique_ptr<ThreadPool> revalidator_;
 };
 
 // "a/b/c" -> {"a/b", "c"}; "c" -> {"", "c"}.

@@ -16,86 +16,58 @@ namespace {
 
 constexpr int kMaxMessageBytes = 64 << 20;
 
+struct CodePair {
+  StatusCode ours;
+  grpc::StatusCode grpc;
+};
+
+// One gRPC code for each of ours, so that every code crosses the wire unchanged (and with it
+// whether the failure is retryable or the peer's).
+constexpr CodePair kCodes[] = {
+    {StatusCode::kOk, grpc::StatusCode::OK},
+    {StatusCode::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT},
+    {StatusCode::kNotFound, grpc::StatusCode::NOT_FOUND},
+    {StatusCode::kAccessDenied, grpc::StatusCode::PERMISSION_DENIED},
+    {StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
+    {StatusCode::kDeadlineExceeded, grpc::StatusCode::DEADLINE_EXCEEDED},
+    {StatusCode::kIoError, grpc::StatusCode::UNKNOWN},
+    {StatusCode::kNoSpace, grpc::StatusCode::RESOURCE_EXHAUSTED},
+    {StatusCode::kCorruption, grpc::StatusCode::DATA_LOSS},
+    {StatusCode::kPreconditionFailed, grpc::StatusCode::FAILED_PRECONDITION},
+    {StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
+    {StatusCode::kInternal, grpc::StatusCode::INTERNAL},
+};
+
+// Codes our servers never send, which gRPC itself gives a call: a peer that went away mid-call
+// (CANCELLED, ABORTED) failed like one that refused the connection.
+constexpr CodePair kChannelCodes[] = {
+    {StatusCode::kUnavailable, grpc::StatusCode::CANCELLED},
+    {StatusCode::kUnavailable, grpc::StatusCode::ABORTED},
+    {StatusCode::kAccessDenied, grpc::StatusCode::UNAUTHENTICATED},
+    {StatusCode::kInvalidArgument, grpc::StatusCode::OUT_OF_RANGE},
+    {StatusCode::kInternal, grpc::StatusCode::ALREADY_EXISTS},
+};
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const Status& status) {
-  using grpc::StatusCode;
-  StatusCode code = StatusCode::INTERNAL;
-  switch (status.code()) {
-    case lakecache::StatusCode::kOk:
-      return grpc::Status::OK;
-    case lakecache::StatusCode::kNotFound:
-      code = StatusCode::NOT_FOUND;
-      break;
-    case lakecache::StatusCode::kAccessDenied:
-      code = StatusCode::PERMISSION_DENIED;
-      break;
-    case lakecache::StatusCode::kUnavailable:
-      code = StatusCode::UNAVAILABLE;
-      break;
-    case lakecache::StatusCode::kPreconditionFailed:
-      code = StatusCode::FAILED_PRECONDITION;
-      break;
-    case lakecache::StatusCode::kDeadlineExceeded:
-      code = StatusCode::DEADLINE_EXCEEDED;
-      break;
-    case lakecache::StatusCode::kInvalidArgument:
-      code = StatusCode::INVALID_ARGUMENT;
-      break;
-    case lakecache::StatusCode::kNoSpace:
-      code = StatusCode::RESOURCE_EXHAUSTED;
-      break;
-    case lakecache::StatusCode::kUnimplemented:
-      code = StatusCode::UNIMPLEMENTED;
-      break;
-    default:
-      code = StatusCode::INTERNAL;
-      break;
+  if (status.ok()) return grpc::Status::OK;
+  for (const CodePair& pair : kCodes) {
+    if (pair.ours == status.code()) return grpc::Status(pair.grpc, status.message());
   }
-  return grpc::Status(code, status.message());
+  return grpc::Status(grpc::StatusCode::INTERNAL, status.message());
 }
 
 Status FromGrpcStatus(const grpc::Status& status, std::string_view peer) {
   if (status.ok()) return Status::Ok();
   std::string message = std::string(peer) + ": " + status.error_message();
-  switch (status.error_code()) {
-    case grpc::StatusCode::NOT_FOUND:
-      return Status::NotFound(std::move(message));
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return Status::AccessDenied(std::move(message));
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::ABORTED:
-      return Status::Unavailable(std::move(message));
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return Status::PreconditionFailed(std::move(message));
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return Status::DeadlineExceeded(std::move(message));
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return Status::InvalidArgument(std::move(message));
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return Status::NoSpace(std::move(message));
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return Status::Unimplemented(std::move(message));
-    default:
-      return Status::Internal(std::move(message));
+  for (const CodePair& pair : kCodes) {
+    if (pair.grpc == status.error_code()) return Status(pair.ours, std::move(message));
   }
-}
-
-bool IsPeerFailure(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::ABORTED:
-    case grpc::StatusCode::UNKNOWN:
-    case grpc::StatusCode::INTERNAL:
-      return true;
-    default:
-      return false;
+  for (const CodePair& pair : kChannelCodes) {
+    if (pair.grpc == status.error_code()) return Status(pair.ours, std::move(message));
   }
+  return Status::Internal(std::move(message));
 }
 
 std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address) {

@@ -1,11 +1,14 @@
 // gRPC glue shared by the master, the workers and cluster clients: Status <-> gRPC status codes,
 // channels with our settings, and starting a server on HOST:PORT.
 //
-// Codes: kNotFound <-> NOT_FOUND, kAccessDenied <-> PERMISSION_DENIED, kUnavailable <->
-// UNAVAILABLE, kPreconditionFailed <-> FAILED_PRECONDITION, kDeadlineExceeded <->
-// DEADLINE_EXCEEDED, kInvalidArgument <-> INVALID_ARGUMENT, kNoSpace <-> RESOURCE_EXHAUSTED,
-// kUnimplemented <-> UNIMPLEMENTED; everything else INTERNAL. A call that never reached its peer
-// (connection refused, reset, the peer died mid-stream) is UNAVAILABLE.
+// Codes: every StatusCode has a gRPC code of its own, so a Status crosses the wire with its code
+// (and so with what it means: Status::retryable, Status::peer_failed): kNotFound <-> NOT_FOUND,
+// kAccessDenied <-> PERMISSION_DENIED, kUnavailable <-> UNAVAILABLE, kPreconditionFailed <->
+// FAILED_PRECONDITION, kDeadlineExceeded <-> DEADLINE_EXCEEDED, kInvalidArgument <->
+// INVALID_ARGUMENT, kNoSpace <-> RESOURCE_EXHAUSTED, kUnimplemented <-> UNIMPLEMENTED, kIoError <->
+// UNKNOWN, kCorruption <-> DATA_LOSS, kInternal <-> INTERNAL. A call that never reached its peer
+// (connection refused, reset) is UNAVAILABLE, and one whose peer went away mid-call (CANCELLED,
+// ABORTED) becomes kUnavailable too: both are the peer's failure.
 #pragma once
 
 #include <grpcpp/channel.h>
@@ -27,10 +30,6 @@ grpc::Status ToGrpcStatus(const Status& status);
 
 // `peer` names the other side in the message: "worker 127.0.0.1:7001", "master 10.0.0.1:7000".
 Status FromGrpcStatus(const grpc::Status& status, std::string_view peer);
-
-// True for failures of the peer or the path to it (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED,
-// UNKNOWN, INTERNAL from the transport): another replica may answer.
-bool IsPeerFailure(const grpc::Status& status);
 
 // An insecure channel (see docs/architecture.md: listen on loopback until authentication lands)
 // that reconnects quickly after its peer restarts and accepts messages up to 64 MiB.

@@ -19,6 +19,22 @@ TEST(StatusTest, OnlyUnavailableIsRetryable) {
   EXPECT_FALSE(Status::NotFound("404").retryable());
 }
 
+TEST(StatusTest, PeerFailedWhenTheOneAskedGaveNoSoundAnswer) {
+  EXPECT_TRUE(Status::Unavailable("connection reset").peer_failed());
+  EXPECT_TRUE(Status::DeadlineExceeded("no answer in time").peer_failed());
+  EXPECT_TRUE(Status::IoError("transfer failed").peer_failed());
+  EXPECT_TRUE(Status::Corruption("checksum mismatch").peer_failed());
+  EXPECT_TRUE(Status::Internal("unparsable XML").peer_failed());
+  EXPECT_FALSE(Status::NotFound("404").peer_failed());
+  EXPECT_FALSE(Status::AccessDenied("403").peer_failed());
+  EXPECT_FALSE(Status::PreconditionFailed("412").peer_failed());
+  EXPECT_FALSE(Status::InvalidArgument("bad range").peer_failed());
+  EXPECT_FALSE(Status::Ok().peer_failed());
+  // Retryable failures are the peer's; the reverse does not hold (a deadline is not retried).
+  EXPECT_TRUE(Status::Unavailable("503").retryable());
+  EXPECT_FALSE(Status::DeadlineExceeded("late").retryable());
+}
+
 TEST(StatusTest, WithContextPrefixesMessage) {
   Status s = Status::NotFound("no such key").WithContext("s3://b/k");
   EXPECT_EQ(s.code(), StatusCode::kNotFound);

@@ -2,7 +2,8 @@
 // real processes (master, three workers, a cluster FUSE mount) and against a standalone mount, over
 // s3rver. Every object-store request is counted by a proxy between lakecache and s3rver
 // (support/counting_proxy.h), not by lakecache's own counters; the same proxy slows the store down
-// (a load to interrupt, or to kill a worker under) and refuses every connection (the store down).
+// (a load to interrupt, or to kill a worker under) and refuses every connection (the store down);
+// the store also goes down by SIGSTOP of s3rver (connections accepted, never answered).
 //
 // The namespace `ds` holds a tree `data/` of 28 files (about 20 MiB; 256 KiB blocks, so most files
 // span several blocks and most end in a partial one; one empty file) in nested folders, and a few
@@ -62,6 +63,9 @@ constexpr char kTreePath[] = "/ds/data";  // ... and as the CLI names it in the 
 // Through the proxy at this rate a load of the whole tree takes about 5 s: long enough to act in.
 constexpr uint64_t kSlowBandwidth = 4 * kMiB;
 constexpr auto kLoadTimeout = std::chrono::seconds(120);
+// The TTL of the tests that let listings expire, and how long a refused connection is held then.
+constexpr auto kShortTtl = std::chrono::seconds(1);
+constexpr auto kRefusalHold = std::chrono::milliseconds(3000);
 
 // Every object of the bucket. Every folder holds a file of its own: s3rver's delimiter listing
 // skips a folder that holds only folders.
@@ -141,6 +145,33 @@ size_t EmptyTreeFiles() {
   for (const auto& [rel, content] : TreeFiles()) n += content.empty() ? 1 : 0;
   return n;
 }
+
+// The names directly in folder `rel` of the tree ("" is data/ itself).
+std::set<std::string> ChildrenOf(const std::string& rel) {
+  std::string prefix = rel.empty() ? "" : rel + "/";
+  std::set<std::string> names;
+  for (const auto& [path, content] : TreeFiles()) {
+    if (!path.starts_with(prefix)) continue;
+    std::string rest = path.substr(prefix.size());
+    names.insert(rest.substr(0, rest.find('/')));
+  }
+  return names;
+}
+
+// s3rver stopped (SIGSTOP to its process group) for the object's life: connections are accepted
+// (the kernel's backlog) and never answered.
+class StoppedStore {
+ public:
+  explicit StoppedStore(pid_t group) : group_(group) {
+    EXPECT_EQ(::kill(-group_, SIGSTOP), 0) << std::strerror(errno);
+  }
+  ~StoppedStore() { ::kill(-group_, SIGCONT); }
+  StoppedStore(const StoppedStore&) = delete;
+  StoppedStore& operator=(const StoppedStore&) = delete;
+
+ private:
+  pid_t group_;
+};
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -438,6 +469,91 @@ class LoadTest : public testing::ClusterProcessFixture {
     return standalone_mnt_;
   }
 
+  // The namespace with a TTL of kShortTtl, a cluster with the tree loaded and a cluster mount;
+  // returns the tree's folder in the mount, "" after recording a failure.
+  std::string LoadedClusterMountWithShortTtl() {
+    WriteConfig({{kNs, proxy_->endpoint(), "256KiB", std::to_string(kShortTtl.count()) + "s"}});
+    StartCluster();
+    if (HasFatalFailure()) return "";
+    RunResult load = Lc(ClusterLoad());
+    EXPECT_EQ(load.exit_code, 0) << Describe(load);
+    Mount();
+    if (HasFailure()) return "";
+    return mountpoint_ + "/" + kNs + "/" + kTreeKey;
+  }
+
+  // The same with a standalone mount that the tree is loaded into.
+  std::string LoadedStandaloneMountWithShortTtl() {
+    WriteConfig({{kNs, proxy_->endpoint(), "256KiB", std::to_string(kShortTtl.count()) + "s"}});
+    std::string mnt = StartStandaloneMount();
+    if (mnt.empty()) return "";
+    std::string tree = mnt + "/" + kNs + "/" + kTreeKey;
+    RunResult load = Lc({"load", tree, "-R", "--json"});
+    EXPECT_EQ(load.exit_code, 0) << Describe(load) << "\nmount log:\n" << standalone_->LogTail();
+    return load.exit_code == 0 ? tree : "";
+  }
+
+  enum class Outage { kRefusing, kStopped };
+
+  // With the tree loaded under `tree` (a mount's folder) and its namespace's TTL (kShortTtl) run
+  // out, the store goes down (`outage`), and a user lists and reads the tree: `ls -l` of folders
+  // at every depth and `cat` of files, twice, a TTL apart. Each must answer at cache speed, and no
+  // store request may stand in its path: requests may start in the background (revalidations of
+  // the folders above the tree), but every one must still be unanswered when the command returns.
+  // While refusing, the proxy resets each connection only after kRefusalHold, so a command that
+  // waited for a refused request could not return before it ended.
+  void ExpectExpiredTreeReadsAtOnce(const std::string& tree, Outage outage) {
+    std::this_thread::sleep_for(kShortTtl + std::chrono::milliseconds(500));
+    ProxyCounts before_outage = proxy_->counts();
+    std::unique_ptr<StoppedStore> stopped;
+    if (outage == Outage::kRefusing) {
+      proxy_->SetRefusalHold(kRefusalHold);
+      proxy_->SetRefusing(true);
+    } else {
+      stopped = std::make_unique<StoppedStore>(server_->process().pid());
+    }
+    for (int round = 0; round < 2; ++round) {
+      if (round > 0) std::this_thread::sleep_for(kShortTtl + std::chrono::milliseconds(500));
+      for (const std::string& rel :
+           {std::string(), std::string("train"), std::string("val/deep/nested/more")}) {
+        std::string dir = rel.empty() ? tree : tree + "/" + rel;
+        RunResult r = TimedRead({"ls", "-l", dir});
+        EXPECT_EQ(r.exit_code, 0) << Describe(r);
+        for (const std::string& name : ChildrenOf(rel)) {
+          EXPECT_NE(r.out.find(name), std::string::npos) << "ls " << dir << ": no " << name;
+        }
+      }
+      for (const char* rel : {"README.txt", "train/shard-03.bin", "val/deep/nested/leaf-1.bin"}) {
+        RunResult r = TimedRead({"cat", tree + "/" + rel});
+        EXPECT_EQ(r.exit_code, 0) << Describe(r);
+        EXPECT_TRUE(r.out == TreeFiles().at(rel))
+            << "cat " << rel << ": " << r.out.size() << " bytes that differ from the object's";
+      }
+    }
+    ProxyCounts during = proxy_->counts() - before_outage;
+    std::cout << "store down (" << (outage == Outage::kRefusing ? "refusing" : "stopped")
+              << "), requests in the background: " << ToString(during) << "\n";
+    // The folders above the tree did revalidate (in the background): the TTL had run out.
+    EXPECT_GT(during.requests + during.refused, 0u) << ToString(during);
+    proxy_->SetRefusing(false);
+    proxy_->SetRefusalHold(std::chrono::milliseconds(0));
+  }
+
+  // Runs a reader's command (`ls`, `cat`) and checks it took less than 2 s and waited for no store
+  // request (see ExpectExpiredTreeReadsAtOnce).
+  RunResult TimedRead(const std::vector<std::string>& argv) {
+    uint64_t first = proxy_->counts().log_entries();
+    auto start = Clock::now();
+    RunResult r = RunCommand(argv, {}, std::chrono::seconds(60));
+    auto returned = Clock::now();
+    double seconds = std::chrono::duration<double>(returned - start).count();
+    EXPECT_LT(seconds, 2.0) << testing::JoinArgv(argv) << " took " << seconds << " s";
+    EXPECT_EQ(proxy_->EndedBefore(first, returned), 0u)
+        << testing::JoinArgv(argv) << " returned after store requests ended:\n"
+        << proxy_->RequestsSince(first);
+    return r;
+  }
+
   // The ends of the servers' and the cluster mount's logs, for failure messages.
   std::string ServerLogs() const {
     std::string out;
@@ -498,6 +614,34 @@ TEST_F(LoadTest, LoadedTreeListsAndReadsWithoutTheStore) {
   ProxyCounts down = proxy_->counts() - before;
   EXPECT_EQ(down.refused, 0u) << "something tried to reach the store: " << ToString(down) << "\n"
                               << proxy_->RequestsSince(before.log_entries()) << ServerLogs();
+}
+
+// 1b. The TTL of a loaded tree's listings runs out while the store is down: the cluster mount
+//     lists and reads the tree at cache speed, waiting for no store request (the master serves
+//     the folders above the tree from their last listing and revalidates them in the background).
+TEST_F(LoadTest, ExpiredLoadedTreeReadsAtOnceThroughTheClusterWhileTheStoreRefuses) {
+  std::string tree = LoadedClusterMountWithShortTtl();
+  ASSERT_FALSE(tree.empty());
+  ExpectExpiredTreeReadsAtOnce(tree, Outage::kRefusing);
+}
+
+TEST_F(LoadTest, ExpiredLoadedTreeReadsAtOnceThroughTheClusterWhileTheStoreHangs) {
+  std::string tree = LoadedClusterMountWithShortTtl();
+  ASSERT_FALSE(tree.empty());
+  ExpectExpiredTreeReadsAtOnce(tree, Outage::kStopped);
+}
+
+// 7b. The same in a standalone mount, whose own metadata cache holds the loaded tree.
+TEST_F(LoadTest, ExpiredLoadedTreeReadsAtOnceInAStandaloneMountWhileTheStoreRefuses) {
+  std::string tree = LoadedStandaloneMountWithShortTtl();
+  ASSERT_FALSE(tree.empty());
+  ExpectExpiredTreeReadsAtOnce(tree, Outage::kRefusing);
+}
+
+TEST_F(LoadTest, ExpiredLoadedTreeReadsAtOnceInAStandaloneMountWhileTheStoreHangs) {
+  std::string tree = LoadedStandaloneMountWithShortTtl();
+  ASSERT_FALSE(tree.empty());
+  ExpectExpiredTreeReadsAtOnce(tree, Outage::kStopped);
 }
 
 // 2. `report` after a load: the namespace's cached bytes, per worker and in the totals, are the

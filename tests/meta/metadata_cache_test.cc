@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <latch>
 #include <memory>
 #include <string>
@@ -68,6 +69,16 @@ class MetadataCacheTest : public ::testing::Test {
   }
 
   int64_t Lists() const { return store_->Calls(StoreOp::kList); }
+
+  // Polls `done` (a background revalidation's effect) for up to 5 s.
+  static bool WaitUntil(const std::function<bool()>& done) {
+    auto deadline = Clock::now() + seconds(5);
+    while (!done()) {
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
 
   testing::TempDir dir_{"lakecache-meta"};
   std::shared_ptr<LocalStore> local_;
@@ -247,17 +258,73 @@ TEST_F(MetadataCacheTest, PinnedListingIsNeverRevalidatedUntilUnpinned) {
   EXPECT_EQ(Lists(), 2);
 }
 
-TEST_F(MetadataCacheTest, AnchoredListingRevalidatesButOutlivesAnOutage) {
+TEST_F(MetadataCacheTest, AnchoredListingRevalidatesInTheBackgroundAndOutlivesAnOutage) {
   Put("dir/f", "abc");
   MetadataCache& cache = Cache();
   cache.Pin("dir", MustList("dir"), MetadataCache::PinKind::kAnchored);
   Put("dir/new", "n");
   clock_.Advance(kTtl);
-  EXPECT_TRUE(cache.Stat("dir/new").ok());  // revalidated with the TTL, as usual
+  // Past the TTL the last listing answers at once; the revalidation it starts brings the new file.
+  EXPECT_EQ(cache.Stat("dir/new").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(WaitUntil([&] { return cache.Stat("dir/new").ok(); }));
   EXPECT_EQ(Lists(), 2);
   store_->FailAlways(StoreOp::kList, store_->ServerError("dir/"));
   clock_.Advance(kTtl + kStaleIfError * 10);  // far past the stale-if-error bound
   EXPECT_TRUE(cache.Stat("dir/new").ok());
+  EXPECT_TRUE(WaitUntil([&] { return Lists() == 3; }));
+  EXPECT_TRUE(cache.Stat("dir/new").ok());
+}
+
+TEST_F(MetadataCacheTest, ExpiredAnchoredListingAnswersAtOnceWhileTheStoreHangs) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  cache.Pin("dir", MustList("dir"), MetadataCache::PinKind::kAnchored);
+  Put("dir/new", "n");
+  FaultRule hang;  // a store that takes its time: every listing waits 2 s, then answers
+  hang.op = StoreOp::kList;
+  hang.delay = std::chrono::seconds(2);
+  store_->AddRule(hang);
+  clock_.Advance(kTtl + seconds(1));
+  auto start = Clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto entry = cache.Stat("dir/f");
+    ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+    EXPECT_EQ(cache.Stat("dir/new").status().code(), StatusCode::kNotFound);
+  }
+  auto took = Clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(500))
+      << "40 stats of an anchored folder waited for the store";
+  // The listing they started is still in flight (it takes 2 s): none of them waited for it.
+  EXPECT_TRUE(WaitUntil([&] { return Lists() == 2; }));
+  EXPECT_EQ(cache.Stat("dir/new").status().code(), StatusCode::kNotFound);
+  // Once it ends, its listing replaces the old one; there was only ever one in flight.
+  EXPECT_TRUE(WaitUntil([&] { return cache.Stat("dir/new").ok(); }));
+  EXPECT_EQ(Lists(), 2);
+}
+
+TEST_F(MetadataCacheTest, AnchoredListingIsKeptWhateverTheRevalidationFailsWith) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  cache.Pin("dir", MustList("dir"), MetadataCache::PinKind::kAnchored);
+  store_->FailAlways(StoreOp::kList, store_->AccessDenied("dir/"));
+  clock_.Advance(kTtl);
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+  EXPECT_TRUE(WaitUntil([&] { return Lists() == 2; }));
+  // The failed revalidation (it fails at once) backs off: no new request, and the listing stays.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+  EXPECT_EQ(Lists(), 2);
+  clock_.Advance(seconds(10));  // the back-off is the TTL, within [1 s, 10 s]
+  EXPECT_TRUE(WaitUntil([&] { return cache.Stat("dir/f").ok() && Lists() == 3; }));
+}
+
+TEST_F(MetadataCacheTest, StaleListingIsServedWhenTheStoreAnswersGarbage) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailAlways(StoreOp::kList, Status::Internal("s3://b/dir/: unparsable XML"));
+  clock_.Advance(kTtl * 2);
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
 }
 
 TEST_F(MetadataCacheTest, StaleListingIsServedOnConnectionReset) {

@@ -44,11 +44,13 @@ class ClusterProcessFixture : public ::testing::Test {
   using Clock = std::chrono::steady_clock;
 
   // An S3 namespace of the config: the s3rver bucket of the same name at `endpoint` (the suite's
-  // server's, or a proxy's in front of it), with cache blocks of `block_size` ("64KiB").
+  // server's, or a proxy's in front of it), with cache blocks of `block_size` ("64KiB") and the
+  // given `metadata_ttl` ("1s"; empty: the default).
   struct S3rverNamespace {
     std::string bucket;
     std::string endpoint;
     std::string block_size;
+    std::string metadata_ttl = "";
   };
 
   static void TearDownTestSuite() {
@@ -84,6 +86,7 @@ class ClusterProcessFixture : public ::testing::Test {
            << "    access_key: S3RVER\n"
            << "    secret_key: S3RVER\n"
            << "    block_size: " << ns.block_size << "\n";
+      if (!ns.metadata_ttl.empty()) yaml << "    metadata_ttl: " << ns.metadata_ttl << "\n";
     }
     yaml << "cache:\n  policy: lru\n"
          << "cluster: {heartbeat_interval: 500ms, heartbeat_timeout: 2s}\n";

@@ -193,12 +193,21 @@ ProxyCounts CountingProxy::counts() const {
 std::string CountingProxy::RequestsSince(uint64_t first, size_t max) const {
   std::lock_guard lock(mu_);
   std::string out;
-  for (uint64_t i = first; i < log_.size() && i < first + max; ++i) out += log_[i] + "\n";
+  for (uint64_t i = first; i < log_.size() && i < first + max; ++i) out += log_[i].line + "\n";
   if (log_.size() > first + max) {
     out += "... and " + std::to_string(log_.size() - first - max) + " more\n";
   }
   return out;
 }
+
+size_t CountingProxy::EndedBefore(uint64_t first, Clock::time_point t) const {
+  std::lock_guard lock(mu_);
+  size_t ended = 0;
+  for (uint64_t i = first; i < log_.size(); ++i) ended += log_[i].ended < t ? 1 : 0;
+  return ended;
+}
+
+void CountingProxy::SetRefusalHold(std::chrono::milliseconds hold) { refusal_hold_ = hold; }
 
 void CountingProxy::SetBandwidth(uint64_t bytes_per_second) { bandwidth_ = bytes_per_second; }
 
@@ -218,8 +227,8 @@ void CountingProxy::Track(int fd, bool add) {
   }
 }
 
-void CountingProxy::RecordRequest(const std::string& method, const std::string& target,
-                                  const std::string& range) {
+size_t CountingProxy::RecordRequest(const std::string& method, const std::string& target,
+                                    const std::string& range) {
   std::lock_guard lock(mu_);
   ++counts_.requests;
   if (method == "GET") {
@@ -229,7 +238,16 @@ void CountingProxy::RecordRequest(const std::string& method, const std::string& 
   } else {
     ++counts_.others;
   }
-  log_.push_back(method + " " + target + (range.empty() ? "" : " [Range: " + range + "]"));
+  log_.push_back({method + " " + target + (range.empty() ? "" : " [Range: " + range + "]")});
+  return log_.size() - 1;
+}
+
+void CountingProxy::MarkEnded(std::vector<size_t>* indices) {
+  if (indices->empty()) return;
+  Clock::time_point now = Clock::now();
+  std::lock_guard lock(mu_);
+  for (size_t i : *indices) log_[i].ended = now;
+  indices->clear();
 }
 
 void CountingProxy::Throttle(size_t bytes) {
@@ -279,7 +297,8 @@ void CountingProxy::AcceptLoop() {
 }
 
 // A connection while refusing: the first request line is logged if it comes within 200 ms (which
-// request wanted the store), then the connection is reset, as by a store that went away.
+// request wanted the store), then, after the refusal hold, the connection is reset, as by a store
+// that went away.
 void CountingProxy::Refuse(int client) {
   std::string head;
   char buf[4096];
@@ -292,15 +311,21 @@ void CountingProxy::Refuse(int client) {
     head.append(buf, static_cast<size_t>(n));
   }
   size_t eol = head.find("\r\n");
+  std::vector<size_t> entry;
   {
     std::lock_guard lock(mu_);
-    log_.push_back("REFUSED " +
-                   (eol == std::string::npos ? "(no request line)" : head.substr(0, eol)));
-    open_fds_.erase(client);
+    log_.push_back(
+        {"REFUSED " + (eol == std::string::npos ? "(no request line)" : head.substr(0, eol))});
+    entry.push_back(log_.size() - 1);
   }
+  for (auto until = Clock::now() + refusal_hold_.load(); Clock::now() < until && !stop_;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Track(client, false);
   linger reset{1, 0};
   ::setsockopt(client, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
   ::close(client);
+  MarkEnded(&entry);
 }
 
 // One connection: client -> store bytes are parsed for requests and forwarded as they come; store
@@ -308,6 +333,7 @@ void CountingProxy::Refuse(int client) {
 // passed on; the connection ends when the store closes it (or either side fails).
 void CountingProxy::Serve(int client, int upstream) {
   RequestParser parser;
+  std::vector<size_t> unanswered;  // log entries of this connection's requests
   std::vector<char> buf(kUnthrottledChunk);
   bool client_open = true;
   while (!stop_) {
@@ -321,7 +347,7 @@ void CountingProxy::Serve(int client, int upstream) {
       ssize_t n = ::recv(client, buf.data(), buf.size(), 0);
       if (n > 0) {
         for (const RequestParser::Request& r : parser.Feed(buf.data(), static_cast<size_t>(n))) {
-          RecordRequest(r.method, r.target, r.range);
+          unanswered.push_back(RecordRequest(r.method, r.target, r.range));
         }
         failed = !WriteAll(upstream, buf.data(), static_cast<size_t>(n));
       } else if (n == 0) {
@@ -335,6 +361,7 @@ void CountingProxy::Serve(int client, int upstream) {
       size_t chunk = bandwidth_.load() == 0 ? kUnthrottledChunk : kThrottledChunk;
       ssize_t n = ::recv(upstream, buf.data(), chunk, 0);
       if (n > 0) {
+        MarkEnded(&unanswered);  // HTTP/1.1 without pipelining: the answer to what was asked
         Throttle(static_cast<size_t>(n));
         failed = !WriteAll(client, buf.data(), static_cast<size_t>(n));
         std::lock_guard lock(mu_);
@@ -352,6 +379,7 @@ void CountingProxy::Serve(int client, int upstream) {
   Track(upstream, false);
   ::close(client);
   ::close(upstream);
+  MarkEnded(&unanswered);
 }
 
 }  // namespace lakecache::testing

@@ -1,7 +1,8 @@
 // A TCP proxy between lakecache and an HTTP object store (s3rver) that counts what goes through it,
 // independently of lakecache's own counters: every HTTP request (parsed from the request stream,
 // keep-alive included), by kind, and the response bytes. It can also cap the response bandwidth
-// (to make a load last long enough to interrupt it) and refuse every connection (the store down).
+// (to make a load last long enough to interrupt it) and refuse every connection (the store down),
+// and tells when each request ended, so a test can show that a call did not wait for one.
 //
 // Listens on a free 127.0.0.1 port; point a namespace's `endpoint` at endpoint(). Plain HTTP only.
 // Thread-safe. The destructor closes every connection and joins its threads.
@@ -57,6 +58,10 @@ class CountingProxy {
   // refusing, "REFUSED GET /..." (its first line, if it came in time), from entry `first` on (a
   // counts().log_entries() value), at most `max`, one a line.
   std::string RequestsSince(uint64_t first, size_t max = 20) const;
+  // How many requests of the log, from entry `first` on, had ended before `t`: answered (the
+  // store's first response bytes for it came through) or failed (its connection closed or was
+  // reset, refused ones included). A call that returned at `t` waited for none of the others.
+  size_t EndedBefore(uint64_t first, std::chrono::steady_clock::time_point t) const;
 
   // Caps store -> client bytes at `bytes_per_second` over all connections together; 0: no cap.
   void SetBandwidth(uint64_t bytes_per_second);
@@ -64,10 +69,17 @@ class CountingProxy {
   // "connection reset"; its request line, when sent within 200 ms, is logged first), counted in
   // `refused`: the store is unreachable.
   void SetRefusing(bool refusing);
+  // While refusing, each connection is reset `hold` after its request line instead of at once (0,
+  // the default): a client that waits for a refused request waits at least that long.
+  void SetRefusalHold(std::chrono::milliseconds hold);
 
  private:
   CountingProxy() = default;
   struct Connection;
+  struct LogEntry {
+    std::string line;
+    std::chrono::steady_clock::time_point ended = std::chrono::steady_clock::time_point::max();
+  };
 
   void AcceptLoop();
   void Serve(int client_fd, int upstream_fd);
@@ -75,8 +87,11 @@ class CountingProxy {
   // Sleeps as long as `bytes` take at the current bandwidth cap (a shared schedule: fair enough
   // across connections, each of which waits for its own slot).
   void Throttle(size_t bytes);
-  void RecordRequest(const std::string& method, const std::string& target,
-                     const std::string& range);
+  // Counts and logs a request; returns its log index.
+  size_t RecordRequest(const std::string& method, const std::string& target,
+                       const std::string& range);
+  // Marks the log entries `indices` ended now, and clears them.
+  void MarkEnded(std::vector<size_t>* indices);
   void Track(int fd, bool add);
 
   std::string endpoint_;
@@ -85,11 +100,12 @@ class CountingProxy {
   std::atomic<bool> stop_{false};
   std::atomic<bool> refusing_{false};
   std::atomic<uint64_t> bandwidth_{0};
+  std::atomic<std::chrono::milliseconds> refusal_hold_{std::chrono::milliseconds(0)};
   std::thread acceptor_;
 
   mutable std::mutex mu_;
   ProxyCounts counts_;                // guarded by mu_
-  std::vector<std::string> log_;      // guarded by mu_
+  std::vector<LogEntry> log_;         // guarded by mu_
   std::set<int> open_fds_;            // guarded by mu_: both ends of every live connection
   std::vector<std::thread> threads_;  // guarded by mu_
   std::chrono::steady_clock::time_point next_slot_{};  // guarded by mu_ (Throttle)
