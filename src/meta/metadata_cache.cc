@@ -23,6 +23,8 @@ struct MetadataCache::Slot {
   bool pinned = false;                        // GUARDED_BY(mu)
   bool anchored = false;                      // GUARDED_BY(mu)
   bool revalidating = false;                  // GUARDED_BY(mu): a background revalidation runs
+  // The store said an object here changed (ExpireFolder): the next List asks it, once, at once.
+  bool changed = false;  // GUARDED_BY(mu)
   // While serving a stale listing, the store is asked again only after this point, so callers do
   // not each wait for (or start) a request to a store that does not answer.
   Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
@@ -53,7 +55,7 @@ std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& d
 Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   std::lock_guard lock(slot->mu);
-  if (slot->listing) {
+  if (slot->listing && !slot->changed) {
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
     bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
@@ -78,6 +80,7 @@ MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
 
 MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, Listed fetched) {
   Clock::time_point now = options_.now();
+  slot.changed = false;
   if (fetched.ok()) {
     slot.listing = *fetched;
     slot.fetched = now;
@@ -156,11 +159,10 @@ void MetadataCache::ExpireFolder(const std::string& dir) {
   }
   std::lock_guard lock(slot->mu);
   if (!slot->listing) return;
-  // Expired now; a pinned folder stays reachable while the store is down, as an anchored one.
-  slot->fetched = options_.now() - options_.ttl;
+  // A pinned folder stays reachable while the store is down, as an anchored one.
+  slot->changed = true;
   slot->anchored = slot->anchored || slot->pinned;
   slot->pinned = false;
-  slot->warned_stale = false;
 }
 
 Result<DirEntry> MetadataCache::Stat(const std::string& path) {

@@ -62,8 +62,9 @@ class MetadataCache {
   // Returns the number of folders forgotten.
   size_t Unpin(const std::string& dir);
 
-  // The store said that an object of folder `dir` is not the version listed: the folder's listing
-  // expires now, so the next List or Stat asks the store (a pinned folder becomes anchored).
+  // The store said that an object of folder `dir` is not the version listed: the next List or
+  // Stat of the folder asks the store at once, whatever the TTL, immutability or anchoring (a
+  // pinned folder becomes anchored; if the store cannot answer, the last listing is served).
   void ExpireFolder(const std::string& dir);
 
   // The object key of a relative path.

@@ -397,6 +397,44 @@ TEST_F(MetadataCacheTest, StatOfMissingNameIsNotFound) {
   EXPECT_TRUE(folder->is_dir);
 }
 
+// A reader found an object changed: its folder is listed again at once, within the TTL, whatever
+// kind of folder it is.
+TEST_F(MetadataCacheTest, ExpiredFolderIsListedAgainAtOnce) {
+  for (auto kind : {0, 1, 2, 3}) {  // plain, anchored, pinned, immutable namespace
+    SCOPED_TRACE(kind);
+    options_ = DefaultOptions();
+    options_.immutable = kind == 3;
+    Put("dir/f", "version one");
+    MetadataCache& cache = Cache();
+    if (kind == 1) cache.Pin("dir", MustList("dir"), MetadataCache::PinKind::kAnchored);
+    if (kind == 2) cache.Pin("dir", MustList("dir"));
+    std::string old_etag = cache.Stat("dir/f")->etag;
+    Put("dir/f", "version two!");
+    EXPECT_EQ(cache.Stat("dir/f")->etag, old_etag);  // within the TTL: the cached listing
+    int64_t lists = Lists();
+    cache.ExpireFolder("dir");
+    auto entry = cache.Stat("dir/f");
+    ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+    EXPECT_NE(entry->etag, old_etag);
+    EXPECT_EQ(entry->size, 12u);
+    EXPECT_EQ(Lists(), lists + 1);
+    EXPECT_TRUE(cache.Stat("dir/f").ok());
+    EXPECT_EQ(Lists(), lists + 1);  // once: then the TTL rules again
+  }
+}
+
+// A pinned folder that was expired stays readable with the store down (it is anchored now).
+TEST_F(MetadataCacheTest, ExpiredPinnedFolderOutlivesAnOutage) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  cache.Pin("dir", MustList("dir"));
+  store_->FailAlways(StoreOp::kList, store_->ServerError("dir/"));
+  cache.ExpireFolder("dir");
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+  clock_.Advance(kTtl + kStaleIfError * 10);
+  EXPECT_TRUE(cache.Stat("dir/f").ok());
+}
+
 TEST(SplitParentTest, SplitsAtTheLastSlash) {
   EXPECT_EQ(SplitParent("a/b/c"), std::make_pair(std::string("a/b"), std::string("c")));
   EXPECT_EQ(SplitParent("a/b"), std::make_pair(std::string("a"), std::string("b")));
