@@ -9,7 +9,7 @@
 
 #include "common/rendezvous.h"
 #include "common/thread_pool.h"
-#include "meta/store_sink.h"
+#include "jobs/store_sink.h"
 #include "rpc/admin_service.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "meta/load_job.h"
+#include "jobs/load_job.h"
 #include "meta/namespace_table.h"
 #include "rpc/lakecache.grpc.pb.h"
 

@@ -9,7 +9,7 @@
 #include "cache/block_store.h"
 #include "cache/content_index.h"
 #include "common/rendezvous.h"
-#include "meta/load_job.h"
+#include "jobs/load_job.h"
 #include "rpc/lakecache.pb.h"
 
 namespace lakecache::rpc {

@@ -13,8 +13,8 @@
 #include <random>
 
 #include "cache/block_key.h"
+#include "jobs/store_sink.h"
 #include "meta/block_fetch.h"
-#include "meta/store_sink.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"

@@ -1,7 +1,7 @@
 // RunLoad, StatPath and FreePath over a file:// namespace and a real BlockStore (StoreSink): what a
 // standalone mount does for `lakecache load/stat/free`. The store is wrapped to count calls and to
 // fail on demand.
-#include "meta/load_job.h"
+#include "jobs/load_job.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <string>
 
 #include "cache/block_store.h"
-#include "meta/store_sink.h"
-#include "meta/tree_walk.h"
+#include "jobs/store_sink.h"
+#include "jobs/tree_walk.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 

@@ -1,4 +1,4 @@
-#include "meta/tree_walk.h"
+#include "jobs/tree_walk.h"
 
 #include <map>
 #include <set>

@@ -8,7 +8,7 @@
 #include "cache/block_store.h"
 #include "cache/content_index.h"
 #include "common/thread_pool.h"
-#include "meta/load_job.h"
+#include "jobs/load_job.h"
 #include "meta/namespace_table.h"
 
 namespace lakecache {

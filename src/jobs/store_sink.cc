@@ -1,4 +1,4 @@
-#include "meta/store_sink.h"
+#include "jobs/store_sink.h"
 
 #include <future>
 

@@ -1,4 +1,4 @@
-#include "meta/load_job.h"
+#include "jobs/load_job.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "common/thread_pool.h"
-#include "meta/tree_walk.h"
+#include "jobs/tree_walk.h"
 
 namespace lakecache {
 namespace {
