@@ -55,7 +55,13 @@ Result<Config> CliContext::LoadConfig() const {
     }
     return Config{};
   }
-  return LoadConfigFile(flags_.config_file, flags_.overrides);
+  Result<Config> config = LoadConfigFile(flags_.config_file, flags_.overrides);
+  // --config names input from the user: whatever keeps it from loading (missing, unreadable, not
+  // a file, a bad key) is a configuration error, exit 2, never a runtime failure.
+  if (!config.ok() && config.status().code() != StatusCode::kNotFound) {
+    return Status::InvalidArgument(config.status().message());
+  }
+  return config;
 }
 
 Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const {

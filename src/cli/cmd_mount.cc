@@ -51,7 +51,7 @@ int CheckMountpoint(const std::string& path) {
   ::closedir(dir);
   if (!empty) {
     std::fprintf(stderr, "lakecache: error: mountpoint %s is not empty\n", path.c_str());
-    return kExitFailure;
+    return kExitUsage;
   }
   return kExitOk;
 }
@@ -61,6 +61,15 @@ int CheckMountpoint(const std::string& path) {
 // text and carried over afterwards.
 Result<Config> QuickConfig(const NamespaceConfig& ns, const Config& file_config,
                            const std::vector<std::string>& overrides) {
+  std::string own = "namespaces." + ns.name + ".";
+  for (const std::string& o : overrides) {
+    std::string key = o.substr(0, o.find('='));
+    if (key.starts_with("namespaces.") && !key.starts_with(own)) {
+      return Status::InvalidArgument("-o " + key + ": this mount has one namespace, '" + ns.name +
+                                     "': set its keys as " + own +
+                                     "KEY (several namespaces need --config FILE)");
+    }
+  }
   Config base;
   base.cache = file_config.cache;
   base.client = file_config.client;
@@ -250,14 +259,9 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   return Mounted{std::move(mount), std::move(blocks), std::move(*admin)};
 }
 
-int MountExitCode(const Status& status) {
-  std::fprintf(stderr, "lakecache: error: %s\n", status.message().c_str());
-  return kExitFailure;
-}
-
 int RunForeground(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
   auto mount = BuildAndMount(ctx, req, options);
-  if (!mount.ok()) return MountExitCode(mount.status());
+  if (!mount.ok()) return ReportError(mount.status());
   std::fprintf(stderr, "lakecache: mounted at %s\n", req.mountpoint.c_str());
   Status s = mount->mount->Run();
   LogCacheStats(*mount->blocks);
@@ -291,7 +295,7 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
     ::_exit(kExitFailure);
   }
   auto mount = BuildAndMount(ctx, req, options);
-  if (!mount.ok()) ::_exit(MountExitCode(mount.status()));  // stderr still reaches the caller
+  if (!mount.ok()) ::_exit(ReportError(mount.status()));  // stderr still reaches the caller
   int devnull = ::open("/dev/null", O_RDWR);
   ::dup2(devnull, STDIN_FILENO);
   ::dup2(devnull, STDOUT_FILENO);

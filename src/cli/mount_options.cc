@@ -11,8 +11,8 @@ Result<uint32_t> ParseNumber(const std::string& option, const std::string& text,
   uint32_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    return Status::InvalidArgument("-o " + option + ": '" + text + "' is not a " +
-                                   (base == 8 ? "octal mode" : "number"));
+    return Status::InvalidArgument("-o " + option + ": '" + text + "' is not a" +
+                                   (base == 8 ? "n octal mode" : " number"));
   }
   return value;
 }

@@ -4,6 +4,7 @@
 #include "common/config.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -313,6 +314,10 @@ Status ApplyOverride(const std::string& spec, const std::string& name, ConfigTre
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(path + ": is a folder, not a config file");
+  }
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     int err = errno;

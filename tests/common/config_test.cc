@@ -414,6 +414,12 @@ TEST(ConfigPropertiesTest, OverridesUseYamlKeys) {
   EXPECT_EQ(config->namespaces.at("other").metadata_ttl, minutes(10));
 }
 
+TEST(ConfigFileTest, FolderIsABadArgumentNamingIt) {
+  TempDir dir;
+  ExpectContains(ErrorOf(LoadConfigFile(dir.path())),
+                 dir.path() + ": is a folder, not a config file");
+}
+
 TEST(ConfigFileTest, MissingFileIsNotFound) {
   TempDir dir;
   Result<Config> config = LoadConfigFile(dir.path() + "/absent.yaml");
