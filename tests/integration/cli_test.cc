@@ -213,5 +213,27 @@ TEST_F(CliTest, MountUsageAndConfigErrorsExitTwo) {
   EXPECT_NE(full.err.find(mnt + " is not empty"), std::string::npos) << full.err;
 }
 
+TEST_F(CliTest, MountWithoutMountpointSaysTheMountpointIsMissing) {
+  RunResult r = Lc({"mount", "s3://cli/data", "--endpoint", server_->endpoint()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the MOUNTPOINT is missing: `lakecache mount s3://cli/data MOUNTPOINT`"),
+            std::string::npos)
+      << r.err;
+  RunResult none = Lc({"mount"});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("the MOUNTPOINT is missing"), std::string::npos) << none.err;
+}
+
+TEST_F(CliTest, MountHelpListsEveryMountOptionAndNamesThePositionals) {
+  RunResult r = Lc({"mount", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part :
+       {"URI", "MOUNTPOINT", "allow_other", "uid=N", "gid=N", "file_mode=MODE", "dir_mode=MODE",
+        "default_permissions", "ro ", "KEY=VALUE", "--cache-dir", "--background"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("args"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace lakecache
