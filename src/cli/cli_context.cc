@@ -68,11 +68,15 @@ Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const 
   LC_ASSIGN_OR_RETURN(ObjectUri uri, ParseObjectUri(text));
   LC_ASSIGN_OR_RETURN(Config config, LoadConfig());
   NamespaceConfig ns;
+  bool endpoint_given = !flags_.endpoint.empty();  // here, not by a config namespace
   if (const NamespaceConfig* covering = FindCoveringNamespace(config, uri)) {
     ns = *covering;
   } else {
     ns.name = uri.scheme == UriScheme::kFile ? "local" : uri.bucket;
-    if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) ns.endpoint = ep;
+    if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) {
+      ns.endpoint = ep;
+      endpoint_given = true;
+    }
     if (const char* r = EnvOrNull("AWS_REGION")) {
       ns.region = r;
     } else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION")) {
@@ -83,6 +87,9 @@ Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const 
   ns.location = uri;
   if (!flags_.endpoint.empty()) ns.endpoint = flags_.endpoint;
   if (!flags_.region.empty()) ns.region = flags_.region;
+  // The config file's rule for an endpoint without path_style; a namespace that already reads
+  // path-style keeps doing so.
+  if (endpoint_given && PathStyleByDefault(ns.endpoint)) ns.path_style = true;
   if (flags_.path_style) ns.path_style = true;
   return ns;
 }

@@ -51,7 +51,9 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
       ->allow_extra_args(false);
   app.add_option("--endpoint", f.endpoint, "Object store endpoint URL, e.g. http://127.0.0.1:9000");
   app.add_option("--region", f.region, "Object store region (default us-east-1)");
-  app.add_flag("--path-style", f.path_style, "Address buckets path-style (endpoint/bucket/key)");
+  app.add_flag("--path-style", f.path_style,
+               "Address buckets path-style (endpoint/bucket/key); the default for an --endpoint "
+               "that is an IP address or localhost");
   app.add_option("--ca-bundle", f.ca_bundle,
                  "PEM file of CAs to trust for HTTPS (or AWS_CA_BUNDLE)");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")

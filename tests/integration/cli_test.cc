@@ -235,5 +235,26 @@ TEST_F(CliTest, MountHelpListsEveryMountOptionAndNamesThePositionals) {
   EXPECT_EQ(r.out.find("args"), std::string::npos) << r.out;
 }
 
+// docs/configuration.md: an IP or localhost endpoint means path-style, from the command line too.
+TEST_F(CliTest, IpEndpointMeansPathStyleWithoutTheFlag) {
+  RunResult flag = Lc({"ls", "s3://cli/data/", "--endpoint", server_->endpoint()});
+  EXPECT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_NE(flag.out.find(" a.txt\n"), std::string::npos) << flag.out;
+  RunResult env = Lc({"cat", "s3://cli/data/a.txt"});  // AWS_ENDPOINT_URL alone
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_EQ(env.out, "hello world\n");
+}
+
+TEST_F(CliTest, UnresolvedVirtualHostedNameSaysToUsePathStyle) {
+  std::string cfg = BucketConfig("    path_style: false\n");
+  RunResult r = Lc({"ls", "s3://cli/data/", "--config", cfg});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("Could not resolve host"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("addressed virtual-hosted, as cli.127.0.0.1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--path-style, or path_style: true in the config"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find(kSecret), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lakecache
