@@ -1,5 +1,5 @@
-// The `lakecache` binary end to end against s3rver: output formats, exit codes, config handling,
-// and that secrets never reach stdout or stderr.
+// The `lakecache` binary end to end against s3rver: output formats, exit codes, messages, config
+// handling, and that secrets never reach stdout or stderr. Mounts: cli_mount_test.cc.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -233,6 +233,20 @@ TEST_F(CliTest, MountHelpListsEveryMountOptionAndNamesThePositionals) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
   }
   EXPECT_EQ(r.out.find("args"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, UmountOfAFolderThatIsNoMountSaysItIsNotALakecacheMount) {
+  std::string folder = Folder("plain");
+  RunResult r = Lc({"umount", folder});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(folder + " is not a lakecache mount (nothing is mounted there)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("Invalid argument"), std::string::npos) << r.err;
+  RunResult proc = Lc({"umount", "/proc"});
+  EXPECT_EQ(proc.exit_code, 2) << proc.err;
+  EXPECT_NE(proc.err.find("/proc is not a lakecache mount (a proc mount)"), std::string::npos)
+      << proc.err;
 }
 
 // docs/configuration.md: an IP or localhost endpoint means path-style, from the command line too.
