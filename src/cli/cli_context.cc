@@ -124,6 +124,13 @@ std::string Iso8601(int64_t mtime) {
   return buf;
 }
 
+std::string Counted(uint64_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) return out.append(one);
+  if (many.empty()) return out.append(one).append("s");
+  return out.append(many);
+}
+
 int ReportError(const Status& status) {
   std::fprintf(stderr, "lakecache: error: %s\n", status.message().c_str());
   switch (status.code()) {

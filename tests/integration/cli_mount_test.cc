@@ -101,5 +101,66 @@ TEST_F(CliMountTest, StaleMountAfterAKillIsNamedAndItsSocketReplaced) {
       << "the socket outlived a clean unmount";
 }
 
+// One unit formatter (binary units) and nouns that agree with their numbers; `report` shows each
+// tier once and the hit ratio once.
+TEST_F(CliMountTest, ReportShowsEachTierAndTheHitRatioOnceAndLoadSpeaksMiB) {
+  std::string mnt = Mountpoint();
+  RunResult up = Lc({"--log-file", scratch_->path() + "/mount.log", "mount", "s3://cli", mnt,
+                     "--cache-dir", Folder("cache"), "--cache-size", "1GiB", "--background"});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+
+  RunResult one = Lc({"load", mnt + "/data/a.txt"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find(", 1 file, 12 B\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find(" loaded                    1 file          12 B\n"), std::string::npos)
+      << one.out;
+  RunResult tree = Lc({"load", mnt + "/data", "-R"});
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  EXPECT_NE(tree.out.find(" folders, 4 files, 5.0 MiB\n"), std::string::npos) << tree.out;
+  EXPECT_NE(tree.out.find(" already cached            1 file          12 B\n"), std::string::npos)
+      << tree.out;
+  std::regex plural_mismatch(
+      R"(\b1 (files|folders|blocks)\b|\b([02-9]|\d\d+) (file|folder|block)\b)");
+  for (const RunResult* r : {&one, &tree}) {
+    EXPECT_FALSE(std::regex_search(r->out, plural_mismatch)) << r->out;
+    EXPECT_EQ(r->out.find(" MB"), std::string::npos) << r->out;
+    EXPECT_EQ(r->out.find(" kB"), std::string::npos) << r->out;
+  }
+
+  RunResult report = Lc({"report", mnt});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(Count(report.out, "hit ratio"), 1u) << report.out;
+  EXPECT_TRUE(report.out.starts_with("mount " + mnt + ": hit ratio ")) << report.out;
+  EXPECT_EQ(Count(report.out, " used, "), 2u) << report.out;
+  EXPECT_EQ(Count(report.out, "  memory\n"), 1u) << report.out;
+  EXPECT_EQ(Count(report.out, "  disk:" + scratch_->path() + "/cache\n"), 1u) << report.out;
+  EXPECT_EQ(report.out.find("capacity"), std::string::npos) << report.out;
+  EXPECT_FALSE(std::regex_search(report.out, plural_mismatch)) << report.out;
+
+  RunResult json_report = Lc({"report", mnt, "--json"});
+  ASSERT_EQ(json_report.exit_code, 0) << json_report.err;
+  nlohmann::json j = nlohmann::json::parse(json_report.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json_report.out;
+  const nlohmann::json& totals = j["totals"];
+  EXPECT_FALSE(totals.contains("used_bytes")) << totals.dump();
+  ASSERT_EQ(totals["tiers"].size(), 2u) << totals.dump();
+  // One cache: each tier's total is that tier's own, not the sum of both.
+  std::map<std::string, uint64_t> used;
+  for (const nlohmann::json& t : j["workers"][0]["tiers"]) {
+    std::string tier = t.value("tier", "");
+    used[tier.substr(0, tier.find(':'))] = t.value("used_bytes", uint64_t{0});
+  }
+  ASSERT_EQ(used.size(), 2u) << j.dump();
+  EXPECT_GT(used["memory"], 0u) << j.dump();
+  for (const nlohmann::json& t : totals["tiers"]) {
+    EXPECT_EQ(t.value("used_bytes", uint64_t{1}), used[t.value("tier", "")]) << j.dump();
+  }
+
+  RunResult stat = Lc({"stat", mnt + "/data/big.bin"});
+  ASSERT_EQ(stat.exit_code, 0) << stat.err;
+  EXPECT_NE(stat.out.find("5.0 MiB"), std::string::npos) << stat.out;
+  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace lakecache
