@@ -29,7 +29,8 @@ struct GlobalFlags {
   std::string region;
   bool path_style = false;
   std::string ca_bundle;
-  std::string log_level = "warn";
+  // Events (a worker joining, warnings, a mount's cache stats), never a line per read.
+  std::string log_level = "info";
   std::string log_file;
 };
 

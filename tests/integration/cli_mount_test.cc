@@ -34,6 +34,12 @@ class CliMountTest : public testing::CliFixture {
     ASSERT_TRUE(CanMount()) << "mount tests need root and /dev/fuse";
   }
 
+  void TearDown() override {
+    StopAll();
+    for (const std::string& tmpfs : tmpfs_) ::umount2(tmpfs.c_str(), MNT_DETACH);
+    CliFixture::TearDown();
+  }
+
   // The control sockets in run_dir_.
   std::vector<std::string> Sockets() const {
     std::vector<std::string> out;
@@ -43,6 +49,28 @@ class CliMountTest : public testing::CliFixture {
     }
     return out;
   }
+
+  // A tmpfs of `size` at a fresh folder, unmounted by TearDown.
+  std::string Tmpfs(const std::string& size) {
+    std::string path = Folder("tmpfs-" + std::to_string(tmpfs_.size()));
+    std::string options = "size=" + size;
+    if (::mount("tmpfs", path.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      ADD_FAILURE() << "mount -t tmpfs " << path << ": " << std::strerror(errno);
+      return "";
+    }
+    tmpfs_.push_back(path);
+    return path;
+  }
+
+  // Writes zeros to `path` until the file system is full.
+  static void Fill(const std::string& path) {
+    std::ofstream out(path, std::ios::binary);
+    std::string chunk(64 << 10, '\0');
+    while (out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()))) {
+    }
+  }
+
+  std::vector<std::string> tmpfs_;
 };
 
 TEST_F(CliMountTest, EmptyPrefixMountsWithAWarningAndMissingBucketExitsTwo) {
@@ -160,6 +188,84 @@ TEST_F(CliMountTest, ReportShowsEachTierAndTheHitRatioOnceAndLoadSpeaksMiB) {
   ASSERT_EQ(stat.exit_code, 0) << stat.err;
   EXPECT_NE(stat.out.find("5.0 MiB"), std::string::npos) << stat.out;
   ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+}
+
+// At the default level the log holds events, never a line per read; `cache stats:` once at the
+// end.
+TEST_F(CliMountTest, DefaultLevelLogsCacheStatsOnceAndNothingPerRead) {
+  std::string mnt = Mountpoint();
+  ChildProcess* mount = StartMount({"mount", "s3://cli/data", mnt}, mnt, "default.log");
+  ASSERT_NE(mount, nullptr);
+  size_t lines_before = Count(ReadAll(mount->log_path()), "\n");
+  for (int round = 0; round < 3; ++round) {
+    for (const char* file : {"a.txt", "sub/b.txt", "big.bin", "with space.txt"}) {
+      EXPECT_EQ(testing::ReadWholeFile(mnt + "/" + file).error, 0) << file;
+    }
+  }
+  EXPECT_EQ(Count(ReadAll(mount->log_path()), "\n"), lines_before) << ReadAll(mount->log_path());
+  UnmountAndWait(mnt, mount);
+  std::string log = ReadAll(mount->log_path());
+  EXPECT_EQ(Count(log, "cache stats: fetches="), 1u) << log;
+  EXPECT_EQ(Count(log, " debug "), 0u) << log;
+}
+
+// --log-level debug shows each block fetched (why and how long) and each block evicted.
+TEST_F(CliMountTest, DebugLevelLogsFetchesAndEvictions) {
+  std::string mnt = Mountpoint();
+  ChildProcess* mount =
+      StartMount({"--log-level", "debug", "mount", "s3://cli/data", mnt, "--mem-cache", "4MiB",
+                  "-o", "cache.policy=lru", "--read-ahead", "0"},
+                 mnt, "debug.log");
+  ASSERT_NE(mount, nullptr);
+  testing::FileBytes big = testing::ReadWholeFile(mnt + "/big.bin");
+  EXPECT_EQ(big.bytes.size(), kBigSize);
+  UnmountAndWait(mnt, mount);
+  std::string log = ReadAll(mount->log_path());
+  EXPECT_NE(log.find("miss: fetch of block 0 (bytes 0+4194304) of data/big.bin: "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("miss: fetch of block 1 (bytes 4194304+1048579) of data/big.bin: "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("memory cache: evicted "), std::string::npos) << log;
+}
+
+// A disk that cannot hold the configured capacity says so at start-up, with the tier's size; one
+// that fills while mounted says so once.
+TEST_F(CliMountTest, FullCacheDiskWarnsOnceWithTheTierSize) {
+  std::string disk = Tmpfs("16m");
+  ASSERT_FALSE(disk.empty());
+  std::string mnt = Mountpoint();
+  std::vector<std::string> args = {"mount", "s3://cli/data", mnt, "--cache-dir", disk + "/cache"};
+  ChildProcess* mount = StartMount(args, mnt, "short.log");
+  ASSERT_NE(mount, nullptr);
+  std::string log = ReadAll(mount->log_path());
+  EXPECT_EQ(Count(log, "the disk is short of room"), 1u) << log;
+  EXPECT_NE(log.find("not the 10.0 GiB configured"), std::string::npos) << log;
+
+  Fill(disk + "/filler");
+  EXPECT_EQ(testing::ReadWholeFile(mnt + "/big.bin").bytes.size(), kBigSize);
+  EXPECT_EQ(testing::ReadWholeFile(mnt + "/a.txt").error, 0);
+  EXPECT_TRUE(WaitFor(
+      [&] { return ReadAll(mount->log_path()).find("the disk is full") != std::string::npos; },
+      std::chrono::seconds(10)))
+      << ReadAll(mount->log_path());
+  UnmountAndWait(mnt, mount);
+  log = ReadAll(mount->log_path());
+  EXPECT_EQ(Count(log, "the disk is full"), 1u) << log;
+  EXPECT_NE(log.find("no more blocks are cached there until space frees up; the tier holds 0 B"),
+            std::string::npos)
+      << log;
+
+  // Mounted again on the full disk: the tier is 0 B from the start.
+  ChildProcess* again = StartMount(args, mnt, "full.log");
+  ASSERT_NE(again, nullptr);
+  std::string full = ReadAll(again->log_path());
+  EXPECT_EQ(Count(full, "the disk is full"), 1u) << full;
+  EXPECT_NE(full.find("the disk tier there holds at most 0 B, not the 10.0 GiB configured"),
+            std::string::npos)
+      << full;
+  UnmountAndWait(mnt, again);
 }
 
 }  // namespace
