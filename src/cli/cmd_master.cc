@@ -20,15 +20,6 @@ namespace {
 // past this the process exits without them.
 constexpr auto kShutdownLimit = std::chrono::seconds(5);
 
-// Logs `line` at info, and prints it on stderr unless the log already shows it there.
-void Announce(const std::string& line, const GlobalFlags& flags) {
-  spdlog::info("{}", line);
-  spdlog::default_logger()->flush();
-  if (!flags.log_file.empty() || !spdlog::should_log(spdlog::level::info)) {
-    std::fprintf(stderr, "lakecache: %s\n", line.c_str());
-  }
-}
-
 void StopWithin(MasterServer& server, std::chrono::seconds limit) {
   auto stopped = std::async(std::launch::async, [&server] { server.Shutdown(); });
   if (stopped.wait_for(limit) == std::future_status::ready) return;
@@ -46,6 +37,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
         "lakecache master needs --config FILE: the namespaces and their credentials"));
   }
   if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
+  WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
   BlockTerminationSignals();  // before gRPC and the object stores start threads
   CliContext ctx(flags);
   Result<Config> config = ctx.LoadConfig();
@@ -64,9 +56,10 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
       return ReportError(s);
     }
   }
-  Announce("master serving " + std::to_string(config->namespaces.size()) + " namespaces on " +
+  Announce(spdlog::level::info,
+           "master serving " + Counted(config->namespaces.size(), "namespace") + " on " +
                master.address(),
-           flags);
+           !flags.log_file.empty());
 
   int signal = WaitForTerminationSignal();
   spdlog::info("master: {} received, shutting down", ::strsignal(signal));

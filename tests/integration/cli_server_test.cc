@@ -89,5 +89,22 @@ TEST_F(CliServerTest, MasterLogsEachJoinAndExpiryOnceAtTheDefaultLevel) {
   EXPECT_EQ(log.find("beyond loopback"), std::string::npos) << log;
 }
 
+// Until the protocol has authentication, a listen address beyond loopback is worth a warning.
+// (192.0.2.1 is no address of this host: the server warns, then fails to bind, and nothing
+// listens beyond loopback.)
+TEST_F(CliServerTest, ListenBeyondLoopbackWarnsThatThereIsNoAuthentication) {
+  RunResult master = Lc({"--config", config_, "master", "--listen", "192.0.2.1:0"});
+  EXPECT_NE(master.exit_code, 0);
+  EXPECT_NE(master.err.find("listening on 192.0.2.1:0, beyond loopback: the protocol has no "
+                            "authentication yet"),
+            std::string::npos)
+      << master.err;
+  RunResult worker =
+      Lc({"--config", config_, "worker", "--master", "127.0.0.1:1", "--listen", "192.0.2.1:0"});
+  EXPECT_NE(worker.exit_code, 0);
+  EXPECT_NE(worker.err.find("listening on 192.0.2.1:0, beyond loopback"), std::string::npos)
+      << worker.err;
+}
+
 }  // namespace
 }  // namespace lakecache
