@@ -106,5 +106,31 @@ TEST_F(CliServerTest, ListenBeyondLoopbackWarnsThatThereIsNoAuthentication) {
       << worker.err;
 }
 
+TEST_F(CliServerTest, ClusterStatusShowsTheEpochAsATimeAndDefaultsToTheEnvironment) {
+  Cluster c = StartCluster();
+  ASSERT_FALSE(c.worker_address.empty());
+  const std::string& master_address = c.master_address;
+
+  RunResult table = Lc({"cluster", "status"}, {"LAKECACHE_MASTER=" + master_address});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  std::regex first_line(
+      R"(^epoch \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \((just now|(\d+[hms])+ ago); \d{13}\), 1 worker\n)");
+  EXPECT_TRUE(std::regex_search(table.out, first_line)) << table.out;
+
+  RunResult json = Lc({"cluster", "status", "--json", "--master", master_address});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.out;
+  EXPECT_TRUE(
+      std::regex_match(j.value("epoch_time", ""), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")))
+      << json.out;
+
+  RunResult none = Lc({"cluster", "status"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("Pass --master HOST:PORT or set LAKECACHE_MASTER=HOST:PORT"),
+            std::string::npos)
+      << none.err;
+}
+
 }  // namespace
 }  // namespace lakecache
