@@ -1,5 +1,7 @@
 #include "cache/block_store.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -210,7 +212,7 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
   if (BlockRef block = LoadFromLowerTier(request.key)) {
     result = std::move(block);
   } else {
-    result = CallSource(request, source);
+    result = CallSource(request, source, "read-ahead fetch");
     Counters::Add(counters_->prefetches);
   }
   if (result.ok()) {
@@ -351,7 +353,7 @@ Result<BlockRef> BlockStore::LeadFetch(const BlockRequest& request, const BlockS
   if (BlockRef block = AdmitStaged(request)) return block;  // likewise for a prefetch
   // Counted so that read-ahead backs off, but never refused: a reader always gets its bytes.
   budget_->ForceAcquire(request.length);
-  Result<BlockRef> fetched = CallSource(request, source);
+  Result<BlockRef> fetched = CallSource(request, source, "miss: fetch");
   budget_->Release(request.length);
   LC_ASSIGN_OR_RETURN(BlockRef block, std::move(fetched));
   // Each tier's policy decides; a tier that cannot store it (disk full) only counts that.
@@ -359,7 +361,8 @@ Result<BlockRef> BlockStore::LeadFetch(const BlockRequest& request, const BlockS
   return block;
 }
 
-Result<BlockRef> BlockStore::CallSource(const BlockRequest& request, const BlockSource& source) {
+Result<BlockRef> BlockStore::CallSource(const BlockRequest& request, const BlockSource& source,
+                                        std::string_view what) {
   auto start = std::chrono::steady_clock::now();
   std::optional<Result<BlockRef>> fetched;
   try {
@@ -370,7 +373,8 @@ Result<BlockRef> BlockStore::CallSource(const BlockRequest& request, const Block
   } catch (...) {
     fetched.emplace(Status::Internal(Describe(request) + ": block source threw"));
   }
-  counters_->AddLatency(std::chrono::steady_clock::now() - start);
+  auto took = std::chrono::steady_clock::now() - start;
+  counters_->AddLatency(took);
   Counters::Add(counters_->fetches);
   Result<BlockRef>& result = *fetched;
   if (result.ok()) {
@@ -381,6 +385,11 @@ Result<BlockRef> BlockStore::CallSource(const BlockRequest& request, const Block
           Status::Internal(Describe(request) + ": block source returned " + std::to_string(got) +
                            " bytes, expected " + std::to_string(request.length));
     }
+  }
+  if (spdlog::should_log(spdlog::level::debug)) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+    spdlog::debug("{} of {}: {} ms{}", what, Describe(request), ms,
+                  result.ok() ? "" : ", failed: " + result.status().ToString());
   }
   if (!result.ok()) {
     Counters::Add(counters_->fetch_errors);

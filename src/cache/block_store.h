@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -130,7 +131,9 @@ class BlockStore {
   // those staged longer than a moment; then reserves `need` if it fits.
   bool ReserveForPrefetch(uint64_t need);
   // Calls the source, times it, and checks it returned exactly request.length bytes.
-  Result<BlockRef> CallSource(const BlockRequest& request, const BlockSource& source);
+  // `what` names the call in the debug log ("miss: fetch", "read-ahead fetch").
+  Result<BlockRef> CallSource(const BlockRequest& request, const BlockSource& source,
+                              std::string_view what);
 
   std::vector<std::unique_ptr<CacheTier>> tiers_;
   std::mutex flights_mu_;

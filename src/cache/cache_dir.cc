@@ -274,6 +274,7 @@ bool CacheDir::Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_
 
 // REQUIRES: mutate_mu_ held.
 void CacheDir::DropVictims(const std::vector<BlockKey>& victims) {
+  if (!victims.empty()) LogEvictions("disk:" + config_.path, victims);
   for (const BlockKey& victim : victims) {
     if (Drop(victim, std::nullopt, /*tell_policy=*/false)) counters_->Add(counters_->evictions);
   }
@@ -298,7 +299,20 @@ bool CacheDir::ReserveDiskSpace(uint64_t bytes) {
     return false;
   }
   uint64_t available = space->available - std::min(space->available, writing_bytes_);
-  if (available < FloorBytes(config_, space->size) + bytes) return false;
+  uint64_t floor = FloorBytes(config_, space->size);
+  if (available < floor + bytes) {
+    if (!below_floor_.exchange(true)) {
+      spdlog::warn(
+          "disk cache dir {}: the disk is full ({} free, min_free keeps {}): no more blocks are "
+          "cached there until space frees up; the tier holds {} now",
+          config_.path, HumanByteSize(space->available), HumanByteSize(floor),
+          HumanByteSize(used_bytes()));
+    }
+    return false;
+  }
+  if (below_floor_.exchange(false)) {
+    spdlog::info("disk cache dir {}: space freed up, caching blocks there again", config_.path);
+  }
   writing_bytes_ += bytes;
   return true;
 }
@@ -341,8 +355,12 @@ Result<uint64_t> CacheDir::UsableCapacity(const std::vector<Found>& found) const
   uint64_t floor = FloorBytes(config_, space.size);
   uint64_t usable = std::min(config_.capacity, room - std::min(room, floor));
   if (usable < config_.capacity) {
-    spdlog::info("disk cache dir {}: capacity {} bytes lowered to {} to keep {} bytes free",
-                 config_.path, config_.capacity, usable, floor);
+    spdlog::warn(
+        "disk cache dir {}: {} ({} free, min_free keeps {}): the disk tier there holds at most {}, "
+        "not the {} configured",
+        config_.path, usable == 0 ? "the disk is full" : "the disk is short of room",
+        HumanByteSize(space.available), HumanByteSize(floor), HumanByteSize(usable),
+        HumanByteSize(config_.capacity));
   }
   return usable;
 }

@@ -123,6 +123,8 @@ class CacheDir {
   uint64_t writing_bytes_ = 0;  // GUARDED_BY(space_mu_): reserved by writes in progress
   std::atomic<uint64_t> next_gen_{1};
   uint64_t held_bytes_ = 0;  // GUARDED_BY(mutate_mu_): charged; within capacity whatever the policy
+  std::atomic<bool> below_floor_{
+      false};                            // the last reservation failed: warned once until one works
   std::atomic<uint64_t> used_bytes_{0};  // on disk
   std::atomic<uint64_t> blocks_{0};
 };

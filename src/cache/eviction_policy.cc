@@ -1,5 +1,7 @@
 #include "cache/eviction_policy.h"
 
+#include <spdlog/spdlog.h>
+
 #include "cache/lru_policy.h"
 #include "cache/tinylfu_policy.h"
 
@@ -17,6 +19,11 @@ Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name
                                    "\"; valid: lru, tinylfu");
   }
   return policy;
+}
+
+void LogEvictions(std::string_view tier, const std::vector<BlockKey>& victims) {
+  if (victims.empty() || !spdlog::should_log(spdlog::level::debug)) return;
+  for (const BlockKey& key : victims) spdlog::debug("{} cache: evicted {}", tier, key.ToString());
 }
 
 }  // namespace lakecache

@@ -50,6 +50,10 @@ class EvictionPolicy {
 // docs/benchmarks.md).
 inline constexpr std::string_view kDefaultEvictionPolicy = "tinylfu";
 
+// Logs at debug the blocks `tier` ("memory", "disk:/var/cache/lakecache") drops to make room, one
+// line per eviction; formats nothing unless debug is on.
+void LogEvictions(std::string_view tier, const std::vector<BlockKey>& victims);
+
 // `seed` makes randomised parts (sketch hashing) repeatable. Unknown names are kInvalidArgument.
 Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name,
                                                            uint64_t capacity_bytes,

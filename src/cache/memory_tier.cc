@@ -72,6 +72,7 @@ bool MemoryTier::Insert(const BlockRequest& request, const BlockRef& block) {
   if (Contains(key)) return true;  // a concurrent promotion got here first
   std::vector<BlockKey> evict;
   bool admit = policy_->OnMiss(key, block->size(), &evict);
+  LogEvictions("memory", evict);
   for (const BlockKey& victim : evict) {
     if (Drop(victim)) counters_.Add(counters_.evictions);
   }

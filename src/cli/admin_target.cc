@@ -2,12 +2,11 @@
 
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/mount_table.h"
 #include "client/mount_admin.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -15,43 +14,7 @@
 namespace lakecache::cli {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
-
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    bool octal = field[i] == '\\' && i + 3 < field.size();
-    for (size_t k = 1; octal && k <= 3; ++k) octal = field[i + k] >= '0' && field[i + k] <= '7';
-    if (octal) {
-      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                                      (field[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(field[i]);
-    }
-  }
-  return out;
-}
-
-// The mountpoints of lakecache file systems (type fuse.lakecache) this process can see.
-std::vector<std::string> LakecacheMounts() {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::vector<std::string> f;
-    for (std::string w; fields >> w;) f.push_back(w);
-    size_t dash = 0;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 1 >= f.size()) continue;
-    if (f[dash + 1] == "fuse.lakecache") out.push_back(Unescape(f[4]));
-  }
-  return out;
-}
 
 bool Under(const std::string& path, const std::string& dir) {
   if (dir == "/") return true;
@@ -115,18 +78,12 @@ Result<AdminTarget> ResolveAdminTarget(const std::string& path, const std::strin
     return t;
   }
   if (!path.empty()) {
-    std::error_code ec;
-    fs::path abs = fs::absolute(path, ec);
-    if (!ec) {
-      fs::path canonical = fs::weakly_canonical(abs, ec);
-      std::string p = (ec ? abs.lexically_normal() : canonical).string();
-      while (p.size() > 1 && p.back() == '/') p.pop_back();
-      std::string best;
-      for (const std::string& m : LakecacheMounts()) {
-        if (Under(p, m) && m.size() >= best.size()) best = m;
-      }
-      if (!best.empty()) return MountTarget(best, p);
+    std::string p = NormalizedPath(path);
+    std::string best;
+    for (const std::string& m : LakecacheMounts()) {
+      if (Under(p, m) && m.size() >= best.size()) best = m;
     }
+    if (!best.empty()) return MountTarget(best, p);
   }
   if (master.empty()) {
     return Status::InvalidArgument(

@@ -55,18 +55,28 @@ Result<Config> CliContext::LoadConfig() const {
     }
     return Config{};
   }
-  return LoadConfigFile(flags_.config_file, flags_.overrides);
+  Result<Config> config = LoadConfigFile(flags_.config_file, flags_.overrides);
+  // --config names input from the user: whatever keeps it from loading (missing, unreadable, not
+  // a file, a bad key) is a configuration error, exit 2, never a runtime failure.
+  if (!config.ok() && config.status().code() != StatusCode::kNotFound) {
+    return Status::InvalidArgument(config.status().message());
+  }
+  return config;
 }
 
 Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const {
   LC_ASSIGN_OR_RETURN(ObjectUri uri, ParseObjectUri(text));
   LC_ASSIGN_OR_RETURN(Config config, LoadConfig());
   NamespaceConfig ns;
+  bool endpoint_given = !flags_.endpoint.empty();  // here, not by a config namespace
   if (const NamespaceConfig* covering = FindCoveringNamespace(config, uri)) {
     ns = *covering;
   } else {
     ns.name = uri.scheme == UriScheme::kFile ? "local" : uri.bucket;
-    if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) ns.endpoint = ep;
+    if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) {
+      ns.endpoint = ep;
+      endpoint_given = true;
+    }
     if (const char* r = EnvOrNull("AWS_REGION")) {
       ns.region = r;
     } else if (const char* dr = EnvOrNull("AWS_DEFAULT_REGION")) {
@@ -77,6 +87,9 @@ Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const 
   ns.location = uri;
   if (!flags_.endpoint.empty()) ns.endpoint = flags_.endpoint;
   if (!flags_.region.empty()) ns.region = flags_.region;
+  // The config file's rule for an endpoint without path_style; a namespace that already reads
+  // path-style keeps doing so.
+  if (endpoint_given && PathStyleByDefault(ns.endpoint)) ns.path_style = true;
   if (flags_.path_style) ns.path_style = true;
   return ns;
 }
@@ -109,6 +122,13 @@ std::string Iso8601(int64_t mtime) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+std::string Counted(uint64_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) return out.append(one);
+  if (many.empty()) return out.append(one).append("s");
+  return out.append(many);
 }
 
 int ReportError(const Status& status) {

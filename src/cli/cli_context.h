@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/config.h"
@@ -28,7 +29,8 @@ struct GlobalFlags {
   std::string region;
   bool path_style = false;
   std::string ca_bundle;
-  std::string log_level = "warn";
+  // Events (a worker joining, warnings, a mount's cache stats), never a line per read.
+  std::string log_level = "info";
   std::string log_file;
 };
 
@@ -64,6 +66,10 @@ class CliContext {
 
 // "2026-01-02T03:04:05Z" for seconds since the epoch; "unknown" for 0 or less.
 std::string Iso8601(int64_t mtime);
+
+// "1 file", "2 files", "0 files": `n` and the noun agreeing with it; `many` where the plural is
+// not one + "s" ("processes").
+std::string Counted(uint64_t n, std::string_view one, std::string_view many = "");
 
 // Prints "lakecache: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);

@@ -11,7 +11,10 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "cli/admin_target.h"
 #include "cli/commands.h"
@@ -64,19 +67,6 @@ std::unique_ptr<rpc::AdminService::Stub> Connect(const AdminTarget& target) {
 
 std::string TargetKind(const AdminTarget& target) { return target.mount() ? "mount" : "cluster"; }
 
-// Decimal units for rates and progress (MB/s as the benchmarks print them).
-std::string Decimal(double bytes) {
-  const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 5) {
-    bytes /= 1000;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-  return buf;
-}
-
 std::string Clock(double seconds) {
   if (seconds < 0 || seconds > 359999) return "--:--";
   int s = static_cast<int>(seconds + 0.5);
@@ -115,8 +105,9 @@ class ProgressPrinter {
     char line[256];
     std::snprintf(line, sizeof(line), "files %llu/%llu  bytes %s/%s  %s/s  ETA %s",
                   static_cast<unsigned long long>(p.files_done()),
-                  static_cast<unsigned long long>(p.total().files()), Decimal(done).c_str(),
-                  Decimal(p.total().bytes()).c_str(), Decimal(rate).c_str(), Clock(eta).c_str());
+                  static_cast<unsigned long long>(p.total().files()), HumanByteSize(done).c_str(),
+                  HumanByteSize(p.total().bytes()).c_str(),
+                  HumanByteSize(static_cast<uint64_t>(rate)).c_str(), Clock(eta).c_str());
     if (tty_) {
       std::fprintf(stderr, "\r\033[K%s", line);
       drawn_ = true;
@@ -191,16 +182,14 @@ void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const r
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("%s %s (%s %s)%s in %.1f s: %llu folders, %llu files, %s\n",
-              cmd.metadata_only ? "listed" : "loaded", target.Display().c_str(),
-              TargetKind(target).c_str(), target.shown.c_str(), complete ? "" : ", interrupted",
-              p.seconds(), static_cast<unsigned long long>(p.dirs()),
-              static_cast<unsigned long long>(p.total().files()),
-              Decimal(static_cast<double>(p.total().bytes())).c_str());
+  std::printf("%s %s (%s %s)%s in %.1f s: %s, %s, %s\n", cmd.metadata_only ? "listed" : "loaded",
+              target.Display().c_str(), TargetKind(target).c_str(), target.shown.c_str(),
+              complete ? "" : ", interrupted", p.seconds(), Counted(p.dirs(), "folder").c_str(),
+              Counted(p.total().files(), "file").c_str(), HumanByteSize(p.total().bytes()).c_str());
   if (cmd.metadata_only) return;
   auto row = [](const char* name, const rpc::LoadCounts& c) {
-    std::printf("  %-15s %10llu files  %12s\n", name, static_cast<unsigned long long>(c.files()),
-                Decimal(static_cast<double>(c.bytes())).c_str());
+    std::printf("  %-15s %16s  %12s\n", name, Counted(c.files(), "file").c_str(),
+                HumanByteSize(c.bytes()).c_str());
   };
   row("loaded", p.loaded());
   row("already cached", p.already_cached());
@@ -209,18 +198,169 @@ void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const r
     std::printf("  failed: /%s/%s: %s\n", target.ns.c_str(), f.path().c_str(), f.error().c_str());
   }
   if (p.failed().files() > static_cast<uint64_t>(p.failures_size())) {
-    std::printf("  ... and %llu more failed files\n",
-                static_cast<unsigned long long>(p.failed().files() - p.failures_size()));
+    std::printf("  ... and %s more\n",
+                Counted(p.failed().files() - p.failures_size(), "failed file").c_str());
   }
 }
 
-double HitRatio(const rpc::WorkerStats& w, uint64_t* hits_out, uint64_t* lookups_out) {
+// Hits over lookups: every lookup starts at the first tier, and a hit in any tier ends it.
+struct HitCounts {
   uint64_t hits = 0;
-  for (const rpc::TierStatsProto& t : w.tiers()) hits += t.hits();
-  uint64_t lookups = w.tiers().empty() ? 0 : w.tiers(0).hits() + w.tiers(0).misses();
-  *hits_out += hits;
-  *lookups_out += lookups;
-  return lookups == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(lookups);
+  uint64_t lookups = 0;
+  uint64_t fetches = 0;
+  uint64_t fetched_bytes = 0;
+
+  void Add(const rpc::WorkerStats& w) {
+    for (const rpc::TierStatsProto& t : w.tiers()) hits += t.hits();
+    if (!w.tiers().empty()) lookups += w.tiers(0).hits() + w.tiers(0).misses();
+    fetches += w.fetches();
+    fetched_bytes += w.fetched_bytes();
+  }
+  double ratio() const {
+    return lookups == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(lookups);
+  }
+};
+
+// One kind of tier ("memory", "disk") over several workers. Tiers are not added together: a block
+// is often held by both, so the sum would count it twice.
+struct TierTotal {
+  uint64_t capacity = 0;
+  uint64_t used = 0;
+  uint64_t blocks = 0;
+};
+using TierTotals = std::map<std::string, TierTotal>;
+
+std::string TierKind(const std::string& tier) { return tier.substr(0, tier.find(':')); }
+
+void AddTiers(const rpc::WorkerStats& w, TierTotals* totals) {
+  for (const rpc::TierStatsProto& t : w.tiers()) {
+    TierTotal& total = (*totals)[TierKind(t.tier())];
+    total.capacity += t.capacity_bytes();
+    total.used += t.used_bytes();
+    total.blocks += t.blocks();
+  }
+}
+
+// The name last: disk tiers are named after their folders, of any length.
+void PrintTier(const std::string& name, uint64_t used, uint64_t capacity, uint64_t blocks) {
+  std::printf("  %10s of %10s used, %14s  %s\n", HumanByteSize(used).c_str(),
+              HumanByteSize(capacity).c_str(), Counted(blocks, "block").c_str(), name.c_str());
+}
+
+void PrintHits(const std::string& who, const HitCounts& h) {
+  std::printf("%s: hit ratio %.1f%%, %s (%s)\n", who.c_str(), 100 * h.ratio(),
+              Counted(h.fetches, "fetch", "fetches").c_str(),
+              HumanByteSize(h.fetched_bytes).c_str());
+}
+
+void PrintCache(const std::string& who, const rpc::WorkerStats& w) {
+  HitCounts hits;
+  hits.Add(w);
+  PrintHits(who, hits);
+  for (const rpc::TierStatsProto& t : w.tiers()) {
+    PrintTier(t.tier(), t.used_bytes(), t.capacity_bytes(), t.blocks());
+  }
+}
+
+json TiersJson(const rpc::WorkerStats& w) {
+  json tiers = json::array();
+  for (const rpc::TierStatsProto& t : w.tiers()) {
+    tiers.push_back({{"tier", t.tier()},
+                     {"capacity_bytes", t.capacity_bytes()},
+                     {"used_bytes", t.used_bytes()},
+                     {"blocks", t.blocks()},
+                     {"hits", t.hits()},
+                     {"misses", t.misses()}});
+  }
+  return tiers;
+}
+
+json WorkerJson(const rpc::WorkerStats& w) {
+  HitCounts hits;
+  hits.Add(w);
+  json namespaces = json::array();
+  for (const rpc::NamespaceUsage& n : w.namespaces()) {
+    namespaces.push_back(
+        {{"ns", n.ns()}, {"cached_bytes", n.cached_bytes()}, {"blocks", n.blocks()}});
+  }
+  return {{"id", w.worker().id()},  {"address", w.worker().address()},
+          {"reachable", true},      {"hit_ratio", hits.ratio()},
+          {"fetches", w.fetches()}, {"fetched_bytes", w.fetched_bytes()},
+          {"tiers", TiersJson(w)},  {"namespaces", namespaces}};
+}
+
+// What `report` prints, from the workers' (or the mount's) stats.
+struct ReportTotals {
+  HitCounts hits;
+  TierTotals tiers;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_ns;  // bytes, blocks
+
+  explicit ReportTotals(const rpc::Report& report) {
+    for (const rpc::WorkerStats& w : report.workers()) {
+      hits.Add(w);
+      AddTiers(w, &tiers);
+      for (const rpc::NamespaceUsage& n : w.namespaces()) {
+        per_ns[n.ns()].first += n.cached_bytes();
+        per_ns[n.ns()].second += n.blocks();
+      }
+    }
+  }
+};
+
+void PrintReportJson(const AdminTarget& target, const rpc::Report& report,
+                     const ReportTotals& totals) {
+  json workers = json::array();
+  for (const rpc::WorkerStats& w : report.workers()) workers.push_back(WorkerJson(w));
+  for (const std::string& u : report.unreachable()) {
+    workers.push_back({{"id", u.substr(0, u.find(' '))}, {"reachable", false}, {"error", u}});
+  }
+  json namespaces = json::array();
+  for (const auto& [ns, v] : totals.per_ns) {
+    namespaces.push_back({{"ns", ns}, {"cached_bytes", v.first}, {"blocks", v.second}});
+  }
+  json tiers = json::array();
+  for (const auto& [kind, t] : totals.tiers) {
+    tiers.push_back({{"tier", kind},
+                     {"capacity_bytes", t.capacity},
+                     {"used_bytes", t.used},
+                     {"blocks", t.blocks}});
+  }
+  json out{{"target", TargetKind(target)},
+           {"address", target.shown},
+           {"workers", workers},
+           {"totals",
+            {{"workers", report.workers_size()},
+             {"hit_ratio", totals.hits.ratio()},
+             {"fetches", totals.hits.fetches},
+             {"tiers", tiers},
+             {"namespaces", namespaces}}}};
+  std::printf("%s\n", out.dump(2).c_str());
+}
+
+// A mount is one cache: its figures once. A cluster: each worker's, then the totals when there
+// are several.
+void PrintReportText(const AdminTarget& target, const rpc::Report& report,
+                     const ReportTotals& totals) {
+  if (target.mount() && report.workers_size() == 1) {
+    PrintCache("mount " + target.shown, report.workers(0));
+  } else {
+    std::printf("cluster %s: %s\n", target.shown.c_str(),
+                Counted(report.workers_size(), "worker").c_str());
+    for (const rpc::WorkerStats& w : report.workers()) {
+      PrintCache("worker " + w.worker().id() + " at " + w.worker().address(), w);
+    }
+    if (report.workers_size() > 1) {
+      PrintHits("all " + Counted(report.workers_size(), "worker"), totals.hits);
+      for (const auto& [kind, t] : totals.tiers) PrintTier(kind, t.used, t.capacity, t.blocks);
+    }
+  }
+  for (const std::string& u : report.unreachable()) std::printf("unreachable: %s\n", u.c_str());
+  std::printf("cached per namespace:\n");
+  if (totals.per_ns.empty()) std::printf("  (none)\n");
+  for (const auto& [ns, v] : totals.per_ns) {
+    std::printf("  %-20s %12s in %s\n", ns.c_str(), HumanByteSize(v.first).c_str(),
+                Counted(v.second, "block").c_str());
+  }
 }
 
 }  // namespace
@@ -281,85 +421,11 @@ int RunReport(const AdminCommand& cmd) {
   rpc::Report report;
   grpc::Status status = stub->GetReport(&ctx, rpc::ReportRequest(), &report);
   if (!status.ok()) return CallError(status, *target);
-  uint64_t capacity = 0, used = 0, hits = 0, lookups = 0;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> per_ns;  // bytes, blocks
-  json workers = json::array();
-  for (const rpc::WorkerStats& w : report.workers()) {
-    capacity += w.worker().capacity_bytes();
-    used += w.worker().used_bytes();
-    double ratio = HitRatio(w, &hits, &lookups);
-    json tiers = json::array();
-    for (const rpc::TierStatsProto& t : w.tiers()) {
-      tiers.push_back({{"tier", t.tier()},
-                       {"capacity_bytes", t.capacity_bytes()},
-                       {"used_bytes", t.used_bytes()},
-                       {"blocks", t.blocks()},
-                       {"hits", t.hits()},
-                       {"misses", t.misses()}});
-    }
-    json namespaces = json::array();
-    for (const rpc::NamespaceUsage& n : w.namespaces()) {
-      namespaces.push_back(
-          {{"ns", n.ns()}, {"cached_bytes", n.cached_bytes()}, {"blocks", n.blocks()}});
-      per_ns[n.ns()].first += n.cached_bytes();
-      per_ns[n.ns()].second += n.blocks();
-    }
-    workers.push_back({{"id", w.worker().id()},
-                       {"address", w.worker().address()},
-                       {"reachable", true},
-                       {"capacity_bytes", w.worker().capacity_bytes()},
-                       {"used_bytes", w.worker().used_bytes()},
-                       {"hit_ratio", ratio},
-                       {"fetches", w.fetches()},
-                       {"fetched_bytes", w.fetched_bytes()},
-                       {"tiers", tiers},
-                       {"namespaces", namespaces}});
-  }
-  for (const std::string& u : report.unreachable()) {
-    workers.push_back({{"id", u.substr(0, u.find(' '))}, {"reachable", false}, {"error", u}});
-  }
-  double total_ratio =
-      lookups == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(lookups);
+  ReportTotals totals(report);
   if (cmd.json) {
-    json namespaces = json::array();
-    for (const auto& [ns, v] : per_ns) {
-      namespaces.push_back({{"ns", ns}, {"cached_bytes", v.first}, {"blocks", v.second}});
-    }
-    json out{{"target", TargetKind(*target)},
-             {"address", target->shown},
-             {"workers", workers},
-             {"totals",
-              {{"workers", report.workers_size()},
-               {"capacity_bytes", capacity},
-               {"used_bytes", used},
-               {"hit_ratio", total_ratio},
-               {"namespaces", namespaces}}}};
-    std::printf("%s\n", out.dump(2).c_str());
-    return kExitOk;
-  }
-  std::printf("%s %s: %d %s, capacity %s, used %s, hit ratio %.1f%%\n", TargetKind(*target).c_str(),
-              target->shown.c_str(), report.workers_size(),
-              target->mount() ? "cache" : (report.workers_size() == 1 ? "worker" : "workers"),
-              HumanByteSize(capacity).c_str(), HumanByteSize(used).c_str(), 100 * total_ratio);
-  for (const rpc::WorkerStats& w : report.workers()) {
-    uint64_t h = 0, l = 0;
-    double ratio = HitRatio(w, &h, &l);
-    std::printf("%s %s: hit ratio %.1f%%, %llu fetches (%s)\n", w.worker().id().c_str(),
-                w.worker().address().c_str(), 100 * ratio,
-                static_cast<unsigned long long>(w.fetches()),
-                HumanByteSize(w.fetched_bytes()).c_str());
-    for (const rpc::TierStatsProto& t : w.tiers()) {
-      std::printf("  %10s of %10s used, %8llu blocks  %s\n", HumanByteSize(t.used_bytes()).c_str(),
-                  HumanByteSize(t.capacity_bytes()).c_str(),
-                  static_cast<unsigned long long>(t.blocks()), t.tier().c_str());
-    }
-  }
-  for (const std::string& u : report.unreachable()) std::printf("unreachable: %s\n", u.c_str());
-  std::printf("cached per namespace:\n");
-  if (per_ns.empty()) std::printf("  (none)\n");
-  for (const auto& [ns, v] : per_ns) {
-    std::printf("  %-20s %12s in %llu blocks\n", ns.c_str(), HumanByteSize(v.first).c_str(),
-                static_cast<unsigned long long>(v.second));
+    PrintReportJson(*target, report, totals);
+  } else {
+    PrintReportText(*target, report, totals);
   }
   return kExitOk;
 }
@@ -383,10 +449,10 @@ int RunFree(const AdminCommand& cmd) {
              {"blocks_freed", response.blocks_freed()}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("freed %s (%s %s): %llu files, %llu blocks\n", target->Display().c_str(),
+    std::printf("freed %s (%s %s): %s, %s\n", target->Display().c_str(),
                 TargetKind(*target).c_str(), target->shown.c_str(),
-                static_cast<unsigned long long>(response.files()),
-                static_cast<unsigned long long>(response.blocks_freed()));
+                Counted(response.files(), "file").c_str(),
+                Counted(response.blocks_freed(), "block").c_str());
   }
   return kExitOk;
 }

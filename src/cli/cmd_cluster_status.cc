@@ -93,10 +93,25 @@ Json WorkerJson(const WorkerStatus& w) {
   return out;
 }
 
+// The epoch is the master's start in Unix ms, plus one for every change of the view since: read as
+// a time, it says when this master's view began.
+std::string EpochTime(uint64_t epoch_ms) { return Iso8601(static_cast<int64_t>(epoch_ms / 1000)); }
+
+// "3m12s ago"; "just now" under a second, and for an epoch from a clock ahead of ours.
+std::string EpochAge(uint64_t epoch_ms) {
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  int64_t age_s = (now.count() - static_cast<int64_t>(epoch_ms)) / 1000;
+  if (age_s < 1) return "just now";
+  return FormatDuration(std::chrono::seconds(age_s)) + " ago";
+}
+
 void PrintJson(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
   Json workers_json = Json::array();
   for (const WorkerStatus& w : workers) workers_json.push_back(WorkerJson(w));
-  Json out = {{"epoch", view.epoch()}, {"workers", std::move(workers_json)}};
+  Json out = {{"epoch", view.epoch()},
+              {"epoch_time", EpochTime(view.epoch())},
+              {"workers", std::move(workers_json)}};
   std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
@@ -128,8 +143,9 @@ void PrintColumns(const std::vector<std::vector<std::string>>& rows) {
 }
 
 void PrintTable(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
-  std::printf("epoch %llu, %zu worker(s)\n", static_cast<unsigned long long>(view.epoch()),
-              workers.size());
+  std::printf("epoch %s (%s; %llu), %s\n", EpochTime(view.epoch()).c_str(),
+              EpochAge(view.epoch()).c_str(), static_cast<unsigned long long>(view.epoch()),
+              Counted(workers.size(), "worker").c_str());
   if (workers.empty()) return;
   std::vector<std::vector<std::string>> rows = {
       {"ID", "ADDRESS", "CAPACITY", "USED", "BLOCKS", "FETCHES", "SERVED"}};
@@ -152,8 +168,10 @@ void PrintTable(const rpc::ClusterView& view, const std::vector<WorkerStatus>& w
 
 int RunClusterStatus(const ClusterStatusRequest& request) {
   if (request.master.empty()) {
-    return ReportError(Status::InvalidArgument("cluster status needs --master HOST:PORT (or " +
-                                               std::string(kMasterEnv) + ")"));
+    return ReportError(Status::InvalidArgument(
+        "cluster status: which master? Pass --master HOST:PORT or set " + std::string(kMasterEnv) +
+        "=HOST:PORT (the address `lakecache cluster up` prints on its last line, or the master's "
+        "--listen)"));
   }
   if (Status s = rpc::CheckListenAddress("--master", request.master); !s.ok()) {
     return ReportError(s);

@@ -20,20 +20,6 @@ namespace {
 // past this the process exits without them.
 constexpr auto kShutdownLimit = std::chrono::seconds(5);
 
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
-  return code;
-}
-
-// Logs `line` at info, and prints it on stderr unless the log already shows it there.
-void Announce(const std::string& line, const GlobalFlags& flags) {
-  spdlog::info("{}", line);
-  spdlog::default_logger()->flush();
-  if (!flags.log_file.empty() || !spdlog::should_log(spdlog::level::info)) {
-    std::fprintf(stderr, "lakecache: %s\n", line.c_str());
-  }
-}
-
 void StopWithin(MasterServer& server, std::chrono::seconds limit) {
   auto stopped = std::async(std::launch::async, [&server] { server.Shutdown(); });
   if (stopped.wait_for(limit) == std::future_status::ready) return;
@@ -47,33 +33,33 @@ void StopWithin(MasterServer& server, std::chrono::seconds limit) {
 
 int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   if (flags.config_file.empty()) {
-    return Fail(kExitUsage,
-                "lakecache master needs --config FILE: the namespaces and their credentials");
+    return ReportError(Status::InvalidArgument(
+        "lakecache master needs --config FILE: the namespaces and their credentials"));
   }
   if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
+  WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
   BlockTerminationSignals();  // before gRPC and the object stores start threads
   CliContext ctx(flags);
   Result<Config> config = ctx.LoadConfig();
-  if (!config.ok()) return Fail(kExitUsage, config.status().message());
+  if (!config.ok()) return ReportError(config.status());
   if (config->namespaces.empty()) {
-    return Fail(kExitUsage, flags.config_file + ": no namespaces to serve");
+    return ReportError(Status::InvalidArgument(flags.config_file + ": no namespaces to serve"));
   }
 
   MasterOptions options{req.listen, ctx.MakeStoreOptions()};
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
-  if (!server.ok()) {
-    return Fail(kExitFailure, "cannot start the master: " + server.status().message());
-  }
+  if (!server.ok()) return ReportError(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;
   if (!req.address_file.empty()) {
     if (Status s = WriteAddressFile(req.address_file, master.address()); !s.ok()) {
       master.Shutdown();
-      return Fail(kExitFailure, s.message());
+      return ReportError(s);
     }
   }
-  Announce("master serving " + std::to_string(config->namespaces.size()) + " namespaces on " +
+  Announce(spdlog::level::info,
+           "master serving " + Counted(config->namespaces.size(), "namespace") + " on " +
                master.address(),
-           flags);
+           !flags.log_file.empty());
 
   int signal = WaitForTerminationSignal();
   spdlog::info("master: {} received, shutting down", ::strsignal(signal));

@@ -14,6 +14,7 @@
 #include "cache/block_store.h"
 #include "cli/commands.h"
 #include "cli/mount_options.h"
+#include "cli/mount_table.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/mount_admin.h"
@@ -30,8 +31,28 @@ namespace {
 // and those just read; the workers cache the rest.
 constexpr uint64_t kClusterMountMemCache = 256ull << 20;
 
+int MountpointError(const std::string& message) {
+  std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+// A lakecache mount at `path` already: a live one, or the stale one a killed mount leaves (every
+// access fails with ENOTCONN until it is unmounted).
+int CheckNotMounted(const std::string& path) {
+  if (MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) return kExitOk;
+  struct stat st;
+  std::string fix = "unmount it with `lakecache umount " + path + "`, then mount again";
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOTCONN) {
+    return MountpointError(path +
+                           " is a stale lakecache mount: the process that served it is gone (" +
+                           std::strerror(ENOTCONN) + "); " + fix);
+  }
+  return MountpointError(path + " is a lakecache mount already; " + fix);
+}
+
 // A mountpoint must be an existing, empty folder: mounting over files would hide them.
 int CheckMountpoint(const std::string& path) {
+  if (int rc = CheckNotMounted(path); rc != kExitOk) return rc;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "lakecache: error: mountpoint %s does not exist or is not a folder\n",
@@ -51,7 +72,7 @@ int CheckMountpoint(const std::string& path) {
   ::closedir(dir);
   if (!empty) {
     std::fprintf(stderr, "lakecache: error: mountpoint %s is not empty\n", path.c_str());
-    return kExitFailure;
+    return kExitUsage;
   }
   return kExitOk;
 }
@@ -61,6 +82,15 @@ int CheckMountpoint(const std::string& path) {
 // text and carried over afterwards.
 Result<Config> QuickConfig(const NamespaceConfig& ns, const Config& file_config,
                            const std::vector<std::string>& overrides) {
+  std::string own = "namespaces." + ns.name + ".";
+  for (const std::string& o : overrides) {
+    std::string key = o.substr(0, o.find('='));
+    if (key.starts_with("namespaces.") && !key.starts_with(own)) {
+      return Status::InvalidArgument("-o " + key + ": this mount has one namespace, '" + ns.name +
+                                     "': set its keys as " + own +
+                                     "KEY (several namespaces need --config FILE)");
+    }
+  }
   Config base;
   base.cache = file_config.cache;
   base.client = file_config.client;
@@ -132,6 +162,20 @@ void LogCacheStats(const BlockStore& blocks) {
       "budget_peak_bytes={}{}",
       s.fetches, s.fetched_bytes, s.fetch_errors, s.singleflight_waits, s.prefetches,
       s.prefetch_used, s.prefetch_dropped, s.prefetch_refused, s.budget_peak_bytes, tiers);
+}
+
+// An empty prefix mounts as an empty folder (writes will fill it), where `ls` of the same URI says
+// it does not exist: say why the folder is empty. On stderr, which a background mount still shares
+// with its caller at this point.
+void WarnEmptyNamespaces(const NamespaceTable& table) {
+  for (const std::string& name : table.names()) {
+    const Namespace& ns = *table.Find(name);
+    if (!ns.probed_empty) continue;
+    std::fprintf(stderr,
+                 "lakecache: warning: %s holds no objects: namespace '%s' shows as an empty "
+                 "folder until objects are written there\n",
+                 ns.config.uri.c_str(), name.c_str());
+  }
 }
 
 struct Mounted {
@@ -217,6 +261,7 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
     StoreOptions store_options = ctx.MakeStoreOptions();
     store_options.retry = MountRetryPolicy();
     LC_ASSIGN_OR_RETURN(namespaces, NamespaceTable::Open(config, store_options, /*probe=*/true));
+    WarnEmptyNamespaces(*namespaces);
   }
   FileSystemOptions fs_options = options.fs;
   if (cluster) {
@@ -250,17 +295,20 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   return Mounted{std::move(mount), std::move(blocks), std::move(*admin)};
 }
 
-int MountExitCode(const Status& status) {
-  std::fprintf(stderr, "lakecache: error: %s\n", status.message().c_str());
-  return kExitFailure;
+// Serves until unmounted; then the control socket goes (none is left behind) and the cache's
+// figures go to the log.
+Status Serve(Mounted& mounted) {
+  Status s = mounted.mount->Run();
+  mounted.admin.reset();
+  LogCacheStats(*mounted.blocks);
+  return s;
 }
 
 int RunForeground(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
   auto mount = BuildAndMount(ctx, req, options);
-  if (!mount.ok()) return MountExitCode(mount.status());
+  if (!mount.ok()) return ReportError(mount.status());
   std::fprintf(stderr, "lakecache: mounted at %s\n", req.mountpoint.c_str());
-  Status s = mount->mount->Run();
-  LogCacheStats(*mount->blocks);
+  Status s = Serve(*mount);
   return s.ok() ? kExitOk : ReportError(s);
 }
 
@@ -291,7 +339,7 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
     ::_exit(kExitFailure);
   }
   auto mount = BuildAndMount(ctx, req, options);
-  if (!mount.ok()) ::_exit(MountExitCode(mount.status()));  // stderr still reaches the caller
+  if (!mount.ok()) ::_exit(ReportError(mount.status()));  // stderr still reaches the caller
   int devnull = ::open("/dev/null", O_RDWR);
   ::dup2(devnull, STDIN_FILENO);
   ::dup2(devnull, STDOUT_FILENO);
@@ -299,8 +347,7 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
   char ok = kExitOk;
   (void)!::write(fds[1], &ok, 1);
   ::close(fds[1]);
-  Status s = mount->mount->Run();
-  LogCacheStats(*mount->blocks);
+  Status s = Serve(*mount);
   spdlog::default_logger()->flush();
   ::_exit(s.ok() ? kExitOk : kExitFailure);
 }
@@ -327,6 +374,12 @@ int RunMount(const GlobalFlags& flags, const MountRequest& req) {
 }
 
 int RunUmount(const std::string& mountpoint) {
+  std::string type = MountTypeAt(NormalizedPath(mountpoint));
+  if (type != kLakecacheFsType) {
+    return MountpointError(mountpoint + " is not a lakecache mount (" +
+                           (type.empty() ? "nothing is mounted there" : "a " + type + " mount") +
+                           ")");
+  }
   if (::geteuid() == 0) {
     if (::umount2(mountpoint.c_str(), 0) == 0) return kExitOk;
     std::fprintf(stderr, "lakecache: error: unmounting %s: %s\n", mountpoint.c_str(),

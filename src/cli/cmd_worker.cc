@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/server_main.h"
 #include "common/cache_flags.h"
+#include "rpc/grpc_util.h"
 #include "worker/worker_server.h"
 
 namespace lakecache::cli {
@@ -20,6 +21,8 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   Result<Config> config = ctx.LoadConfig();
   if (!config.ok()) return ReportError(config.status());
   if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return ReportError(s);
+  if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
+  WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
   WorkerOptions options;
   options.listen = req.listen;
   options.master = req.master;

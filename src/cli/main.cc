@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/mount_options.h"
 #include "common/logging.h"
 
 namespace lakecache::cli {
@@ -26,6 +27,23 @@ Status RejectSecretOverrides(const std::vector<std::string>& overrides) {
   return Status::Ok();
 }
 
+// `mount [URI] MOUNTPOINT`: one word alone is the mountpoint, unless it is a URI, whose mountpoint
+// was forgotten.
+Status SplitMountArgs(const std::string& first, const std::string& second, MountRequest* req) {
+  if (!second.empty()) {
+    req->uri = first;
+    req->mountpoint = second;
+    return Status::Ok();
+  }
+  if (first.empty() || first.find("://") != std::string::npos) {
+    return Status::InvalidArgument("mount: the MOUNTPOINT is missing: `lakecache mount " +
+                                   (first.empty() ? std::string("[URI]") : first) +
+                                   " MOUNTPOINT` (an existing empty folder)");
+  }
+  req->mountpoint = first;
+  return Status::Ok();
+}
+
 void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
   app.add_option("--config", f.config_file, "Configuration file (YAML or JindoFS .properties)");
   app.add_option("-o", f.overrides, "Override a config key: -o namespaces.NS.metadata_ttl=5m")
@@ -33,7 +51,9 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
       ->allow_extra_args(false);
   app.add_option("--endpoint", f.endpoint, "Object store endpoint URL, e.g. http://127.0.0.1:9000");
   app.add_option("--region", f.region, "Object store region (default us-east-1)");
-  app.add_flag("--path-style", f.path_style, "Address buckets path-style (endpoint/bucket/key)");
+  app.add_flag("--path-style", f.path_style,
+               "Address buckets path-style (endpoint/bucket/key); the default for an --endpoint "
+               "that is an IP address or localhost");
   app.add_option("--ca-bundle", f.ca_bundle,
                  "PEM file of CAs to trust for HTTPS (or AWS_CA_BUNDLE)");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
@@ -83,14 +103,24 @@ int Main(int argc, char** argv) {
   CLI::App* cat = app.add_subcommand("cat", "Write an object (or a byte range of it) to stdout");
   cat->add_option("uri", uri, "s3://bucket/key")->required();
   cat->add_option("--range", range, "Inclusive byte range FIRST-LAST or FIRST-, as in HTTP");
-  std::vector<std::string> mount_args;
+  std::string mount_first, mount_second;
+  std::vector<std::string> mount_o;
   MountRequest mount_req;
   CLI::App* mount = app.add_subcommand(
       "mount",
       "Mount object storage as a read-only folder: `mount s3://bucket[/prefix] MOUNTPOINT` "
       "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder), or `mount "
       "--master HOST:PORT MOUNTPOINT` (every namespace of a cluster)");
-  mount->add_option("args", mount_args, "[URI] MOUNTPOINT")->required()->expected(1, 2);
+  mount->add_option("URI", mount_first,
+                    "s3://bucket[/prefix], oss://bucket[/prefix] or file:///dir, shown at the "
+                    "mountpoint's root; not with --config or --master");
+  mount->add_option("MOUNTPOINT", mount_second, "An existing empty folder");
+  mount
+      ->add_option("-o", mount_o,
+                   "Mount options (comma-separated) or a config override KEY=VALUE; listed below")
+      ->type_name("OPTION")
+      ->allow_extra_args(false);
+  mount->footer("Mount options (-o):\n" + MountOptionsHelp());
   mount->add_option("--cache-dir", mount_req.cache_flags.cache_dir,
                     "Disk cache directory, e.g. /var/cache/lakecache (default: memory only)");
   mount->add_option("--cache-size", mount_req.cache_flags.cache_size,
@@ -215,9 +245,12 @@ int Main(int argc, char** argv) {
   }
   if (Status s = InitLogging(flags.log_level, flags.log_file); !s.ok()) return ReportError(s);
   if (Status s = RejectSecretOverrides(flags.overrides); !s.ok()) return ReportError(s);
+  if (Status s = RejectSecretOverrides(mount_o); !s.ok()) return ReportError(s);
   if (*mount) {
-    mount_req.uri = mount_args.size() == 2 ? mount_args[0] : "";
-    mount_req.mountpoint = mount_args.back();
+    if (Status s = SplitMountArgs(mount_first, mount_second, &mount_req); !s.ok()) {
+      return ReportError(s);
+    }
+    flags.overrides.insert(flags.overrides.end(), mount_o.begin(), mount_o.end());
     return RunMount(flags, mount_req);
   }
   if (*umount) return RunUmount(umount_point);

@@ -11,10 +11,31 @@ Result<uint32_t> ParseNumber(const std::string& option, const std::string& text,
   uint32_t value = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    return Status::InvalidArgument("-o " + option + ": '" + text + "' is not a " +
-                                   (base == 8 ? "octal mode" : "number"));
+    return Status::InvalidArgument("-o " + option + ": '" + text + "' is not a" +
+                                   (base == 8 ? "n octal mode" : " number"));
   }
   return value;
+}
+
+struct MountOptionSpec {
+  const char* name;
+  const char* value;  // "" for a flag
+  const char* help;
+};
+
+// What ApplyOne understands; the help and the error for an unknown option list it.
+constexpr MountOptionSpec kMountOptions[] = {
+    {"allow_other", "", "every user may read the mount, not only the one who mounted it"},
+    {"uid", "N", "owner of every file and folder (default: the mounting user)"},
+    {"gid", "N", "group of every file and folder (default: the mounting user's)"},
+    {"file_mode", "MODE", "octal mode of files (default 0444)"},
+    {"dir_mode", "MODE", "octal mode of folders (default 0555)"},
+    {"default_permissions", "", "the kernel checks those modes (always on)"},
+    {"ro", "", "read-only (always)"},
+};
+
+std::string Spelled(const MountOptionSpec& o) {
+  return std::string(o.name) + (*o.value == '\0' ? "" : "=" + std::string(o.value));
 }
 
 Status ApplyOne(const std::string& opt, MountOptions* out) {
@@ -36,11 +57,10 @@ Status ApplyOne(const std::string& opt, MountOptions* out) {
   } else if (name == "dir_mode") {
     LC_ASSIGN_OR_RETURN(out->fs.dir_mode, ParseNumber(opt, value, 8));
   } else {
-    return Status::InvalidArgument(
-        "-o " + opt +
-        ": unknown mount option (expected allow_other, "
-        "default_permissions, uid=N, gid=N, file_mode=MODE, dir_mode=MODE"
-        ", or a config override such as namespaces.NS.metadata_ttl=5m)");
+    std::string expected;
+    for (const MountOptionSpec& o : kMountOptions) expected += Spelled(o) + ", ";
+    return Status::InvalidArgument("-o " + opt + ": unknown mount option (expected " + expected +
+                                   "or a config override such as namespaces.NS.metadata_ttl=5m)");
   }
   return Status::Ok();
 }
@@ -67,6 +87,19 @@ Result<MountOptions> ParseMountOptions(const std::vector<std::string>& values) {
       start = comma + 1;
     }
   }
+  return out;
+}
+
+std::string MountOptionsHelp() {
+  std::string out;
+  for (const MountOptionSpec& o : kMountOptions) {
+    std::string spelled = Spelled(o);
+    out += "  " + spelled + std::string(spelled.size() < 21 ? 21 - spelled.size() : 1, ' ') +
+           o.help + "\n";
+  }
+  out +=
+      "  KEY=VALUE            a config override (a dotted key): namespaces.NS.metadata_ttl=5m,\n"
+      "                       client.read_ahead_max=16MiB, cache.policy=lru\n";
   return out;
 }
 

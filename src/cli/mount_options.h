@@ -1,6 +1,6 @@
 // Splits the mount command's `-o` values into config overrides ("dotted.key=value") and mount
-// options
-// ("allow_other", "uid=N,gid=N", "file_mode=0444,dir_mode=0555", "default_permissions", "ro").
+// options ("allow_other", "uid=N,gid=N", "file_mode=0444,dir_mode=0555", "default_permissions",
+// "ro"; see kMountOptions in mount_options.cc).
 #pragma once
 
 #include <string>
@@ -19,5 +19,8 @@ struct MountOptions {
 };
 
 Result<MountOptions> ParseMountOptions(const std::vector<std::string>& values);
+
+// Every mount option with what it does, one per line, for `mount --help`.
+std::string MountOptionsHelp();
 
 }  // namespace lakecache::cli

@@ -1,5 +1,6 @@
 #include "cli/server_main.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -79,6 +80,32 @@ int WaitForTerminationSignal() {
   state.serving = true;
   state.cv.wait(lock, [&] { return state.signal != 0; });
   return state.signal;
+}
+
+void Announce(spdlog::level::level_enum level, const std::string& line, bool log_file) {
+  spdlog::log(level, "{}", line);
+  spdlog::default_logger()->flush();
+  if (log_file || !spdlog::should_log(level)) std::fprintf(stderr, "lakecache: %s\n", line.c_str());
+}
+
+bool IsLoopbackListen(const std::string& host_port) {
+  std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost" || host == "::1") return true;
+  in_addr v4;
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+void WarnIfBeyondLoopback(const std::string& listen, bool log_file) {
+  if (IsLoopbackListen(listen)) return;
+  Announce(spdlog::level::warn,
+           "listening on " + listen +
+               ", beyond loopback: the protocol has no authentication yet, so anyone who can "
+               "reach this port can read every cached byte and change the cluster; keep it on a "
+               "trusted network",
+           log_file);
 }
 
 Status WriteAddressFile(const std::string& path, const std::string& address) {

@@ -5,6 +5,8 @@
 // inherits the mask and the signals stay pending until WaitForTerminationSignal takes them.
 #pragma once
 
+#include <spdlog/spdlog.h>
+
 #include <string>
 
 #include "common/status.h"
@@ -19,6 +21,18 @@ void BlockTerminationSignals();
 // The server serves: waits until SIGINT or SIGTERM arrives and returns it.
 // REQUIRES: BlockTerminationSignals.
 int WaitForTerminationSignal();
+
+// Logs `line` at `level`, and prints it on stderr too unless the log already shows it there
+// (`log_file`: --log-file was given), so an operator sees it whatever --log-file and --log-level
+// say.
+void Announce(spdlog::level::level_enum level, const std::string& line, bool log_file);
+
+// True for 127.0.0.0/8, ::1 and localhost; `host_port` is HOST:PORT (IPv6 in brackets).
+bool IsLoopbackListen(const std::string& host_port);
+
+// Until the protocol has authentication, a server listening beyond loopback serves every cached
+// byte to whoever reaches it: says so at start-up (Announce at warn).
+void WarnIfBeyondLoopback(const std::string& listen, bool log_file);
 
 // Writes `address` (no newline) to `path` through PATH.tmp and a rename, so a reader sees the
 // whole address or no file at all.

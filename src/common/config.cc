@@ -4,6 +4,7 @@
 #include "common/config.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -122,10 +123,7 @@ Status ResolveEndpoint(const ErrorContext& ctx, const std::string& prefix, Names
     if (EndpointHost(ns.endpoint).empty()) {
       return ctx.Error(prefix + ".endpoint", "endpoint '" + ns.endpoint + "' has no host");
     }
-    // A local test server (MinIO, s3rver) listens on an IP or localhost, where a virtual-hosted
-    // name (bucket.127.0.0.1) cannot resolve; real services have DNS names and prefer
-    // virtual-hosted requests.
-    ns.path_style = d->path_style.value_or(IsIpOrLocalhost(EndpointHost(ns.endpoint)));
+    ns.path_style = d->path_style.value_or(PathStyleByDefault(ns.endpoint));
     return Status::Ok();
   }
   if (ns.location.scheme == UriScheme::kOss) {
@@ -313,6 +311,10 @@ Status ApplyOverride(const std::string& spec, const std::string& name, ConfigTre
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(path + ": is a folder, not a config file");
+  }
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     int err = errno;
@@ -406,6 +408,11 @@ Result<Config> LoadConfigFile(const std::string& path, const std::vector<std::st
   ConfigFormat format =
       path.ends_with(".properties") ? ConfigFormat::kProperties : ConfigFormat::kAuto;
   return LoadConfigText(text, path, format, overrides);
+}
+
+bool PathStyleByDefault(std::string_view endpoint) {
+  if (endpoint.find("://") == std::string_view::npos) return false;
+  return IsIpOrLocalhost(EndpointHost(endpoint));
 }
 
 std::string RenderConfig(const Config& config) {

@@ -96,6 +96,12 @@ Result<Config> LoadConfigFile(const std::string& path,
 Result<Config> LoadConfigText(std::string_view text, std::string_view source, ConfigFormat format,
                               const std::vector<std::string>& overrides = {});
 
+// Whether a namespace reaches `endpoint` ("http://127.0.0.1:9000") path-style when nothing says
+// which: yes for an IP address or localhost, where a virtual-hosted name (bucket.127.0.0.1) cannot
+// resolve (local test servers such as MinIO and s3rver); no for a DNS name, as real services
+// prefer. The config's `endpoint` key and the CLI's --endpoint both follow it.
+bool PathStyleByDefault(std::string_view endpoint);
+
 // The effective config as YAML, with every secret shown as "<redacted>".
 std::string RenderConfig(const Config& config);
 

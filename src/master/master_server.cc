@@ -147,13 +147,32 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
       rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}));
   master->server_ = std::move(started.server);
   master->address_ = std::move(started.address);
+  MasterServer* m = master.get();
+  Duration interval = config.cluster.heartbeat_interval;
+  master->sweeper_ =
+      std::jthread([m, interval](std::stop_token stop) { m->SweepWorkers(stop, interval); });
   return master;
 }
 
 MasterServer::~MasterServer() { Shutdown(); }
 
+void MasterServer::SweepWorkers(std::stop_token stop, Duration interval) {
+  for (;;) {
+    {
+      std::unique_lock lock(sweep_mu_);
+      sweep_cv_.wait_for(lock, stop, interval, [] { return false; });
+    }
+    if (stop.stop_requested()) return;
+    registry_->Expire();
+  }
+}
+
 void MasterServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
+    if (sweeper_.joinable()) {
+      sweeper_.request_stop();
+      sweeper_.join();
+    }
     if (server_ == nullptr) return;
     server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server_->Wait();

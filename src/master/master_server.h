@@ -7,9 +7,12 @@
 // commands (rpc::AdminService: load, report, free, stat) for the cluster (see ClusterAdmin).
 #pragma once
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
+#include <thread>
 
 #include "common/config.h"
 #include "common/result.h"
@@ -53,6 +56,9 @@ class MasterServer {
   class Service;
   MasterServer() = default;
 
+  // Expires silent workers every heartbeat interval until stopped (by Shutdown).
+  void SweepWorkers(std::stop_token stop, Duration interval);
+
   // Destroyed bottom-up: the server stops before the service and what it serves go.
   std::unique_ptr<NamespaceTable> namespaces_;
   std::unique_ptr<WorkerRegistry> registry_;
@@ -62,6 +68,9 @@ class MasterServer {
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::once_flag shutdown_once_;
+  std::mutex sweep_mu_;  // for sweep_cv_ alone: the stop token is what the sweeper waits for
+  std::condition_variable_any sweep_cv_;
+  std::jthread sweeper_;  // last: stopped first
 };
 
 }  // namespace lakecache

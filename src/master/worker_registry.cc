@@ -70,6 +70,11 @@ rpc::ClusterView WorkerRegistry::View() {
   return view;
 }
 
+void WorkerRegistry::Expire() {
+  std::lock_guard lock(mu_);
+  ExpireLocked(now_());
+}
+
 void WorkerRegistry::ExpireLocked(Clock::time_point now) {
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (now - it->second.last_seen <= timeout_) {

@@ -43,6 +43,11 @@ class WorkerRegistry {
   // The live workers sorted by id, the epoch and the heartbeat settings.
   rpc::ClusterView View();
 
+  // Drops (and logs) the workers silent for longer than the timeout, as every call does first; the
+  // master also calls it on a timer, so a worker's departure shows in its log when it happens, not
+  // at the next call.
+  void Expire();
+
   Duration heartbeat_interval() const { return interval_; }
   Duration heartbeat_timeout() const { return timeout_; }
 

@@ -14,6 +14,7 @@ Status Probe(Namespace& ns) {
   req.max_keys = 1;
   auto page = ns.store->List(req, IoOptions::WithTimeout(std::chrono::seconds(60)));
   if (!page.ok()) return page.status().WithContext("namespace '" + ns.name + "'");
+  ns.probed_empty = page->objects.empty() && page->common_prefixes.empty();
   return Status::Ok();
 }
 

@@ -23,11 +23,14 @@ struct Namespace {
   std::shared_ptr<ObjectStore> store;
   std::string prefix;  // key prefix within the bucket: "" or ending in '/'
   std::unique_ptr<MetadataCache> meta;
+  bool probed_empty = false;  // Open's probe found nothing under the prefix (not an error)
 };
 
 class NamespaceTable {
  public:
-  // Opens every namespace of `config`. With `probe`, lists each namespace root once (max-keys 1).
+  // Opens every namespace of `config`. With `probe`, lists each namespace root once (max-keys 1):
+  // a missing bucket fails (kNotFound, naming it); a prefix with nothing under it only sets
+  // probed_empty, since writes will fill it.
   static Result<std::unique_ptr<NamespaceTable>> Open(const Config& config,
                                                       const StoreOptions& options, bool probe);
 

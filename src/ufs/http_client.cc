@@ -237,6 +237,9 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
       return Status::IoError(what + ": TLS certificate verification failed: " + detail +
                              " (trust the server's CA with --ca-bundle FILE or AWS_CA_BUNDLE)");
     }
+    if (rc == CURLE_COULDNT_RESOLVE_HOST && !request.unresolved_host_hint.empty()) {
+      detail += " (" + request.unresolved_host_hint + ")";
+    }
     if (IsTransient(rc)) return Status::Unavailable(what + ": " + detail);
     return Status::IoError(what + ": " + detail);
   }

@@ -41,6 +41,9 @@ struct HttpRequest {
   // rather than as an error, so the caller can judge it by the headers (some servers announce a
   // byte they never send for ranges over empty objects).
   bool accept_truncated = false;
+  // Appended to the error when the URL's host name does not resolve: what the caller knows of why
+  // (a virtual-hosted bucket name under a server that has no such names).
+  std::string unresolved_host_hint;
 };
 
 struct HttpResponse {

@@ -92,6 +92,12 @@ Result<HttpResponse> S3Store::Send(HttpRequest& request, std::string_view key,
   std::string path = options_.path_style ? "/" + UriEncode(options_.bucket, false) : "";
   path += "/" + UriEncode(key, true);
   request.url = base_scheme_ + "://" + host + path + (query.empty() ? "" : "?" + query);
+  if (!options_.path_style) {
+    request.unresolved_host_hint =
+        "the bucket was addressed virtual-hosted, as " + host +
+        "; a server without such names needs path-style: --path-style, or path_style: true in "
+        "the config";
+  }
 
   std::string payload_hash =
       request.body.empty() ? kEmptySha256

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <utility>
 
 namespace lakecache {
 namespace {
@@ -154,6 +155,29 @@ TEST(ConfigYamlErrorTest, BadDuration) {
   std::string msg = ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "metadata_ttl: 5"})));
   ExpectContains(msg, "lake.yaml: namespaces.test.metadata_ttl: ");
   ExpectContains(msg, "duration");
+}
+
+// What docs/configuration.md says a duration may be: parts that add up, spaces allowed, fractions.
+TEST(ConfigYamlTest, DurationsTakeCompoundFractionalAndSpacedForms) {
+  const std::pair<const char*, Duration> accepted[] = {
+      {"1h30m", minutes(90)}, {"1h 30m", minutes(90)},  {"30m1h", minutes(90)},
+      {"1.5h", minutes(90)},  {"90m", minutes(90)},     {"5400s", minutes(90)},
+      {"30 s", seconds(30)},  {"250ms", Duration(250)}, {"1d", minutes(24 * 60)},
+      {"0", Duration(0)}};
+  for (const auto& [text, want] : accepted) {
+    Result<Config> config =
+        LoadYaml(NamespaceYaml({"uri: s3://b", "metadata_ttl: " + std::string(text)}));
+    ASSERT_TRUE(config.ok()) << text << ": " << config.status().ToString();
+    EXPECT_EQ(config->namespaces.at("test").metadata_ttl, want) << text;
+  }
+  Result<Config> shown = LoadYaml(NamespaceYaml({"uri: s3://b", "metadata_ttl: 1.5h"}));
+  ASSERT_TRUE(shown.ok());
+  ExpectContains(RenderConfig(*shown), "metadata_ttl: 1h30m");
+  for (const char* text : {"5", "1h30", "5M", "5 minutes", "-1s", "1h-30m", "1.2.3s"}) {
+    std::string msg =
+        ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "metadata_ttl: " + std::string(text)})));
+    ExpectContains(msg, "namespaces.test.metadata_ttl: invalid duration '" + std::string(text));
+  }
 }
 
 TEST(ConfigYamlErrorTest, BadBool) {
@@ -412,6 +436,12 @@ TEST(ConfigPropertiesTest, OverridesUseYamlKeys) {
   Result<Config> config = LoadProperties(kProperties, {"namespaces.other.metadata_ttl=10m"});
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->namespaces.at("other").metadata_ttl, minutes(10));
+}
+
+TEST(ConfigFileTest, FolderIsABadArgumentNamingIt) {
+  TempDir dir;
+  ExpectContains(ErrorOf(LoadConfigFile(dir.path())),
+                 dir.path() + ": is a folder, not a config file");
 }
 
 TEST(ConfigFileTest, MissingFileIsNotFound) {

@@ -1,10 +1,12 @@
-// The `lakecache` binary end to end against s3rver: output formats, exit codes, config handling,
-// and that secrets never reach stdout or stderr.
+// The `lakecache` binary end to end against s3rver: output formats, exit codes, messages, config
+// handling, and that secrets never reach stdout or stderr. Mounts: cli_mount_test.cc.
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "support/test_servers.h"
+#include "integration/cli_fixture.h"
 
 namespace lakecache {
 namespace {
@@ -12,50 +14,7 @@ namespace {
 using testing::RunCommand;
 using testing::RunResult;
 
-constexpr char kBucket[] = "cli";
-constexpr char kSecret[] = "S3RVER";  // s3rver's fixed secret; never printed
-
-class CliTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto started = testing::S3rver::Start();
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
-    server_ = std::move(started).value().release();
-    ASSERT_TRUE(server_->CreateBucket(kBucket).ok());
-    std::string big(5 * 1024 * 1024 + 3, '\0');
-    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
-    Status s = server_->PutObjects(kBucket, {{"data/a.txt", "hello world\n"},
-                                             {"data/sub/b.txt", "bee"},
-                                             {"data/big.bin", big},
-                                             {"data/with space.txt", "spaced"},
-                                             {"top.txt", "top"}});
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  // Runs lakecache with the server's endpoint and credentials in the environment.
-  RunResult Lc(std::vector<std::string> args, std::vector<std::string> env = {}) {
-    std::vector<std::string> argv = {LAKECACHE_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    env.push_back("AWS_ACCESS_KEY_ID=S3RVER");
-    env.push_back(std::string("AWS_SECRET_ACCESS_KEY=") + kSecret);
-    env.push_back("AWS_ENDPOINT_URL=" + server_->endpoint());
-    RunResult r = RunCommand(argv, env);
-    EXPECT_FALSE(r.timed_out) << r.err;
-    return r;
-  }
-
-  static std::string WriteConfig(const std::string& name, const std::string& text) {
-    std::string path = server_->dir() + "/" + name;
-    EXPECT_TRUE(testing::WriteFile(path, text).ok());
-    return path;
-  }
-
-  static inline testing::S3Server* server_ = nullptr;
-};
+class CliTest : public testing::CliFixture {};
 
 TEST_F(CliTest, LsListsOneLevelWithFoldersEndingInSlash) {
   RunResult r = Lc({"ls", "s3://cli/data/", "--path-style"});
@@ -210,6 +169,105 @@ TEST_F(CliTest, LocalDirectoryThroughFileUri) {
   RunResult cat = Lc({"cat", "file://" + dir + "/x/f.txt", "--range", "0-4"});
   ASSERT_EQ(cat.exit_code, 0) << cat.err;
   EXPECT_EQ(cat.out, "local");
+}
+
+// Every usage or configuration error exits 2, before anything is mounted; runtime failures exit 1.
+TEST_F(CliTest, MountUsageAndConfigErrorsExitTwo) {
+  std::string mnt = Mountpoint();
+  auto mount = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"mount", "s3://cli/data", mnt};
+    args.insert(args.end(), extra.begin(), extra.end());
+    RunResult r = Lc(args, {}, std::chrono::seconds(30));
+    EXPECT_FALSE(testing::IsMounted(mnt)) << testing::JoinArgv(args);
+    return r;
+  };
+  struct Case {
+    std::vector<std::string> extra;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--mem-cache", "0"}, "--mem-cache: must be more than 0"},
+      {{"--mem-cache", "10XB"}, "--mem-cache: invalid size unit in '10XB'"},
+      {{"--cache-size", "1GiB"}, "--cache-size: needs --cache-dir"},
+      {{"-o", "namespaces.other.x=1"},
+       "-o namespaces.other.x: this mount has one namespace, 'cli': set its keys as "
+       "namespaces.cli.KEY"},
+      {{"-o", "file_mode=0999"}, "-o file_mode=0999: '0999' is not an octal mode"},
+      {{"-o", "uid=me"}, "-o uid=me: 'me' is not a number"},
+      {{"--config", scratch_->path()}, scratch_->path() + ": is a folder, not a config file"},
+  };
+  for (const Case& c : cases) {
+    RunResult r = mount(c.extra);
+    EXPECT_EQ(r.exit_code, 2) << testing::JoinArgv(c.extra) << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << testing::JoinArgv(c.extra) << "\n"
+                                                        << r.err;
+  }
+  // A config path that is a folder is the same error for every command.
+  RunResult show = Lc({"config", "show", "--config", scratch_->path()});
+  EXPECT_EQ(show.exit_code, 2) << show.err;
+  EXPECT_NE(show.err.find("is a folder, not a config file"), std::string::npos) << show.err;
+  // So is a mountpoint that holds files (mounting would hide them).
+  ASSERT_TRUE(testing::WriteFile(mnt + "/keep.txt", "mine").ok());
+  RunResult full = mount({});
+  EXPECT_EQ(full.exit_code, 2) << full.err;
+  EXPECT_NE(full.err.find(mnt + " is not empty"), std::string::npos) << full.err;
+}
+
+TEST_F(CliTest, MountWithoutMountpointSaysTheMountpointIsMissing) {
+  RunResult r = Lc({"mount", "s3://cli/data", "--endpoint", server_->endpoint()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the MOUNTPOINT is missing: `lakecache mount s3://cli/data MOUNTPOINT`"),
+            std::string::npos)
+      << r.err;
+  RunResult none = Lc({"mount"});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("the MOUNTPOINT is missing"), std::string::npos) << none.err;
+}
+
+TEST_F(CliTest, MountHelpListsEveryMountOptionAndNamesThePositionals) {
+  RunResult r = Lc({"mount", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part :
+       {"URI", "MOUNTPOINT", "allow_other", "uid=N", "gid=N", "file_mode=MODE", "dir_mode=MODE",
+        "default_permissions", "ro ", "KEY=VALUE", "--cache-dir", "--background"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " not in:\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("args"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, UmountOfAFolderThatIsNoMountSaysItIsNotALakecacheMount) {
+  std::string folder = Folder("plain");
+  RunResult r = Lc({"umount", folder});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(folder + " is not a lakecache mount (nothing is mounted there)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("Invalid argument"), std::string::npos) << r.err;
+  RunResult proc = Lc({"umount", "/proc"});
+  EXPECT_EQ(proc.exit_code, 2) << proc.err;
+  EXPECT_NE(proc.err.find("/proc is not a lakecache mount (a proc mount)"), std::string::npos)
+      << proc.err;
+}
+
+// docs/configuration.md: an IP or localhost endpoint means path-style, from the command line too.
+TEST_F(CliTest, IpEndpointMeansPathStyleWithoutTheFlag) {
+  RunResult flag = Lc({"ls", "s3://cli/data/", "--endpoint", server_->endpoint()});
+  EXPECT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_NE(flag.out.find(" a.txt\n"), std::string::npos) << flag.out;
+  RunResult env = Lc({"cat", "s3://cli/data/a.txt"});  // AWS_ENDPOINT_URL alone
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_EQ(env.out, "hello world\n");
+}
+
+TEST_F(CliTest, UnresolvedVirtualHostedNameSaysToUsePathStyle) {
+  std::string cfg = BucketConfig("    path_style: false\n");
+  RunResult r = Lc({"ls", "s3://cli/data/", "--config", cfg});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("Could not resolve host"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("addressed virtual-hosted, as cli.127.0.0.1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--path-style, or path_style: true in the config"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find(kSecret), std::string::npos);
 }
 
 }  // namespace

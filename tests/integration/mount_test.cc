@@ -742,7 +742,7 @@ TEST_F(MountTest, StartupErrorsExitNonZeroAndLeaveNothingMounted) {
   std::string full = NewMountpoint("full");
   ASSERT_TRUE(testing::WriteFile(full + "/keep.txt", "mine").ok());
   r = mount(server_->endpoint(), kTreeBucket, full);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("not empty"), std::string::npos) << r.err;
 
   std::string closed = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
@@ -751,7 +751,7 @@ TEST_F(MountTest, StartupErrorsExitNonZeroAndLeaveNothingMounted) {
   EXPECT_NE(r.err.find(closed), std::string::npos) << r.err;
 
   r = mount(server_->endpoint(), "no-such-bucket", NewMountpoint());
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("no-such-bucket"), std::string::npos) << r.err;
 }
 

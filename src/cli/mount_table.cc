@@ -1,0 +1,72 @@
+#include "cli/mount_table.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace lakecache::cli {
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string Unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    bool octal = field[i] == '\\' && i + 3 < field.size();
+    for (size_t k = 1; octal && k <= 3; ++k) octal = field[i + k] >= '0' && field[i + k] <= '7';
+    if (octal) {
+      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                                      (field[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(field[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MountEntry> ReadMountTable() {
+  std::vector<MountEntry> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string w; fields >> w;) f.push_back(w);
+    size_t dash = 0;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 5 || dash + 1 >= f.size()) continue;
+    out.push_back({Unescape(f[4]), f[dash + 1]});
+  }
+  return out;
+}
+
+std::vector<std::string> LakecacheMounts() {
+  std::vector<std::string> out;
+  for (const MountEntry& m : ReadMountTable()) {
+    if (m.type == kLakecacheFsType) out.push_back(m.mountpoint);
+  }
+  return out;
+}
+
+std::string MountTypeAt(const std::string& path) {
+  std::string type;
+  for (const MountEntry& m : ReadMountTable()) {
+    if (m.mountpoint == path) type = m.type;
+  }
+  return type;
+}
+
+std::string NormalizedPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec);
+  if (ec) return path;
+  fs::path canonical = fs::weakly_canonical(abs, ec);
+  std::string p = (ec ? abs.lexically_normal() : canonical).string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+}  // namespace lakecache::cli

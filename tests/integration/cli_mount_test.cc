@@ -1,0 +1,272 @@
+// `lakecache mount`, `umount` and the admin commands as a new user meets them: what they say
+// (on stderr, in the mount's log at the default level) and the exit codes, for an empty prefix, a
+// missing bucket, a stale mount after a kill, control sockets, `report` and `load` output, and the
+// log lines of fetches, evictions and a full cache disk.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "integration/cli_fixture.h"
+#include "support/test_data.h"
+
+namespace lakecache {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ChildProcess;
+using testing::RunResult;
+
+class CliMountTest : public testing::CliFixture {
+ protected:
+  void SetUp() override {
+    CliFixture::SetUp();
+    ASSERT_TRUE(CanMount()) << "mount tests need root and /dev/fuse";
+  }
+
+  void TearDown() override {
+    StopAll();
+    for (const std::string& tmpfs : tmpfs_) ::umount2(tmpfs.c_str(), MNT_DETACH);
+    CliFixture::TearDown();
+  }
+
+  // The control sockets in run_dir_.
+  std::vector<std::string> Sockets() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run_dir_, ec)) {
+      if (e.path().extension() == ".sock") out.push_back(e.path().string());
+    }
+    return out;
+  }
+
+  // A tmpfs of `size` at a fresh folder, unmounted by TearDown.
+  std::string Tmpfs(const std::string& size) {
+    std::string path = Folder("tmpfs-" + std::to_string(tmpfs_.size()));
+    std::string options = "size=" + size;
+    if (::mount("tmpfs", path.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+      ADD_FAILURE() << "mount -t tmpfs " << path << ": " << std::strerror(errno);
+      return "";
+    }
+    tmpfs_.push_back(path);
+    return path;
+  }
+
+  // Writes zeros to `path` until the file system is full.
+  static void Fill(const std::string& path) {
+    std::ofstream out(path, std::ios::binary);
+    std::string chunk(64 << 10, '\0');
+    while (out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()))) {
+    }
+  }
+
+  std::vector<std::string> tmpfs_;
+};
+
+TEST_F(CliMountTest, EmptyPrefixMountsWithAWarningAndMissingBucketExitsTwo) {
+  std::string mnt = Mountpoint();
+  std::string log = scratch_->path() + "/empty.log";
+  RunResult r = Lc({"--log-file", log, "mount", "s3://cli/nothere", mnt, "--background"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(testing::IsMounted(mnt));
+  EXPECT_EQ(Count(r.err, "lakecache: warning: s3://cli/nothere holds no objects"), 1u) << r.err;
+  EXPECT_TRUE(fs::is_empty(mnt));
+  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+
+  // A prefix that holds objects: no warning.
+  std::string data = Mountpoint();
+  RunResult full = Lc({"--log-file", log, "mount", "s3://cli/data", data, "--background"});
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_EQ(full.err.find("warning"), std::string::npos) << full.err;
+  ASSERT_EQ(Lc({"umount", data}).exit_code, 0);
+
+  std::string other = Mountpoint();
+  RunResult missing = Lc({"mount", "s3://no-such-bucket/x", other});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("s3://no-such-bucket/x/: bucket does not exist"), std::string::npos)
+      << missing.err;
+  EXPECT_FALSE(testing::IsMounted(other));
+}
+
+// A SIGKILLed mount leaves a dead FUSE mount and its control socket: mounting again names the
+// fix, `umount` clears it, and the next mount replaces the socket. A clean unmount removes it.
+TEST_F(CliMountTest, StaleMountAfterAKillIsNamedAndItsSocketReplaced) {
+  std::string mnt = Mountpoint();
+  ChildProcess* mount = StartMount({"mount", "s3://cli/data", mnt}, mnt, "killed.log");
+  ASSERT_NE(mount, nullptr);
+  ASSERT_EQ(Sockets().size(), 1u);
+  ::kill(mount->pid(), SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return !mount->Running(); }, std::chrono::seconds(10)));
+  ASSERT_EQ(Sockets().size(), 1u) << "a killed mount cannot remove its socket";
+
+  RunResult again = Lc({"mount", "s3://cli/data", mnt});
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find(mnt + " is a stale lakecache mount"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("`lakecache umount " + mnt + "`"), std::string::npos) << again.err;
+
+  RunResult umount = Lc({"umount", mnt});
+  ASSERT_EQ(umount.exit_code, 0) << umount.err;
+  EXPECT_FALSE(testing::IsMounted(mnt));
+  std::string log = scratch_->path() + "/daemon.log";
+  RunResult remount = Lc({"--log-file", log, "mount", "s3://cli/data", mnt, "--background"});
+  ASSERT_EQ(remount.exit_code, 0) << remount.err;
+  RunResult report = Lc({"report", mnt});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(Sockets().size(), 1u);
+
+  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+  EXPECT_TRUE(WaitFor([&] { return Sockets().empty(); }, std::chrono::seconds(10)))
+      << "the socket outlived a clean unmount";
+}
+
+// One unit formatter (binary units) and nouns that agree with their numbers; `report` shows each
+// tier once and the hit ratio once.
+TEST_F(CliMountTest, ReportShowsEachTierAndTheHitRatioOnceAndLoadSpeaksMiB) {
+  std::string mnt = Mountpoint();
+  RunResult up = Lc({"--log-file", scratch_->path() + "/mount.log", "mount", "s3://cli", mnt,
+                     "--cache-dir", Folder("cache"), "--cache-size", "1GiB", "--background"});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+
+  RunResult one = Lc({"load", mnt + "/data/a.txt"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find(", 1 file, 12 B\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find(" loaded                    1 file          12 B\n"), std::string::npos)
+      << one.out;
+  RunResult tree = Lc({"load", mnt + "/data", "-R"});
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  EXPECT_NE(tree.out.find(" folders, 4 files, 5.0 MiB\n"), std::string::npos) << tree.out;
+  EXPECT_NE(tree.out.find(" already cached            1 file          12 B\n"), std::string::npos)
+      << tree.out;
+  std::regex plural_mismatch(
+      R"(\b1 (files|folders|blocks)\b|\b([02-9]|\d\d+) (file|folder|block)\b)");
+  for (const RunResult* r : {&one, &tree}) {
+    EXPECT_FALSE(std::regex_search(r->out, plural_mismatch)) << r->out;
+    EXPECT_EQ(r->out.find(" MB"), std::string::npos) << r->out;
+    EXPECT_EQ(r->out.find(" kB"), std::string::npos) << r->out;
+  }
+
+  RunResult report = Lc({"report", mnt});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(Count(report.out, "hit ratio"), 1u) << report.out;
+  EXPECT_TRUE(report.out.starts_with("mount " + mnt + ": hit ratio ")) << report.out;
+  EXPECT_EQ(Count(report.out, " used, "), 2u) << report.out;
+  EXPECT_EQ(Count(report.out, "  memory\n"), 1u) << report.out;
+  EXPECT_EQ(Count(report.out, "  disk:" + scratch_->path() + "/cache\n"), 1u) << report.out;
+  EXPECT_EQ(report.out.find("capacity"), std::string::npos) << report.out;
+  EXPECT_FALSE(std::regex_search(report.out, plural_mismatch)) << report.out;
+
+  RunResult json_report = Lc({"report", mnt, "--json"});
+  ASSERT_EQ(json_report.exit_code, 0) << json_report.err;
+  nlohmann::json j = nlohmann::json::parse(json_report.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json_report.out;
+  const nlohmann::json& totals = j["totals"];
+  EXPECT_FALSE(totals.contains("used_bytes")) << totals.dump();
+  ASSERT_EQ(totals["tiers"].size(), 2u) << totals.dump();
+  // One cache: each tier's total is that tier's own, not the sum of both.
+  std::map<std::string, uint64_t> used;
+  for (const nlohmann::json& t : j["workers"][0]["tiers"]) {
+    std::string tier = t.value("tier", "");
+    used[tier.substr(0, tier.find(':'))] = t.value("used_bytes", uint64_t{0});
+  }
+  ASSERT_EQ(used.size(), 2u) << j.dump();
+  EXPECT_GT(used["memory"], 0u) << j.dump();
+  for (const nlohmann::json& t : totals["tiers"]) {
+    EXPECT_EQ(t.value("used_bytes", uint64_t{1}), used[t.value("tier", "")]) << j.dump();
+  }
+
+  RunResult stat = Lc({"stat", mnt + "/data/big.bin"});
+  ASSERT_EQ(stat.exit_code, 0) << stat.err;
+  EXPECT_NE(stat.out.find("5.0 MiB"), std::string::npos) << stat.out;
+  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+}
+
+// At the default level the log holds events, never a line per read; `cache stats:` once at the
+// end.
+TEST_F(CliMountTest, DefaultLevelLogsCacheStatsOnceAndNothingPerRead) {
+  std::string mnt = Mountpoint();
+  ChildProcess* mount = StartMount({"mount", "s3://cli/data", mnt}, mnt, "default.log");
+  ASSERT_NE(mount, nullptr);
+  size_t lines_before = Count(ReadAll(mount->log_path()), "\n");
+  for (int round = 0; round < 3; ++round) {
+    for (const char* file : {"a.txt", "sub/b.txt", "big.bin", "with space.txt"}) {
+      EXPECT_EQ(testing::ReadWholeFile(mnt + "/" + file).error, 0) << file;
+    }
+  }
+  EXPECT_EQ(Count(ReadAll(mount->log_path()), "\n"), lines_before) << ReadAll(mount->log_path());
+  UnmountAndWait(mnt, mount);
+  std::string log = ReadAll(mount->log_path());
+  EXPECT_EQ(Count(log, "cache stats: fetches="), 1u) << log;
+  EXPECT_EQ(Count(log, " debug "), 0u) << log;
+}
+
+// --log-level debug shows each block fetched (why and how long) and each block evicted.
+TEST_F(CliMountTest, DebugLevelLogsFetchesAndEvictions) {
+  std::string mnt = Mountpoint();
+  ChildProcess* mount =
+      StartMount({"--log-level", "debug", "mount", "s3://cli/data", mnt, "--mem-cache", "4MiB",
+                  "-o", "cache.policy=lru", "--read-ahead", "0"},
+                 mnt, "debug.log");
+  ASSERT_NE(mount, nullptr);
+  testing::FileBytes big = testing::ReadWholeFile(mnt + "/big.bin");
+  EXPECT_EQ(big.bytes.size(), kBigSize);
+  UnmountAndWait(mnt, mount);
+  std::string log = ReadAll(mount->log_path());
+  EXPECT_NE(log.find("miss: fetch of block 0 (bytes 0+4194304) of data/big.bin: "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("miss: fetch of block 1 (bytes 4194304+1048579) of data/big.bin: "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("memory cache: evicted "), std::string::npos) << log;
+}
+
+// A disk that cannot hold the configured capacity says so at start-up, with the tier's size; one
+// that fills while mounted says so once.
+TEST_F(CliMountTest, FullCacheDiskWarnsOnceWithTheTierSize) {
+  std::string disk = Tmpfs("16m");
+  ASSERT_FALSE(disk.empty());
+  std::string mnt = Mountpoint();
+  std::vector<std::string> args = {"mount", "s3://cli/data", mnt, "--cache-dir", disk + "/cache"};
+  ChildProcess* mount = StartMount(args, mnt, "short.log");
+  ASSERT_NE(mount, nullptr);
+  std::string log = ReadAll(mount->log_path());
+  EXPECT_EQ(Count(log, "the disk is short of room"), 1u) << log;
+  EXPECT_NE(log.find("not the 10.0 GiB configured"), std::string::npos) << log;
+
+  Fill(disk + "/filler");
+  EXPECT_EQ(testing::ReadWholeFile(mnt + "/big.bin").bytes.size(), kBigSize);
+  EXPECT_EQ(testing::ReadWholeFile(mnt + "/a.txt").error, 0);
+  EXPECT_TRUE(WaitFor(
+      [&] { return ReadAll(mount->log_path()).find("the disk is full") != std::string::npos; },
+      std::chrono::seconds(10)))
+      << ReadAll(mount->log_path());
+  UnmountAndWait(mnt, mount);
+  log = ReadAll(mount->log_path());
+  EXPECT_EQ(Count(log, "the disk is full"), 1u) << log;
+  EXPECT_NE(log.find("no more blocks are cached there until space frees up; the tier holds 0 B"),
+            std::string::npos)
+      << log;
+
+  // Mounted again on the full disk: the tier is 0 B from the start.
+  ChildProcess* again = StartMount(args, mnt, "full.log");
+  ASSERT_NE(again, nullptr);
+  std::string full = ReadAll(again->log_path());
+  EXPECT_EQ(Count(full, "the disk is full"), 1u) << full;
+  EXPECT_NE(full.find("the disk tier there holds at most 0 B, not the 10.0 GiB configured"),
+            std::string::npos)
+      << full;
+  UnmountAndWait(mnt, again);
+}
+
+}  // namespace
+}  // namespace lakecache
