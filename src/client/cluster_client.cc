@@ -188,7 +188,7 @@ Status ClusterClient::RefreshView() {
             [](const auto& a, const auto& b) { return a->id < b->id; });
   for (const auto& w : view->workers) {
     // Weighted by capacity; a worker that reports none still gets a minimal share.
-    view->nodes.push_back(rpc::PlacementNode(w->id, w->capacity));
+    view->nodes.push_back(PlacementNode(w->id, w->capacity));
   }
   std::lock_guard lock(view_mu_);
   if (got.heartbeat_interval_ms() > 0) {

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "admin/admin_service.h"
 #include "common/rendezvous.h"
 #include "common/thread_pool.h"
 #include "jobs/store_sink.h"
-#include "rpc/admin_service.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 
@@ -21,7 +21,7 @@ constexpr size_t kLoadThreads = 16;  // object-store fetches of a load at once
 
 }  // namespace
 
-class MountAdmin::Backend final : public rpc::AdminBackend {
+class MountAdmin::Backend final : public AdminBackend {
  public:
   Backend(std::shared_ptr<FileSystem> fs, MountAdminOptions options)
       : fs_(std::move(fs)), options_(std::move(options)) {}
@@ -85,7 +85,7 @@ Result<std::unique_ptr<MountAdmin>> MountAdmin::Start(std::shared_ptr<FileSystem
   std::unique_ptr<MountAdmin> admin(new MountAdmin());
   admin->socket_path_ = options.socket_path;
   admin->backend_ = std::make_unique<Backend>(std::move(fs), std::move(options));
-  admin->service_ = std::make_unique<rpc::AdminServiceImpl>(admin->backend_.get());
+  admin->service_ = std::make_unique<AdminServiceImpl>(admin->backend_.get());
   LC_ASSIGN_OR_RETURN(admin->server_,
                       rpc::StartUnixServer(admin->socket_path_, {admin->service_.get()}));
   return admin;

@@ -38,4 +38,8 @@ std::vector<size_t> RendezvousOrder(uint64_t key_hash, std::span<const Rendezvou
   return order;
 }
 
+RendezvousNode PlacementNode(std::string_view worker_id, uint64_t capacity_bytes) {
+  return {RendezvousSeed(worker_id), std::max<double>(1.0, static_cast<double>(capacity_bytes))};
+}
+
 }  // namespace lakecache

@@ -31,4 +31,8 @@ size_t RendezvousPick(uint64_t key_hash, std::span<const RendezvousNode> nodes);
 // Every node's index, best first: the order in which to try them when the best one fails.
 std::vector<size_t> RendezvousOrder(uint64_t key_hash, std::span<const RendezvousNode> nodes);
 
+// A worker's node in the placement of blocks: seeded by its id, weighted by its capacity (at
+// least 1). Clients and the master must agree on it, or a load caches blocks where no reader looks.
+RendezvousNode PlacementNode(std::string_view worker_id, uint64_t capacity_bytes);
+
 }  // namespace lakecache

@@ -36,7 +36,7 @@ class ClusterSink final : public BlockSink {
   ClusterSink(std::vector<std::unique_ptr<Target>> targets, uint32_t replicas)
       : targets_(std::move(targets)), replicas_(replicas) {
     for (const auto& t : targets_) {
-      nodes_.push_back(rpc::PlacementNode(t->info.id(), t->info.capacity_bytes()));
+      nodes_.push_back(PlacementNode(t->info.id(), t->info.capacity_bytes()));
     }
   }
 

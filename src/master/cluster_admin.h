@@ -1,4 +1,4 @@
-// ClusterAdmin: the master's side of the admin commands (rpc::AdminBackend). Loads go to the
+// ClusterAdmin: the master's side of the admin commands (AdminBackend). Loads go to the
 // workers that own the blocks: each block to the first live worker in rendezvous order (the one
 // every reader asks first), the next ones with --replica; a batch is split by owner and each part
 // sent with one LoadBlocks call, at most kMaxBatchesPerWorker calls in flight per worker. A worker
@@ -12,14 +12,14 @@
 #include <mutex>
 #include <string>
 
+#include "admin/admin_service.h"
 #include "meta/namespace_table.h"
-#include "rpc/admin_service.h"
 
 namespace lakecache {
 
 class WorkerRegistry;
 
-class ClusterAdmin final : public rpc::AdminBackend {
+class ClusterAdmin final : public AdminBackend {
  public:
   ClusterAdmin(const NamespaceTable& namespaces, WorkerRegistry& registry)
       : namespaces_(namespaces), registry_(registry) {}

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <string_view>
 
+#include "admin/admin_service.h"
 #include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
-#include "rpc/admin_service.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -78,12 +78,10 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   grpc::Status ListDir(grpc::ServerContext*, const rpc::ListDirRequest* req,
                        rpc::ListDirResponse* resp) override {
-    Namespace* ns = namespaces_.Find(req->ns());
-    if (ns == nullptr) return UnknownNamespace(req->ns());
     const std::string& dir = req->dir();
-    if (!rpc::IsRelativePath(dir)) {
-      return InvalidArgument(rpc::RelativePathError("ListDir: dir", dir));
-    }
+    Result<Namespace*> found = Find(req->ns(), "ListDir: dir", dir);
+    if (!found.ok()) return rpc::ToGrpcStatus(found.status());
+    Namespace* ns = *found;
     if (req->revalidate()) ns->meta->ExpireFolder(dir);
     auto listing = ns->meta->List(dir);
     if (!listing.ok()) return rpc::ToGrpcStatus(listing.status());
@@ -102,13 +100,11 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   grpc::Status Stat(grpc::ServerContext*, const rpc::StatRequest* req,
                     rpc::StatResponse* resp) override {
-    Namespace* ns = namespaces_.Find(req->ns());
-    if (ns == nullptr) return UnknownNamespace(req->ns());
     const std::string& path = req->path();
+    Result<Namespace*> found = Find(req->ns(), "Stat: path", path);
+    if (!found.ok()) return rpc::ToGrpcStatus(found.status());
     if (path.empty()) return InvalidArgument("Stat: empty path (ListDir lists the root)");
-    if (!rpc::IsRelativePath(path)) {
-      return InvalidArgument(rpc::RelativePathError("Stat: path", path));
-    }
+    Namespace* ns = *found;
     auto entry = ns->meta->Stat(path);
     if (!entry.ok()) return rpc::ToGrpcStatus(entry.status());
     // A folder's key is its prefix, as in ListDir's `dirs`.
@@ -119,8 +115,12 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   }
 
  private:
-  grpc::Status UnknownNamespace(const std::string& name) const {
-    return rpc::UnknownNamespace(namespaces_, name);
+  // The namespace a request names, its path (`what`) checked.
+  Result<Namespace*> Find(const std::string& name, std::string_view what,
+                          const std::string& path) const {
+    LC_ASSIGN_OR_RETURN(Namespace * ns, namespaces_.Get(name));
+    LC_RETURN_IF_ERROR(CheckRelativePath(what, path));
+    return ns;
   }
 
   const NamespaceTable& namespaces_;
@@ -141,7 +141,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                                        config.cluster.heartbeat_timeout);
   master->service_ = std::make_unique<Service>(*master->namespaces_, *master->registry_);
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_);
-  master->admin_ = std::make_unique<rpc::AdminServiceImpl>(master->admin_backend_.get());
+  master->admin_ = std::make_unique<AdminServiceImpl>(master->admin_backend_.get());
   LC_ASSIGN_OR_RETURN(
       rpc::StartedServer started,
       rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}));

@@ -27,9 +27,7 @@ namespace lakecache {
 class NamespaceTable;
 class WorkerRegistry;
 class ClusterAdmin;
-namespace rpc {
 class AdminServiceImpl;
-}  // namespace rpc
 
 struct MasterOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
@@ -64,7 +62,7 @@ class MasterServer {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<ClusterAdmin> admin_backend_;
-  std::unique_ptr<rpc::AdminServiceImpl> admin_;
+  std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
   std::once_flag shutdown_once_;

@@ -80,4 +80,27 @@ Namespace* NamespaceTable::Find(const std::string& name) const {
   return it == namespaces_.end() ? nullptr : it->second.get();
 }
 
+Result<Namespace*> NamespaceTable::Get(const std::string& name) const {
+  if (Namespace* ns = Find(name)) return ns;
+  std::string known;
+  for (const std::string& n : names_) known += (known.empty() ? "" : ", ") + n;
+  return Status::NotFound("unknown namespace '" + name + "' (there are: " + known + ")");
+}
+
+Status CheckRelativePath(std::string_view what, std::string_view path) {
+  bool relative = path.find('\0') == std::string_view::npos;
+  for (size_t start = 0; relative && !path.empty();) {
+    size_t slash = path.find('/', start);
+    std::string_view part =
+        path.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    relative = !part.empty() && part != "." && part != "..";
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (relative) return Status::Ok();
+  return Status::InvalidArgument(std::string(what) + " '" + std::string(path) +
+                                 "': expected a path relative to the namespace root (no leading "
+                                 "or trailing '/', no empty, '.' or '..' parts)");
+}
+
 }  // namespace lakecache

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/config.h"
@@ -45,6 +46,8 @@ class NamespaceTable {
 
   // nullptr if there is no such namespace.
   Namespace* Find(const std::string& name) const;
+  // The same, or kNotFound naming the namespaces there are.
+  Result<Namespace*> Get(const std::string& name) const;
   const std::vector<std::string>& names() const { return names_; }  // sorted
 
  private:
@@ -56,5 +59,10 @@ class NamespaceTable {
 
 // The key prefix of a namespace URI's key: "" or ending in '/'.
 std::string NormalizePrefix(const std::string& key);
+
+// A path as the protocol and the admin commands name one: relative to the namespace root, no
+// leading or trailing '/', no empty, "." or ".." parts ("" is the root). Anything else could name
+// keys outside the namespace: kInvalidArgument, naming `what` and the path.
+Status CheckRelativePath(std::string_view what, std::string_view path);
 
 }  // namespace lakecache

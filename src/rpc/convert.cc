@@ -127,11 +127,3 @@ void ToProto(const PathStatus& status, StatPathResponse* out) {
 }
 
 }  // namespace lakecache::rpc
-
-namespace lakecache::rpc {
-
-RendezvousNode PlacementNode(const std::string& worker_id, uint64_t capacity_bytes) {
-  return {RendezvousSeed(worker_id), std::max<double>(1.0, static_cast<double>(capacity_bytes))};
-}
-
-}  // namespace lakecache::rpc

@@ -8,7 +8,6 @@
 
 #include "cache/block_store.h"
 #include "cache/content_index.h"
-#include "common/rendezvous.h"
 #include "jobs/load_job.h"
 #include "rpc/lakecache.pb.h"
 
@@ -27,9 +26,5 @@ BlockOutcome FromProto(const BlockResult& result);
 
 void ToProto(const lakecache::LoadProgress& progress, uint32_t replicas, LoadProgress* out);
 void ToProto(const PathStatus& status, StatPathResponse* out);
-
-// A worker's node in rendezvous placement: seeded by its id, weighted by its capacity (at least
-// 1). Clients and the master must agree on it, or a load caches blocks where no reader looks.
-RendezvousNode PlacementNode(const std::string& worker_id, uint64_t capacity_bytes);
 
 }  // namespace lakecache::rpc

@@ -85,5 +85,11 @@ TEST(RendezvousTest, OrderStartsWithThePickAndListsEveryNodeOnce) {
   }
 }
 
+TEST(RendezvousTest, PlacementNodeIsSeededByTheIdAndWeighedByCapacity) {
+  EXPECT_EQ(PlacementNode("worker-a", 1 << 30).seed, RendezvousSeed("worker-a"));
+  EXPECT_EQ(PlacementNode("worker-a", 1 << 30).weight, static_cast<double>(1 << 30));
+  EXPECT_EQ(PlacementNode("worker-a", 0).weight, 1.0);  // no capacity reported: a minimal share
+}
+
 }  // namespace
 }  // namespace lakecache

@@ -1,0 +1,73 @@
+#include "admin/admin_service.h"
+
+#include "rpc/convert.h"
+#include "rpc/grpc_util.h"
+
+namespace lakecache {
+
+using rpc::ToGrpcStatus;
+
+Result<AdminServiceImpl::Job> AdminServiceImpl::StartJob(const std::string& ns,
+                                                         const std::string& path,
+                                                         uint32_t replicas) const {
+  Job job;
+  LC_ASSIGN_OR_RETURN(job.ns, backend_->namespaces().Get(ns));
+  LC_RETURN_IF_ERROR(CheckRelativePath("path", path));
+  LC_ASSIGN_OR_RETURN(job.sink, backend_->MakeSink(replicas, &job.replicas));
+  return job;
+}
+
+grpc::Status AdminServiceImpl::Hello(grpc::ServerContext*, const rpc::HelloRequest*,
+                                     rpc::HelloResponse* response) {
+  *response = backend_->Hello();
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::LoadRequest* request,
+                                    grpc::ServerWriter<rpc::LoadProgress>* writer) {
+  Result<Job> job = StartJob(request->ns(), request->path(), request->replicas());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  LoadOptions options;
+  options.recursive = request->recursive();
+  options.metadata_only = request->metadata_only();
+  auto result =
+      RunLoad(*job->ns, request->path(), *job->sink, options, [&](const LoadProgress& progress) {
+        rpc::LoadProgress message;
+        rpc::ToProto(progress, job->replicas, &message);
+        if (!writer->Write(message)) return false;  // the client went away
+        return !context->IsCancelled();
+      });
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::GetReport(grpc::ServerContext*, const rpc::ReportRequest*,
+                                         rpc::Report* response) {
+  auto report = backend_->GetReport();
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  *response = std::move(*report);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext*, const rpc::FreePathRequest* request,
+                                        rpc::FreePathResponse* response) {
+  Result<Job> job = StartJob(request->ns(), request->path(), 1);
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  auto freed = lakecache::FreePath(*job->ns, request->path(), request->recursive(), *job->sink);
+  if (!freed.ok()) return ToGrpcStatus(freed.status());
+  response->set_files(freed->files);
+  response->set_blocks_freed(freed->blocks_freed);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::StatPath(grpc::ServerContext*, const rpc::StatPathRequest* request,
+                                        rpc::StatPathResponse* response) {
+  Result<Job> job = StartJob(request->ns(), request->path(), 1);
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  auto status = lakecache::StatPath(*job->ns, request->path(), *job->sink);
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  rpc::ToProto(*status, response);
+  return grpc::Status::OK;
+}
+
+}  // namespace lakecache

@@ -1,0 +1,55 @@
+// AdminService: `lakecache load`, `report`, `free` and `stat` over gRPC (rpc::AdminService), the
+// same for a cluster (the master serves it) and a standalone mount (its control socket). What
+// differs, where blocks live and how the cache reports itself, is the AdminBackend; the request
+// checks, the load's progress stream and the error mapping are here. Calls are served on gRPC's
+// threads; the backend must be thread-safe and outlive the service.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "jobs/load_job.h"
+#include "meta/namespace_table.h"
+#include "rpc/lakecache.grpc.pb.h"
+
+namespace lakecache {
+
+class AdminBackend {
+ public:
+  virtual ~AdminBackend() = default;
+  virtual const NamespaceTable& namespaces() const = 0;
+  // Where a job's blocks go. `replicas` as asked (0: one); *aimed is what the sink can do.
+  virtual Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) = 0;
+  virtual Result<rpc::Report> GetReport() = 0;
+  virtual rpc::HelloResponse Hello() = 0;
+};
+
+class AdminServiceImpl final : public rpc::AdminService::Service {
+ public:
+  explicit AdminServiceImpl(AdminBackend* backend) : backend_(backend) {}
+
+  grpc::Status Hello(grpc::ServerContext*, const rpc::HelloRequest*,
+                     rpc::HelloResponse* response) override;
+  grpc::Status Load(grpc::ServerContext* context, const rpc::LoadRequest* request,
+                    grpc::ServerWriter<rpc::LoadProgress>* writer) override;
+  grpc::Status GetReport(grpc::ServerContext*, const rpc::ReportRequest*,
+                         rpc::Report* response) override;
+  grpc::Status FreePath(grpc::ServerContext*, const rpc::FreePathRequest* request,
+                        rpc::FreePathResponse* response) override;
+  grpc::Status StatPath(grpc::ServerContext*, const rpc::StatPathRequest* request,
+                        rpc::StatPathResponse* response) override;
+
+ private:
+  struct Job {
+    Namespace* ns = nullptr;
+    std::unique_ptr<BlockSink> sink;
+    uint32_t replicas = 1;  // what the sink can do
+  };
+  // The namespace a request names (its path checked) and a sink for `replicas` (0: one).
+  Result<Job> StartJob(const std::string& ns, const std::string& path, uint32_t replicas) const;
+
+  AdminBackend* backend_;
+};
+
+}  // namespace lakecache
