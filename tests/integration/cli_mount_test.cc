@@ -104,7 +104,8 @@ TEST_F(CliMountTest, StaleMountAfterAKillIsNamedAndItsSocketReplaced) {
   std::string mnt = Mountpoint();
   ChildProcess* mount = StartMount({"mount", "s3://cli/data", mnt}, mnt, "killed.log");
   ASSERT_NE(mount, nullptr);
-  ASSERT_EQ(Sockets().size(), 1u);
+  // The control socket is bound just after the kernel lists the mount.
+  ASSERT_TRUE(WaitFor([&] { return Sockets().size() == 1; }, std::chrono::seconds(10)));
   ::kill(mount->pid(), SIGKILL);
   ASSERT_TRUE(WaitFor([&] { return !mount->Running(); }, std::chrono::seconds(10)));
   ASSERT_EQ(Sockets().size(), 1u) << "a killed mount cannot remove its socket";
