@@ -4,7 +4,8 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test demo bench bench-quick bench-deps format format-check clean
+.PHONY: all deps configure build test check-clang demo bench bench-quick bench-deps format \
+	format-check clean
 
 all: build
 
@@ -19,6 +20,13 @@ build: configure
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(CTEST_JOBS)
+
+# Everything built with clang, whose thread-safety analysis (-Werror=thread-safety) checks the lock
+# discipline of common/mutex.h; runs only the check that the analysis is on.
+check-clang: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@cmake --build build-clang -j$(JOBS)
+	@cd build-clang && ctest --output-on-failure -L '^clang$$'
 
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/lakecache
@@ -44,4 +52,4 @@ format-check: deps
 	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: OK"
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-clang

@@ -15,6 +15,7 @@
 
 #include "cli/admin_target.h"
 #include "cli/commands.h"
+#include "common/mutex.h"
 #include "common/units.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -161,26 +162,26 @@ class InterruptWatcher {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) return;
       interrupted_ = true;
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (context_ != nullptr) context_->TryCancel();
     }).detach();
   }
 
   void Watch(grpc::ClientContext* context) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     context_ = context;
     if (interrupted_) context_->TryCancel();
   }
   void Unwatch() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     context_ = nullptr;
   }
   bool interrupted() const { return interrupted_; }
 
  private:
   std::atomic<bool> interrupted_{false};
-  std::mutex mu_;
-  grpc::ClientContext* context_ = nullptr;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  grpc::ClientContext* context_ GUARDED_BY(mu_) = nullptr;
 };
 
 void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const rpc::LoadProgress& p,

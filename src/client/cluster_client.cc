@@ -146,10 +146,10 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
 
 ClusterClient::~ClusterClient() {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (refresher_.joinable()) refresher_.join();
 }
 
@@ -190,7 +190,7 @@ Status ClusterClient::RefreshView() {
     // Weighted by capacity; a worker that reports none still gets a minimal share.
     view->nodes.push_back(rpc::PlacementNode(w->id, w->capacity));
   }
-  std::lock_guard lock(view_mu_);
+  MutexLock lock(&view_mu_);
   if (got.heartbeat_interval_ms() > 0) {
     refresh_interval_ = std::chrono::milliseconds(got.heartbeat_interval_ms());
   }
@@ -209,12 +209,14 @@ void ClusterClient::RefreshLoop() {
   for (;;) {
     std::chrono::milliseconds interval;
     {
-      std::lock_guard lock(view_mu_);
+      MutexLock lock(&view_mu_);
       interval = refresh_interval_;
     }
     {
-      std::unique_lock lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, interval, [&] { return stopping_; })) return;
+      auto until = std::chrono::steady_clock::now() + interval;
+      MutexLock lock(&stop_mu_);
+      while (!stopping_ && stop_cv_.WaitUntil(&stop_mu_, until)) continue;
+      if (stopping_) return;
     }
     Status s = RefreshView();
     if (!s.ok() && !warned) {
@@ -229,7 +231,7 @@ void ClusterClient::RefreshLoop() {
 }
 
 std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() const {
-  std::lock_guard lock(view_mu_);
+  MutexLock lock(&view_mu_);
   return view_;
 }
 
@@ -254,7 +256,7 @@ std::vector<std::string> ClusterClient::PlacementOrder(uint64_t key_hash) const 
 void ClusterClient::MarkDown(const std::shared_ptr<Worker>& worker) {
   std::chrono::milliseconds period;
   {
-    std::lock_guard lock(view_mu_);
+    MutexLock lock(&view_mu_);
     period = down_period_;
   }
   worker->down_until_ms.store(SteadyMs() + period.count(), std::memory_order_relaxed);

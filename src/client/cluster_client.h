@@ -13,15 +13,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/rendezvous.h"
 #include "common/result.h"
 #include "common/units.h"
@@ -104,8 +103,8 @@ class ClusterClient {
   struct Worker;
   struct View;
   ClusterClient(std::string master, ClusterClientOptions options);
-  void RefreshLoop();
-  std::shared_ptr<const View> CurrentView() const;
+  void RefreshLoop() EXCLUDES(stop_mu_, view_mu_);
+  std::shared_ptr<const View> CurrentView() const EXCLUDES(view_mu_);
   void MarkDown(const std::shared_ptr<Worker>& worker);
   // Reads the block from `worker`'s cache file on this host. kNotFound: not on its disk (or not
   // visible here), read it over gRPC instead.
@@ -118,14 +117,14 @@ class ClusterClient {
   std::unique_ptr<MasterStub> stub_;
   std::vector<ClusterNamespace> namespaces_;
 
-  mutable std::mutex view_mu_;
-  std::shared_ptr<const View> view_;  // GUARDED_BY(view_mu_): replaced whole on refresh
-  std::chrono::milliseconds refresh_interval_{1000};
-  std::chrono::milliseconds down_period_{5000};
+  mutable Mutex view_mu_;
+  std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);  // replaced whole on refresh
+  std::chrono::milliseconds refresh_interval_ GUARDED_BY(view_mu_){1000};
+  std::chrono::milliseconds down_period_ GUARDED_BY(view_mu_){5000};
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // GUARDED_BY(stop_mu_)
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(stop_mu_) = false;
   std::thread refresher_;
   std::atomic<uint64_t> short_circuit_reads_{0};
   std::atomic<uint64_t> streamed_reads_{0};

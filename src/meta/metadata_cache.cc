@@ -6,20 +6,6 @@
 
 namespace lakecache {
 
-// One folder's cached listing. `mu` is held while the folder is fetched, so concurrent callers wait
-// for that one listing instead of sending their own.
-struct MetadataCache::Slot {
-  std::mutex mu;
-  std::shared_ptr<const DirListing> listing;  // GUARDED_BY(mu)
-  Clock::time_point fetched;                  // GUARDED_BY(mu)
-  bool warned_stale = false;                  // GUARDED_BY(mu)
-  bool pinned = false;                        // GUARDED_BY(mu)
-  bool anchored = false;                      // GUARDED_BY(mu)
-  // While serving a stale listing, the store is asked again only after this point, so callers do
-  // not each wait for a store that does not answer.
-  Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
-};
-
 std::pair<std::string, std::string> SplitParent(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return {"", path};
@@ -33,7 +19,7 @@ MetadataCache::MetadataCache(std::shared_ptr<ObjectStore> store, std::string pre
 MetadataCache::~MetadataCache() = default;
 
 std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& dir) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto& slot = slots_[dir];
   if (!slot) slot = std::make_shared<Slot>();
   return slot;
@@ -41,7 +27,7 @@ std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& d
 
 Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
-  std::lock_guard lock(slot->mu);
+  MutexLock lock(&slot->mu);
   if (slot->listing) {
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
@@ -85,7 +71,7 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::Refresh(const std::stri
 void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,
                         PinKind kind) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
-  std::lock_guard lock(slot->mu);
+  MutexLock lock(&slot->mu);
   if (slot->listing != listing) {
     slot->listing = std::move(listing);
     slot->fetched = options_.now();
@@ -99,7 +85,7 @@ void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing
 }
 
 size_t MetadataCache::Unpin(const std::string& dir) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t forgotten = 0;
   for (auto it = slots_.begin(); it != slots_.end();) {
     const std::string& name = it->first;

@@ -16,10 +16,10 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "common/units.h"
 #include "meta/dir_listing.h"
 #include "ufs/object_store.h"
@@ -63,15 +63,28 @@ class MetadataCache {
   ObjectStore& store() const { return *store_; }
 
  private:
-  struct Slot;
+  // One folder's cached listing. `mu` is held while the folder is fetched, so concurrent callers
+  // wait for that one listing instead of sending their own.
+  struct Slot {
+    Mutex mu;
+    std::shared_ptr<const DirListing> listing GUARDED_BY(mu);
+    Clock::time_point fetched GUARDED_BY(mu);
+    bool warned_stale GUARDED_BY(mu) = false;
+    bool pinned GUARDED_BY(mu) = false;
+    bool anchored GUARDED_BY(mu) = false;
+    // While serving a stale listing, the store is asked again only after this point, so callers do
+    // not each wait for a store that does not answer.
+    Clock::time_point retry_stale_after GUARDED_BY(mu);
+  };
   std::shared_ptr<Slot> SlotFor(const std::string& dir);
-  Result<std::shared_ptr<const DirListing>> Refresh(const std::string& dir, Slot& slot);
+  Result<std::shared_ptr<const DirListing>> Refresh(const std::string& dir, Slot& slot)
+      REQUIRES(slot.mu);
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string prefix_;
   const MetadataCacheOptions options_;
-  std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Slot>> slots_ GUARDED_BY(mu_);
 };
 
 // "a/b/c" -> {"a/b", "c"}; "c" -> {"", "c"}.

@@ -43,7 +43,7 @@ Status FaultInjectingStore::Delete(std::string_view key, const IoOptions& option
 }
 
 void FaultInjectingStore::AddRule(FaultRule rule) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back(std::move(rule));
 }
 
@@ -56,7 +56,7 @@ void FaultInjectingStore::FailAlways(StoreOp op, Status status, std::string key_
 }
 
 void FaultInjectingStore::ClearRules() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
 }
 
@@ -94,7 +94,7 @@ Status FaultInjectingStore::Intercept(StoreOp op, std::string_view key) {
   Status status;
   Clock::duration delay{0};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (FaultRule& rule : rules_) {
       if (rule.times == 0 || (rule.op != StoreOp::kAny && rule.op != op)) continue;
       if (key.find(rule.key_contains) == std::string_view::npos) continue;

@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -74,8 +74,8 @@ class FaultInjectingStore : public ObjectStore {
 
   const std::shared_ptr<ObjectStore> inner_;
   std::array<std::atomic<int64_t>, kOps> calls_{};
-  std::mutex mu_;
-  std::vector<FaultRule> rules_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<FaultRule> rules_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

@@ -367,11 +367,11 @@ WorkerServer::~WorkerServer() { Shutdown(); }
 
 void WorkerServer::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -441,11 +441,10 @@ void WorkerServer::HeartbeatLoop() {
     }
     // A call that waited its whole interval for the master has done this round's waiting.
     bool waited = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    std::unique_lock lock(mu_);
-    if (stop_cv_.wait_for(lock, waited ? std::chrono::milliseconds(0) : interval,
-                          [&] { return stopping_; })) {
-      return;
-    }
+    auto until = std::chrono::steady_clock::now() + (waited ? Duration::zero() : interval);
+    MutexLock lock(&mu_);
+    while (!stopping_ && stop_cv_.WaitUntil(&mu_, until)) continue;
+    if (stopping_) return;
   }
 }
 

@@ -11,14 +11,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "cache/block_store.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
@@ -61,7 +60,7 @@ class WorkerServer {
 
  private:
   WorkerServer() = default;
-  void HeartbeatLoop();
+  void HeartbeatLoop() EXCLUDES(mu_);
   void FillInfo(rpc::WorkerInfo* info) const;
 
   Config config_;
@@ -78,9 +77,9 @@ class WorkerServer {
   std::unique_ptr<grpc::Server> server_;
 
   std::atomic<bool> registered_{false};
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread heartbeat_;
 };
 
