@@ -50,7 +50,7 @@ class WorkerServer {
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
 
-  const std::string& address() const { return address_; }  // bound HOST:PORT
+  std::string address() const EXCLUDES(address_mu_);  // bound HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }
   BlockStore& blocks() { return *blocks_; }
@@ -61,12 +61,15 @@ class WorkerServer {
  private:
   WorkerServer() = default;
   void HeartbeatLoop() EXCLUDES(mu_);
-  void FillInfo(rpc::WorkerInfo* info) const;
+  void FillInfo(rpc::WorkerInfo* info) const EXCLUDES(address_mu_);
 
   Config config_;
   WorkerOptions options_;
   std::string id_;
-  std::string address_;
+  // Known once the server listens, which is when calls (Stats: FillInfo) start: Start holds the
+  // lock from before the server starts until the address is set.
+  mutable Mutex address_mu_;
+  std::string address_ GUARDED_BY(address_mu_);
   int64_t start_time_ms_ = 0;
   std::unique_ptr<NamespaceTable> namespaces_;
   std::shared_ptr<BlockStore> blocks_;
