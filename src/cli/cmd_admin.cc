@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <thread>
 
 #include "cli/admin_target.h"
@@ -149,39 +150,46 @@ class ProgressPrinter {
 
 // SIGINT/SIGTERM cancel the call in flight instead of killing the process, so the summary of
 // what was done still prints. Blocks the signals in every thread (call before any other thread
-// starts) and waits for them on a thread of its own.
+// starts) and waits for them on a thread of its own, which may outlive the watcher: what it
+// touches is shared with it, and the destructor unwatches so a late signal cancels nothing.
 class InterruptWatcher {
  public:
-  InterruptWatcher() {
+  InterruptWatcher() : state_(std::make_shared<State>()) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    std::thread([this, set] {
+    std::thread([state = state_, set] {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) return;
-      interrupted_ = true;
-      MutexLock lock(&mu_);
-      if (context_ != nullptr) context_->TryCancel();
+      state->interrupted = true;
+      MutexLock lock(&state->mu);
+      if (state->context != nullptr) state->context->TryCancel();
     }).detach();
   }
+  ~InterruptWatcher() { Unwatch(); }
+  InterruptWatcher(const InterruptWatcher&) = delete;
+  InterruptWatcher& operator=(const InterruptWatcher&) = delete;
 
   void Watch(grpc::ClientContext* context) {
-    MutexLock lock(&mu_);
-    context_ = context;
-    if (interrupted_) context_->TryCancel();
+    MutexLock lock(&state_->mu);
+    state_->context = context;
+    if (state_->interrupted) context->TryCancel();
   }
   void Unwatch() {
-    MutexLock lock(&mu_);
-    context_ = nullptr;
+    MutexLock lock(&state_->mu);
+    state_->context = nullptr;
   }
-  bool interrupted() const { return interrupted_; }
+  bool interrupted() const { return state_->interrupted; }
 
  private:
-  std::atomic<bool> interrupted_{false};
-  Mutex mu_;
-  grpc::ClientContext* context_ GUARDED_BY(mu_) = nullptr;
+  struct State {
+    std::atomic<bool> interrupted{false};
+    Mutex mu;
+    grpc::ClientContext* context GUARDED_BY(mu) = nullptr;
+  };
+  const std::shared_ptr<State> state_;
 };
 
 void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const rpc::LoadProgress& p,
