@@ -4,7 +4,8 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test demo bench bench-quick bench-deps format format-check clean
+.PHONY: all deps configure build test check-clang test-tsan demo bench bench-quick bench-deps format \
+	format-check clean
 
 all: build
 
@@ -19,6 +20,18 @@ build: configure
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(CTEST_JOBS)
+
+# Everything built with clang, whose thread-safety analysis (-Werror=thread-safety) checks the lock
+# discipline of common/mutex.h; runs only the check that the analysis is on. Unoptimised (Debug):
+# the analysis does not depend on it, and it compiles faster.
+check-clang: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build build-clang -j$(JOBS)
+	@cd build-clang && ctest --output-on-failure -L '^clang$$'
+
+# The unit and in-process cluster tests built with ThreadSanitizer (build-tsan), and run.
+test-tsan: deps
+	@JOBS=$(JOBS) CTEST_JOBS=$(CTEST_JOBS) scripts/test-tsan.sh
 
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/lakecache
@@ -44,4 +57,4 @@ format-check: deps
 	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: OK"
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-clang build-tsan

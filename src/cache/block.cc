@@ -4,10 +4,11 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <new>
 #include <unordered_map>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace lakecache {
 namespace {
@@ -42,7 +43,7 @@ char* MapPages(size_t size) {
 class MappingPool {
  public:
   char* Take(size_t length) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = free_.find(length);
     if (it == free_.end() || it->second.empty()) return nullptr;
     char* p = it->second.back();
@@ -52,7 +53,7 @@ class MappingPool {
   }
   // False when the pool is full: the caller unmaps.
   bool Give(char* p, size_t length) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (bytes_ + length > kPoolBytes) return false;
     free_[length].push_back(p);
     bytes_ += length;
@@ -60,9 +61,9 @@ class MappingPool {
   }
 
  private:
-  std::mutex mu_;
-  std::unordered_map<size_t, std::vector<char*>> free_;  // GUARDED_BY(mu_)
-  size_t bytes_ = 0;                                     // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<size_t, std::vector<char*>> free_ GUARDED_BY(mu_);
+  size_t bytes_ GUARDED_BY(mu_) = 0;
 };
 
 MappingPool& Pool() {

@@ -20,20 +20,20 @@ namespace lakecache {
 // One fetch in progress: the leader fills `result`, everyone else waits for it.
 struct BlockStore::Flight {
   bool prefetch = false;  // led by Prefetch: the block goes to staging, not to the tiers
-  std::mutex mu;
-  std::condition_variable done;
-  std::optional<Result<BlockRef>> result;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar done;
+  std::optional<Result<BlockRef>> result GUARDED_BY(mu);
 
   void Finish(const Result<BlockRef>& r) {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(&mu);
       result.emplace(r);
     }
-    done.notify_all();
+    done.SignalAll();
   }
   Result<BlockRef> Wait() {
-    std::unique_lock lock(mu);
-    done.wait(lock, [this] { return result.has_value(); });
+    MutexLock lock(&mu);
+    while (!result.has_value()) done.Wait(&mu);
     return *result;
   }
 };
@@ -118,7 +118,7 @@ BlockStore::BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
       counters_(std::make_unique<Counters>()) {}
 
 BlockStore::~BlockStore() {
-  std::lock_guard lock(staging_mu_);
+  MutexLock lock(&staging_mu_);
   for (const auto& [key, staged] : staging_) budget_->Release(staged.block->size());
 }
 
@@ -184,7 +184,7 @@ BlockStore::PrefetchResult BlockStore::Prefetch(const BlockRequest& request, Blo
   // thread, into staging.
   if (InMemory(request.key) || IsStaged(request.key)) return PrefetchResult::kPresent;
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(&flights_mu_);
     if (flights_.contains(request.key)) return PrefetchResult::kPresent;
   }
   if (!ReserveForPrefetch(request.length)) {
@@ -199,7 +199,7 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
   auto flight = std::make_shared<Flight>();
   flight->prefetch = true;
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(&flights_mu_);
     // A reader may have fetched it while this task waited in the pool's queue.
     if (!flights_.try_emplace(request.key, flight).second || InMemory(request.key) ||
         IsStaged(request.key)) {
@@ -216,13 +216,13 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
     Counters::Add(counters_->prefetches);
   }
   if (result.ok()) {
-    std::lock_guard lock(staging_mu_);
+    MutexLock lock(&staging_mu_);
     staging_[request.key] = Staged{*result, std::chrono::steady_clock::now()};
   } else {
     budget_->Release(request.length);
   }
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(&flights_mu_);
     flights_.erase(request.key);
   }
   flight->Finish(result);
@@ -245,19 +245,19 @@ BlockRef BlockStore::LoadFromLowerTier(const BlockKey& key) {
 }
 
 bool BlockStore::InFlight(const BlockKey& key) {
-  std::lock_guard lock(flights_mu_);
+  MutexLock lock(&flights_mu_);
   return flights_.contains(key);
 }
 
 bool BlockStore::IsStaged(const BlockKey& key) {
-  std::lock_guard lock(staging_mu_);
+  MutexLock lock(&staging_mu_);
   return staging_.contains(key);
 }
 
 BlockRef BlockStore::AdmitStaged(const BlockRequest& request) {
   BlockRef block;
   {
-    std::lock_guard lock(staging_mu_);
+    MutexLock lock(&staging_mu_);
     auto it = staging_.find(request.key);
     if (it == staging_.end()) return nullptr;
     block = std::move(it->second.block);
@@ -273,7 +273,7 @@ BlockRef BlockStore::AdmitStaged(const BlockRequest& request) {
 void BlockStore::DropStaged(const BlockKey& key) {
   BlockRef block;
   {
-    std::lock_guard lock(staging_mu_);
+    MutexLock lock(&staging_mu_);
     auto it = staging_.find(key);
     if (it == staging_.end()) return;
     block = std::move(it->second.block);
@@ -289,7 +289,7 @@ bool BlockStore::ReserveForPrefetch(uint64_t need) {
   std::vector<BlockRef> dropped;  // freed outside the lock
   bool reserved = false;
   {
-    std::lock_guard lock(staging_mu_);
+    MutexLock lock(&staging_mu_);
     std::erase_if(staging_, [&](auto& entry) {
       if (now - entry.second.since < kStagedExpiry) return false;
       dropped.push_back(std::move(entry.second.block));
@@ -322,7 +322,7 @@ Result<BlockRef> BlockStore::Fetch(const BlockRequest& request, const BlockSourc
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(&flights_mu_);
     auto [it, inserted] = flights_.try_emplace(request.key);
     if (inserted) it->second = std::make_shared<Flight>();
     flight = it->second;
@@ -337,7 +337,7 @@ Result<BlockRef> BlockStore::Fetch(const BlockRequest& request, const BlockSourc
   }
   Result<BlockRef> result = LeadFetch(request, source);
   {
-    std::lock_guard lock(flights_mu_);
+    MutexLock lock(&flights_mu_);
     flights_.erase(request.key);
   }
   flight->Finish(result);

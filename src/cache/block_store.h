@@ -22,9 +22,7 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -34,6 +32,7 @@
 #include "cache/cache_tier.h"
 #include "cache/memory_budget.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 
@@ -136,12 +135,12 @@ class BlockStore {
                               std::string_view what);
 
   std::vector<std::unique_ptr<CacheTier>> tiers_;
-  std::mutex flights_mu_;
-  // GUARDED_BY(flights_mu_)
-  std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_;
+  Mutex flights_mu_;
+  std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_
+      GUARDED_BY(flights_mu_);
   std::shared_ptr<MemoryBudget> budget_;
-  std::mutex staging_mu_;
-  std::unordered_map<BlockKey, Staged, BlockKeyHash> staging_;  // GUARDED_BY(staging_mu_)
+  Mutex staging_mu_ ACQUIRED_AFTER(flights_mu_);  // RunPrefetch checks staging under flights_mu_
+  std::unordered_map<BlockKey, Staged, BlockKeyHash> staging_ GUARDED_BY(staging_mu_);
   // Counters: see BlockStoreStats.
   struct Counters;
   std::unique_ptr<Counters> counters_;

@@ -150,7 +150,7 @@ Status CacheDir::Miss(const BlockKey& key, uint64_t gen, const Status& why) {
   }
   bool dropped;
   {
-    std::lock_guard lock(mutate_mu_);
+    MutexLock lock(&mutate_mu_);
     dropped = Drop(key, gen, /*tell_policy=*/true);
   }
   if (dropped && corrupt) counters_->Add(counters_->corrupt_blocks);
@@ -167,7 +167,7 @@ bool CacheDir::Contains(const BlockKey& key) const { return OnDiskGen(key).has_v
 
 std::optional<uint64_t> CacheDir::OnDiskGen(const BlockKey& key) const {
   Shard& shard = ShardFor(key);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.entries.find(key);
   if (it == shard.entries.end() || it->second.state != State::kOnDisk) return std::nullopt;
   return it->second.gen;
@@ -181,19 +181,19 @@ bool CacheDir::Insert(const BlockRequest& request, const Block& block) {
   std::optional<uint64_t> gen = Claim(key, bytes);
   if (!gen) return false;  // held already, or another thread is writing it
   {
-    std::lock_guard lock(mutate_mu_);
+    MutexLock lock(&mutate_mu_);
     std::vector<BlockKey> victims;
     bool admit = policy_->OnMiss(key, bytes, &victims);
     DropVictims(victims);
     if (!admit || !Charge(key, *gen)) return Decline(key, *gen, counters_->rejected);
   }
   if (!ReserveDiskSpace(bytes)) {
-    std::lock_guard lock(mutate_mu_);
+    MutexLock lock(&mutate_mu_);
     return Decline(key, *gen, counters_->rejected);
   }
   Status written = WriteBlockFile(PathFor(key), request, block.bytes());
   ReleaseDiskSpace(bytes);
-  std::lock_guard lock(mutate_mu_);
+  MutexLock lock(&mutate_mu_);
   if (!written.ok()) {
     spdlog::warn("disk cache: not caching block: {}", written.ToString());
     return Decline(key, *gen, counters_->write_errors);
@@ -205,17 +205,17 @@ bool CacheDir::Insert(const BlockRequest& request, const Block& block) {
 
 std::optional<uint64_t> CacheDir::Claim(const BlockKey& key, uint64_t bytes) {
   Shard& shard = ShardFor(key);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto [it, inserted] = shard.entries.try_emplace(key);
   if (!inserted) return std::nullopt;
   it->second = Entry{bytes, next_gen_.fetch_add(1, std::memory_order_relaxed), State::kClaimed};
   return it->second.gen;
 }
 
-// REQUIRES: mutate_mu_ held. The capacity is the tier's promise, not only the policy's.
+// The capacity is the tier's promise, not only the policy's.
 bool CacheDir::Charge(const BlockKey& key, uint64_t gen) {
   Shard& shard = ShardFor(key);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.entries.find(key);
   if (it == shard.entries.end() || it->second.gen != gen) return false;
   if (held_bytes_ + it->second.bytes > policy_->capacity_bytes()) return false;
@@ -224,11 +224,10 @@ bool CacheDir::Charge(const BlockKey& key, uint64_t gen) {
   return true;
 }
 
-// REQUIRES: mutate_mu_ held.
 bool CacheDir::Publish(const BlockKey& key, uint64_t gen) {
   {
     Shard& shard = ShardFor(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.entries.find(key);
     if (it != shard.entries.end() && it->second.gen == gen) {
       it->second.state = State::kOnDisk;
@@ -243,20 +242,19 @@ bool CacheDir::Publish(const BlockKey& key, uint64_t gen) {
   return false;
 }
 
-// REQUIRES: mutate_mu_ held.
 bool CacheDir::Decline(const BlockKey& key, uint64_t gen, std::atomic<uint64_t>& counter) {
   Drop(key, gen, /*tell_policy=*/true);
   counters_->Add(counter);
   return false;
 }
 
-// REQUIRES: mutate_mu_ held, so no insert of the key can rename a new file into place before the
-// old one is unlinked here.
+// Under mutate_mu_, so no insert of the key can rename a new file into place before the old one is
+// unlinked here.
 bool CacheDir::Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_policy) {
   Entry entry;
   {
     Shard& shard = ShardFor(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.entries.find(key);
     if (it == shard.entries.end() || (gen && it->second.gen != *gen)) return false;
     entry = it->second;
@@ -272,7 +270,6 @@ bool CacheDir::Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_
   return true;
 }
 
-// REQUIRES: mutate_mu_ held.
 void CacheDir::DropVictims(const std::vector<BlockKey>& victims) {
   if (!victims.empty()) LogEvictions("disk:" + config_.path, victims);
   for (const BlockKey& victim : victims) {
@@ -281,7 +278,7 @@ void CacheDir::DropVictims(const std::vector<BlockKey>& victims) {
 }
 
 bool CacheDir::Erase(const BlockKey& key) {
-  std::lock_guard lock(mutate_mu_);
+  MutexLock lock(&mutate_mu_);
   return Drop(key, std::nullopt, /*tell_policy=*/true);
 }
 
@@ -292,7 +289,7 @@ bool CacheDir::Erase(const BlockKey& key) {
 // inserts cannot each take room that only one of them may have.
 bool CacheDir::ReserveDiskSpace(uint64_t bytes) {
   if (!HasFloor(config_)) return true;  // no floor: only ENOSPC stops a write
-  std::lock_guard lock(space_mu_);
+  MutexLock lock(&space_mu_);
   Result<FsSpace> space = StatFs(config_.path);
   if (!space.ok()) {
     spdlog::warn("disk cache: not caching block: {}", space.status().ToString());
@@ -319,7 +316,7 @@ bool CacheDir::ReserveDiskSpace(uint64_t bytes) {
 
 void CacheDir::ReleaseDiskSpace(uint64_t bytes) {
   if (!HasFloor(config_)) return;
-  std::lock_guard lock(space_mu_);
+  MutexLock lock(&space_mu_);
   writing_bytes_ -= bytes;
 }
 
@@ -388,10 +385,10 @@ std::optional<BlockFileHeader> CacheDir::Examine(const std::string& path) {
 }
 
 void CacheDir::Adopt(const BlockKey& key, uint64_t bytes) {
-  std::lock_guard lock(mutate_mu_);
+  MutexLock lock(&mutate_mu_);
   {
     Shard& shard = ShardFor(key);
-    std::lock_guard shard_lock(shard.mu);
+    MutexLock shard_lock(&shard.mu);
     shard.entries[key] = Entry{bytes, next_gen_.fetch_add(1), State::kOnDisk};
   }
   held_bytes_ += bytes;

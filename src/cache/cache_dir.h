@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +23,7 @@
 #include "cache/cache_stats.h"
 #include "cache/eviction_policy.h"
 #include "common/config.h"
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -71,8 +71,8 @@ class CacheDir {
     State state = State::kClaimed;
   };
   struct alignas(64) Shard {
-    mutable std::mutex mu;
-    std::unordered_map<BlockKey, Entry, BlockKeyHash> entries;  // GUARDED_BY(mu)
+    mutable Mutex mu;
+    std::unordered_map<BlockKey, Entry, BlockKeyHash> entries GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 32;
 
@@ -94,13 +94,15 @@ class CacheDir {
 
   // Index transitions; see State.
   std::optional<uint64_t> Claim(const BlockKey& key, uint64_t bytes);
-  bool Charge(const BlockKey& key, uint64_t gen);
-  bool Publish(const BlockKey& key, uint64_t gen);
+  bool Charge(const BlockKey& key, uint64_t gen) REQUIRES(mutate_mu_);
+  bool Publish(const BlockKey& key, uint64_t gen) REQUIRES(mutate_mu_);
   std::optional<uint64_t> OnDiskGen(const BlockKey& key) const;
   // Removes the entry (of generation `gen` if given) and its file; false if there was none.
-  bool Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_policy);
-  void DropVictims(const std::vector<BlockKey>& victims);
-  bool Decline(const BlockKey& key, uint64_t gen, std::atomic<uint64_t>& counter);
+  bool Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_policy)
+      REQUIRES(mutate_mu_);
+  void DropVictims(const std::vector<BlockKey>& victims) REQUIRES(mutate_mu_);
+  bool Decline(const BlockKey& key, uint64_t gen, std::atomic<uint64_t>& counter)
+      REQUIRES(mutate_mu_);
 
   Result<BlockFile> OpenVerified(const BlockKey& key) const;
   Status Miss(const BlockKey& key, uint64_t gen, const Status& why);
@@ -118,13 +120,13 @@ class CacheDir {
   // Serialises every change that involves the policy (admission with its evictions, removals,
   // publishing), so that a victim the policy names is dropped before anyone else reuses its key.
   // Never held across a block write. Lock order: mutate_mu_, then a shard's mu.
-  std::mutex mutate_mu_;
-  std::mutex space_mu_;         // taken alone
-  uint64_t writing_bytes_ = 0;  // GUARDED_BY(space_mu_): reserved by writes in progress
+  Mutex mutate_mu_;
+  Mutex space_mu_;                                    // taken alone
+  uint64_t writing_bytes_ GUARDED_BY(space_mu_) = 0;  // reserved by writes in progress
   std::atomic<uint64_t> next_gen_{1};
-  uint64_t held_bytes_ = 0;  // GUARDED_BY(mutate_mu_): charged; within capacity whatever the policy
-  std::atomic<bool> below_floor_{
-      false};                            // the last reservation failed: warned once until one works
+  uint64_t held_bytes_ GUARDED_BY(mutate_mu_) = 0;  // charged; within capacity whatever the policy
+  // The last reservation failed: warned once until one works.
+  std::atomic<bool> below_floor_{false};
   std::atomic<uint64_t> used_bytes_{0};  // on disk
   std::atomic<uint64_t> blocks_{0};
 };

@@ -9,7 +9,7 @@ namespace lakecache {
 
 void ContentIndex::Note(std::string_view ns, const ContentId& content, uint64_t object_size,
                         uint64_t block_size) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = versions_.find(content);
   if (it != versions_.end()) return;
   auto name = std::find(names_.begin(), names_.end(), ns);
@@ -22,7 +22,7 @@ std::vector<ContentIndex::Usage> ContentIndex::CachedBytes(const BlockStore& sto
   std::vector<std::pair<ContentId, Version>> versions;
   std::vector<std::string> names;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     versions.assign(versions_.begin(), versions_.end());
     names = names_;
   }

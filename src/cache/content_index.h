@@ -8,13 +8,13 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/block_key.h"
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -42,9 +42,9 @@ class ContentIndex {
   struct ContentHash {
     size_t operator()(const ContentId& c) const { return static_cast<size_t>(c.lo ^ c.hi); }
   };
-  mutable std::mutex mu_;
-  std::vector<std::string> names_;                                // GUARDED_BY(mu_)
-  std::unordered_map<ContentId, Version, ContentHash> versions_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<std::string> names_ GUARDED_BY(mu_);
+  std::unordered_map<ContentId, Version, ContentHash> versions_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

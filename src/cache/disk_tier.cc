@@ -46,27 +46,27 @@ DiskTier::DiskTier(std::string name) : name_(std::move(name)) {}
 DiskTier::~DiskTier() {
   if (!writer_.joinable()) return;
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(&queue_mu_);
     stopping_ = true;
   }
-  queue_cv_.notify_all();
+  queue_cv_.SignalAll();
   writer_.join();  // the writer drains the queue before it exits
 }
 
 void DiskTier::WriterLoop() {
-  std::unique_lock lock(queue_mu_);
+  queue_mu_.Lock();
   for (;;) {
-    queue_cv_.wait(lock, [&] { return stopping_ || !queue_order_.empty(); });
-    if (queue_order_.empty()) return;  // stopping, and nothing left to write
+    while (!stopping_ && queue_order_.empty()) queue_cv_.Wait(&queue_mu_);
+    if (queue_order_.empty()) break;  // stopping, and nothing left to write
     BlockKey key = queue_order_.front();
     queue_order_.pop_front();
     auto it = queued_.find(key);
     if (it == queued_.end()) continue;  // erased while queued
     QueuedWrite write = it->second;     // stays queued (and readable) while it is written
     writing_ = true;
-    lock.unlock();
+    queue_mu_.Unlock();
     Home(key).Insert(write.request, *write.block);
-    lock.lock();
+    queue_mu_.Lock();
     writing_ = false;
     it = queued_.find(key);
     if (it == queued_.end()) {
@@ -75,19 +75,20 @@ void DiskTier::WriterLoop() {
       queued_bytes_ -= it->second.block->size();
       queued_.erase(it);
     }
-    queue_cv_.notify_all();
+    queue_cv_.SignalAll();
   }
+  queue_mu_.Unlock();
 }
 
 void DiskTier::Flush() {
   if (!writer_.joinable()) return;
-  std::unique_lock lock(queue_mu_);
-  queue_cv_.wait(lock, [&] { return queue_order_.empty() && !writing_; });
+  MutexLock lock(&queue_mu_);
+  while (!queue_order_.empty() || writing_) queue_cv_.Wait(&queue_mu_);
 }
 
 BlockRef DiskTier::Queued(const BlockKey& key) const {
   if (write_behind_ == 0) return nullptr;
-  std::lock_guard lock(queue_mu_);
+  MutexLock lock(&queue_mu_);
   auto it = queued_.find(key);
   return it == queued_.end() ? nullptr : it->second.block;
 }
@@ -145,12 +146,12 @@ bool DiskTier::Insert(const BlockRequest& request, const BlockRef& block) {
   if (block == nullptr) return false;
   if (Contains(request.key)) return true;  // a concurrent insert got here first
   if (write_behind_ > 0) {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(&queue_mu_);
     if (queued_bytes_ + block->size() <= write_behind_ && !stopping_) {
       if (queued_.emplace(request.key, QueuedWrite{request, block}).second) {
         queued_bytes_ += block->size();
         queue_order_.push_back(request.key);
-        queue_cv_.notify_all();
+        queue_cv_.SignalAll();
       }
       return true;
     }
@@ -185,7 +186,7 @@ bool DiskTier::Contains(const BlockKey& key) const {
 
 void DiskTier::Erase(const BlockKey& key) {
   if (write_behind_ > 0) {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(&queue_mu_);
     auto it = queued_.find(key);
     if (it != queued_.end()) {
       queued_bytes_ -= it->second.block->size();

@@ -13,11 +13,9 @@
 // so a clean shutdown leaves every accepted block on disk.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,6 +25,7 @@
 
 #include "cache/cache_tier.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/rendezvous.h"
 
 namespace lakecache {
@@ -73,17 +72,18 @@ class DiskTier : public CacheTier {
   std::vector<RendezvousNode> dir_nodes_;  // seeded by path: stable across reorderings
   TierCounters counters_;                  // updated by the CacheDirs too
 
-  BlockRef Queued(const BlockKey& key) const;
-  void WriterLoop();
+  BlockRef Queued(const BlockKey& key) const EXCLUDES(queue_mu_);
+  void WriterLoop() EXCLUDES(queue_mu_);
 
   uint64_t write_behind_ = 0;
-  mutable std::mutex queue_mu_;
-  std::condition_variable queue_cv_;  // work arrived, a write finished, or stopping
-  std::unordered_map<BlockKey, QueuedWrite, BlockKeyHash> queued_;  // until written (or erased)
-  std::deque<BlockKey> queue_order_;
-  uint64_t queued_bytes_ = 0;
-  bool writing_ = false;
-  bool stopping_ = false;
+  mutable Mutex queue_mu_;
+  CondVar queue_cv_;  // work arrived, a write finished, or stopping
+  // Until written (or erased).
+  std::unordered_map<BlockKey, QueuedWrite, BlockKeyHash> queued_ GUARDED_BY(queue_mu_);
+  std::deque<BlockKey> queue_order_ GUARDED_BY(queue_mu_);
+  uint64_t queued_bytes_ GUARDED_BY(queue_mu_) = 0;
+  bool writing_ GUARDED_BY(queue_mu_) = false;
+  bool stopping_ GUARDED_BY(queue_mu_) = false;
   std::thread writer_;  // last: started once everything above exists
 };
 

@@ -5,12 +5,12 @@ namespace lakecache {
 LruPolicy::LruPolicy(uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 
 void LruPolicy::OnHit(const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TouchLocked(key);
 }
 
 bool LruPolicy::OnMiss(const BlockKey& key, uint64_t bytes, std::vector<BlockKey>* evict) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // A caller that breaks the REQUIRES gets a hit rather than a second copy in the accounting.
   if (TouchLocked(key)) return true;
   if (bytes > capacity_) return false;
@@ -19,7 +19,7 @@ bool LruPolicy::OnMiss(const BlockKey& key, uint64_t bytes, std::vector<BlockKey
 }
 
 void LruPolicy::Restore(const BlockKey& key, uint64_t bytes, std::vector<BlockKey>* evict) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (index_.contains(key)) return;
   if (bytes > capacity_) {
     evict->push_back(key);  // the tier holds it, but it can never fit
@@ -29,7 +29,7 @@ void LruPolicy::Restore(const BlockKey& key, uint64_t bytes, std::vector<BlockKe
 }
 
 void LruPolicy::Remove(const BlockKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = index_.find(key);
   if (it == index_.end()) return;
   used_ -= it->second->bytes;
@@ -38,7 +38,7 @@ void LruPolicy::Remove(const BlockKey& key) {
 }
 
 uint64_t LruPolicy::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return used_;
 }
 

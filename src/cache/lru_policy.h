@@ -9,12 +9,12 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/eviction_policy.h"
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -38,15 +38,16 @@ class LruPolicy final : public EvictionPolicy {
   using List = std::list<Block>;
 
   // Moves `key` to the most-recent end; false when it is not admitted.
-  bool TouchLocked(const BlockKey& key);
+  bool TouchLocked(const BlockKey& key) REQUIRES(mu_);
   // Drops least-recently-used blocks until `bytes` more fit, then admits `key` as most recent.
-  void InsertLocked(const BlockKey& key, uint64_t bytes, std::vector<BlockKey>* evict);
+  void InsertLocked(const BlockKey& key, uint64_t bytes, std::vector<BlockKey>* evict)
+      REQUIRES(mu_);
 
   const uint64_t capacity_;
-  mutable std::mutex mu_;
-  List order_;  // GUARDED_BY(mu_); most recent first
-  std::unordered_map<BlockKey, List::iterator, BlockKeyHash> index_;  // GUARDED_BY(mu_)
-  uint64_t used_ = 0;                                                 // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  List order_ GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<BlockKey, List::iterator, BlockKeyHash> index_ GUARDED_BY(mu_);
+  uint64_t used_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lakecache

@@ -36,7 +36,7 @@ BlockRef MemoryTier::Lookup(const BlockKey& key, bool count_access) {
   BlockRef block;
   {
     Shard& shard = ShardFor(key);
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.blocks.find(key);
     if (it == shard.blocks.end()) {
       ++shard.misses;
@@ -68,7 +68,7 @@ Result<size_t> MemoryTier::Read(const BlockKey& key, uint64_t offset, std::span<
 bool MemoryTier::Insert(const BlockRequest& request, const BlockRef& block) {
   if (block == nullptr) return false;
   const BlockKey& key = request.key;
-  std::lock_guard lock(mutate_mu_);
+  MutexLock lock(&mutate_mu_);
   if (Contains(key)) return true;  // a concurrent promotion got here first
   std::vector<BlockKey> evict;
   bool admit = policy_->OnMiss(key, block->size(), &evict);
@@ -93,7 +93,7 @@ bool MemoryTier::Insert(const BlockRequest& request, const BlockRef& block) {
 
 void MemoryTier::Store(const BlockKey& key, const BlockRef& block) {
   Shard& shard = ShardFor(key);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   shard.blocks.emplace(key, block);
   used_bytes_.fetch_add(block->size(), std::memory_order_relaxed);
   blocks_.fetch_add(1, std::memory_order_relaxed);
@@ -103,7 +103,7 @@ bool MemoryTier::Drop(const BlockKey& key) {
   BlockRef dropped;  // released after the shard lock: freeing 4 MiB is not free
   Shard& shard = ShardFor(key);
   {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.blocks.find(key);
     if (it == shard.blocks.end()) return false;
     dropped = std::move(it->second);
@@ -120,12 +120,12 @@ void MemoryTier::Touch(const BlockKey& key) {
 
 bool MemoryTier::Contains(const BlockKey& key) const {
   Shard& shard = ShardFor(key);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   return shard.blocks.contains(key);
 }
 
 void MemoryTier::Erase(const BlockKey& key) {
-  std::lock_guard lock(mutate_mu_);
+  MutexLock lock(&mutate_mu_);
   if (Drop(key)) policy_->Remove(key);
 }
 
@@ -135,7 +135,7 @@ TierStats MemoryTier::Stats() const {
   counters_.CopyTo(&stats);
   stats.hits = stats.misses = 0;
   for (const Shard& shard : shards_) {
-    std::lock_guard lock(shard.mu);
+    MutexLock lock(&shard.mu);
     stats.hits += shard.hits;
     stats.misses += shard.misses;
   }

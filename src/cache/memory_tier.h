@@ -11,13 +11,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "cache/cache_tier.h"
 #include "cache/eviction_policy.h"
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -51,25 +51,26 @@ class MemoryTier : public CacheTier {
   // misses are counted here, under the lock already held, rather than in one shared atomic that
   // every hit on every shard would contend on.
   struct alignas(64) Shard {
-    mutable std::mutex mu;
-    std::unordered_map<BlockKey, BlockRef, BlockKeyHash> blocks;  // GUARDED_BY(mu)
-    uint64_t hits = 0;                                            // GUARDED_BY(mu)
-    uint64_t misses = 0;                                          // GUARDED_BY(mu)
+    mutable Mutex mu;
+    std::unordered_map<BlockKey, BlockRef, BlockKeyHash> blocks GUARDED_BY(mu);
+    uint64_t hits GUARDED_BY(mu) = 0;
+    uint64_t misses GUARDED_BY(mu) = 0;
   };
 
   Shard& ShardFor(const BlockKey& key) const;
   // The block if held, counting the hit or miss and telling the policy of a hit.
   BlockRef Lookup(const BlockKey& key, bool count_access = true);
   // Stores or drops one block in its shard, keeping used_bytes_ and blocks_ in step.
-  void Store(const BlockKey& key, const BlockRef& block);
-  bool Drop(const BlockKey& key);  // true if it was held
+  void Store(const BlockKey& key, const BlockRef& block) REQUIRES(mutate_mu_);
+  bool Drop(const BlockKey& key) REQUIRES(mutate_mu_);  // true if it was held
 
   const std::string name_ = "memory";
   mutable std::array<Shard, kShards> shards_;
   std::unique_ptr<EvictionPolicy> policy_;
   // Serialises the policy decision with the erasing and storing it asks for: two interleaved
   // inserts could otherwise store a block the other one's policy call already chose to evict.
-  std::mutex mutate_mu_;
+  // Lock order: mutate_mu_, then a shard's mu.
+  Mutex mutate_mu_;
   std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> blocks_{0};
   TierCounters counters_;  // all but hits and misses, which the shards count

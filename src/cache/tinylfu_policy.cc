@@ -171,7 +171,7 @@ void TinyLfuPolicy::OnHit(const BlockKey& key) {
   const uint64_t hash = Hash(key);
   const uint64_t now = CountAccess(hash);
   IndexShard& shard = ShardOf(hash);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.map.find(key);
   if (it == shard.map.end()) return;
   it->second->ref.store(true, std::memory_order_relaxed);
@@ -181,7 +181,7 @@ void TinyLfuPolicy::OnHit(const BlockKey& key) {
 bool TinyLfuPolicy::OnMiss(const BlockKey& key, uint64_t bytes, std::vector<BlockKey>* evict) {
   const uint64_t hash = Hash(key);
   const uint64_t now = CountAccess(hash);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (Entry* e = Find(key, hash)) {  // the caller broke the REQUIRES: count it as a hit
     e->ref.store(true, std::memory_order_relaxed);
     e->last.store(now, std::memory_order_relaxed);
@@ -197,7 +197,7 @@ bool TinyLfuPolicy::OnMiss(const BlockKey& key, uint64_t bytes, std::vector<Bloc
 
 void TinyLfuPolicy::Restore(const BlockKey& key, uint64_t bytes, std::vector<BlockKey>* evict) {
   const uint64_t hash = Hash(key);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (Find(key, hash) != nullptr) return;
   if (bytes > capacity_) {
     evict->push_back(key);  // the tier holds it, but it can never fit
@@ -216,7 +216,7 @@ void TinyLfuPolicy::Restore(const BlockKey& key, uint64_t bytes, std::vector<Blo
 
 void TinyLfuPolicy::Remove(const BlockKey& key) {
   const uint64_t hash = Hash(key);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Entry* e = Find(key, hash);
   if (e == nullptr) return;
   Unlink(e);
@@ -224,12 +224,12 @@ void TinyLfuPolicy::Remove(const BlockKey& key) {
 }
 
 uint64_t TinyLfuPolicy::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return UsedLocked();
 }
 
 uint64_t TinyLfuPolicy::estimated_dataset_blocks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dataset_blocks_;
 }
 
@@ -247,7 +247,7 @@ uint64_t TinyLfuPolicy::CountAccess(uint64_t hash) {
 
 TinyLfuPolicy::Entry* TinyLfuPolicy::Find(const BlockKey& key, uint64_t hash) {
   IndexShard& shard = ShardOf(hash);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto it = shard.map.find(key);
   return it == shard.map.end() ? nullptr : it->second.get();
 }
@@ -255,7 +255,7 @@ TinyLfuPolicy::Entry* TinyLfuPolicy::Find(const BlockKey& key, uint64_t hash) {
 TinyLfuPolicy::Entry* TinyLfuPolicy::Create(const BlockKey& key, uint64_t hash, uint64_t bytes,
                                             uint64_t now) {
   IndexShard& shard = ShardOf(hash);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   auto& slot = shard.map[key];
   slot = std::make_unique<Entry>(key, hash, bytes, now);
   return slot.get();
@@ -263,7 +263,7 @@ TinyLfuPolicy::Entry* TinyLfuPolicy::Create(const BlockKey& key, uint64_t hash, 
 
 void TinyLfuPolicy::Destroy(Entry* e) {
   IndexShard& shard = ShardOf(e->hash);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   shard.map.erase(e->key);
 }
 

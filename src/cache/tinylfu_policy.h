@@ -16,12 +16,12 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "cache/eviction_policy.h"
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -53,17 +53,17 @@ class TinyLfuPolicy final : public EvictionPolicy {
     const BlockKey key;
     const uint64_t hash;
     const uint64_t bytes;
-    std::atomic<bool> ref{false};     // CLOCK reference bit, set by hits
-    std::atomic<uint64_t> last;       // tick of the latest access
-    bool in_window = true;            // GUARDED_BY(mu_)
-    std::list<Entry*>::iterator pos;  // GUARDED_BY(mu_); in window_ or main_
+    std::atomic<bool> ref{false};  // CLOCK reference bit, set by hits
+    std::atomic<uint64_t> last;    // tick of the latest access
+    bool in_window GUARDED_BY(&TinyLfuPolicy::mu_) = true;
+    std::list<Entry*>::iterator pos GUARDED_BY(&TinyLfuPolicy::mu_);  // in window_ or main_
   };
 
   // Hits look blocks up here without the policy mutex. Entries are created and destroyed only under
   // mu_ plus the shard's lock, and a hit touches its entry while holding the shard's lock.
   struct alignas(64) IndexShard {
-    std::mutex mu;
-    std::unordered_map<BlockKey, std::unique_ptr<Entry>, BlockKeyHash> map;  // GUARDED_BY(mu)
+    Mutex mu;
+    std::unordered_map<BlockKey, std::unique_ptr<Entry>, BlockKeyHash> map GUARDED_BY(mu);
   };
   static constexpr size_t kIndexShards = 64;
 
@@ -72,32 +72,32 @@ class TinyLfuPolicy final : public EvictionPolicy {
   // Counts one access in the sketch and the distinct counter; returns its tick.
   uint64_t CountAccess(uint64_t hash);
 
-  // Everything below REQUIRES mu_.
-  Entry* Find(const BlockKey& key, uint64_t hash);
+  // The policy's state, under mu_.
+  Entry* Find(const BlockKey& key, uint64_t hash) REQUIRES(mu_);
   // Create adds to the index only; the caller links the entry into the window or the CLOCK ring.
-  Entry* Create(const BlockKey& key, uint64_t hash, uint64_t bytes, uint64_t now);
+  Entry* Create(const BlockKey& key, uint64_t hash, uint64_t bytes, uint64_t now) REQUIRES(mu_);
   // REQUIRES: e is unlinked. Frees it.
-  void Destroy(Entry* e);
+  void Destroy(Entry* e) REQUIRES(mu_);
   // Sizes the window from the largest block seen (the policy is told sizes, not a block size).
-  void NoteBlockSize(uint64_t bytes);
-  uint64_t CapacityBlocks() const;
+  void NoteBlockSize(uint64_t bytes) REQUIRES(mu_);
+  uint64_t CapacityBlocks() const REQUIRES(mu_);
   // Re-estimates the dataset size and halves the sketch when due.
-  void Maintain(uint64_t now);
+  void Maintain(uint64_t now) REQUIRES(mu_);
   // Pops the window's oldest blocks while it overflows or the cache is over capacity; returns
   // whether `fresh` (the block being admitted) survived.
-  bool DrainWindow(const Entry* fresh, uint64_t now, std::vector<BlockKey>* evict);
+  bool DrainWindow(const Entry* fresh, uint64_t now, std::vector<BlockKey>* evict) REQUIRES(mu_);
   // Moves c (already out of the window) into the CLOCK region, evicting the victims it beats;
   // false when c loses and must be dropped.
-  bool Promote(Entry* c, uint64_t now, std::vector<BlockKey>* evict);
-  bool Beats(const Entry& c, const Entry& v, uint64_t now) const;
+  bool Promote(Entry* c, uint64_t now, std::vector<BlockKey>* evict) REQUIRES(mu_);
+  bool Beats(const Entry& c, const Entry& v, uint64_t now) const REQUIRES(mu_);
   // The block under the clock hand after skipping (and clearing) referenced ones; null if empty.
-  Entry* ClockVictim();
-  void AddToWindow(Entry* e);
+  Entry* ClockVictim() REQUIRES(mu_);
+  void AddToWindow(Entry* e) REQUIRES(mu_);
   // Inserts just behind the hand, so a new block is the last the hand reaches.
-  void AddToMain(Entry* e);
-  void Unlink(Entry* e);
-  void AdvanceHand();
-  uint64_t UsedLocked() const { return main_bytes_ + window_bytes_; }
+  void AddToMain(Entry* e) REQUIRES(mu_);
+  void Unlink(Entry* e) REQUIRES(mu_);
+  void AdvanceHand() REQUIRES(mu_);
+  uint64_t UsedLocked() const REQUIRES(mu_) { return main_bytes_ + window_bytes_; }
 
   const uint64_t capacity_;
   const uint64_t seed_;
@@ -106,18 +106,18 @@ class TinyLfuPolicy final : public EvictionPolicy {
   std::unique_ptr<DistinctCounter> distinct_;
   std::array<IndexShard, kIndexShards> shards_;
 
-  mutable std::mutex mu_;
-  std::list<Entry*> window_;          // GUARDED_BY(mu_); newest first
-  std::list<Entry*> main_;            // GUARDED_BY(mu_); CLOCK ring
-  std::list<Entry*>::iterator hand_;  // GUARDED_BY(mu_); main_.end() iff main_ is empty
-  uint64_t window_bytes_ = 0;         // GUARDED_BY(mu_)
-  uint64_t main_bytes_ = 0;           // GUARDED_BY(mu_)
-  uint64_t window_capacity_ = 0;      // GUARDED_BY(mu_)
-  uint64_t max_block_bytes_ = 0;      // GUARDED_BY(mu_)
-  uint64_t dataset_blocks_ = 0;       // GUARDED_BY(mu_)
-  uint64_t stale_ticks_ = 0;          // GUARDED_BY(mu_)
-  uint64_t next_estimate_ = 0;        // GUARDED_BY(mu_)
-  uint64_t last_halving_ = 0;         // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::list<Entry*> window_ GUARDED_BY(mu_);          // newest first
+  std::list<Entry*> main_ GUARDED_BY(mu_);            // CLOCK ring
+  std::list<Entry*>::iterator hand_ GUARDED_BY(mu_);  // main_.end() iff main_ is empty
+  uint64_t window_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t main_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t window_capacity_ GUARDED_BY(mu_) = 0;
+  uint64_t max_block_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t dataset_blocks_ GUARDED_BY(mu_) = 0;
+  uint64_t stale_ticks_ GUARDED_BY(mu_) = 0;
+  uint64_t next_estimate_ GUARDED_BY(mu_) = 0;
+  uint64_t last_halving_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lakecache

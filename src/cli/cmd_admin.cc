@@ -12,12 +12,14 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "cli/admin_target.h"
 #include "cli/commands.h"
+#include "common/mutex.h"
 #include "common/units.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -131,39 +133,46 @@ class ProgressPrinter {
 
 // SIGINT/SIGTERM cancel the call in flight instead of killing the process, so the summary of
 // what was done still prints. Blocks the signals in every thread (call before any other thread
-// starts) and waits for them on a thread of its own.
+// starts) and waits for them on a thread of its own, which may outlive the watcher: what it
+// touches is shared with it, and the destructor unwatches so a late signal cancels nothing.
 class InterruptWatcher {
  public:
-  InterruptWatcher() {
+  InterruptWatcher() : state_(std::make_shared<State>()) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    std::thread([this, set] {
+    std::thread([state = state_, set] {
       int sig = 0;
       if (sigwait(&set, &sig) != 0) return;
-      interrupted_ = true;
-      std::lock_guard lock(mu_);
-      if (context_ != nullptr) context_->TryCancel();
+      state->interrupted = true;
+      MutexLock lock(&state->mu);
+      if (state->context != nullptr) state->context->TryCancel();
     }).detach();
   }
+  ~InterruptWatcher() { Unwatch(); }
+  InterruptWatcher(const InterruptWatcher&) = delete;
+  InterruptWatcher& operator=(const InterruptWatcher&) = delete;
 
   void Watch(grpc::ClientContext* context) {
-    std::lock_guard lock(mu_);
-    context_ = context;
-    if (interrupted_) context_->TryCancel();
+    MutexLock lock(&state_->mu);
+    state_->context = context;
+    if (state_->interrupted) context->TryCancel();
   }
   void Unwatch() {
-    std::lock_guard lock(mu_);
-    context_ = nullptr;
+    MutexLock lock(&state_->mu);
+    state_->context = nullptr;
   }
-  bool interrupted() const { return interrupted_; }
+  bool interrupted() const { return state_->interrupted; }
 
  private:
-  std::atomic<bool> interrupted_{false};
-  std::mutex mu_;
-  grpc::ClientContext* context_ = nullptr;  // GUARDED_BY(mu_)
+  struct State {
+    std::atomic<bool> interrupted{false};
+    Mutex mu;
+    grpc::ClientContext* context GUARDED_BY(mu) = nullptr;
+  };
+  const std::shared_ptr<State> state_;
 };
 
 void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const rpc::LoadProgress& p,

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <thread>
+
+#include "common/mutex.h"
 
 namespace lakecache::cli {
 namespace {
@@ -43,10 +43,10 @@ namespace {
 // take up to a minute), a signal ends the process at once: there is nothing to shut down cleanly
 // yet. Afterwards it hands the signal to WaitForTerminationSignal.
 struct SignalState {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool serving = false;  // GUARDED_BY(mu)
-  int signal = 0;        // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  bool serving GUARDED_BY(mu) = false;
+  int signal GUARDED_BY(mu) = 0;
 };
 
 SignalState& State() {
@@ -64,21 +64,21 @@ void BlockTerminationSignals() {
     int signal = 0;
     ::sigwait(&signals, &signal);  // fails only for an invalid set
     SignalState& state = State();
-    std::lock_guard lock(state.mu);
+    MutexLock lock(&state.mu);
     if (!state.serving) {
       std::fprintf(stderr, "lakecache: %s during start-up: stopping\n", ::strsignal(signal));
       std::_Exit(128 + signal);
     }
     state.signal = signal;
-    state.cv.notify_all();
+    state.cv.SignalAll();
   }).detach();
 }
 
 int WaitForTerminationSignal() {
   SignalState& state = State();
-  std::unique_lock lock(state.mu);
+  MutexLock lock(&state.mu);
   state.serving = true;
-  state.cv.wait(lock, [&] { return state.signal != 0; });
+  while (state.signal == 0) state.cv.Wait(&state.mu);
   return state.signal;
 }
 

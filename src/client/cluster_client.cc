@@ -88,12 +88,9 @@ struct ClusterClient::MasterStub {
   std::unique_ptr<rpc::MasterService::Stub> stub;
 };
 
-struct ClusterClient::Worker {
-  std::string id;
-  std::string address;
-  uint64_t capacity = 0;
-  int64_t start_time_ms = 0;
-  std::string host_id;
+// One incarnation of a worker (id, address, start time): its channel and this client's down mark,
+// shared by every view that shows the incarnation. Only the down mark changes, and it is atomic.
+struct ClusterClient::Peer {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<rpc::WorkerService::Stub> stub;  // unary calls; blocks stream raw on `channel`
   std::atomic<int64_t> down_until_ms{0};           // steady-clock ms; up once past it
@@ -101,10 +98,20 @@ struct ClusterClient::Worker {
   bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
 };
 
+// A worker as one view shows it; never changed once the view is installed.
+struct ClusterClient::Worker {
+  std::string id;
+  std::string address;
+  uint64_t capacity = 0;
+  int64_t start_time_ms = 0;
+  std::string host_id;
+  std::shared_ptr<Peer> peer;
+};
+
 struct ClusterClient::View {
   uint64_t epoch = 0;
-  std::vector<std::shared_ptr<Worker>> workers;  // by id
-  std::vector<RendezvousNode> nodes;             // same order
+  std::vector<Worker> workers;        // by id
+  std::vector<RendezvousNode> nodes;  // same order
 };
 
 ClusterClient::ClusterClient(std::string master, ClusterClientOptions options)
@@ -146,51 +153,27 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
 
 ClusterClient::~ClusterClient() {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (refresher_.joinable()) refresher_.join();
 }
 
 Status ClusterClient::RefreshView() {
+  MutexLock refreshing(&refresh_mu_);
   grpc::ClientContext ctx;
   rpc::SetTimeout(&ctx, options_.rpc_timeout);
   rpc::ClusterView got;
   grpc::Status st = stub_->stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &got);
   if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
-  std::shared_ptr<const View> old = CurrentView();
-  auto view = std::make_shared<View>();
-  view->epoch = got.epoch();
-  for (const rpc::WorkerInfo& info : got.workers()) {
-    std::shared_ptr<Worker> worker;
-    for (const auto& w : old->workers) {
-      // The same incarnation at the same address keeps its channel and its down mark; a restarted
-      // worker starts afresh (up).
-      if (w->id == info.id() && w->address == info.address() &&
-          w->start_time_ms == info.start_time_ms()) {
-        worker = w;
-      }
-    }
-    if (worker == nullptr) {
-      worker = std::make_shared<Worker>();
-      worker->id = info.id();
-      worker->address = info.address();
-      worker->start_time_ms = info.start_time_ms();
-      worker->host_id = info.host_id();
-      worker->channel = rpc::OpenChannel(info.address());
-      worker->stub = rpc::WorkerService::NewStub(worker->channel);
-    }
-    worker->capacity = info.capacity_bytes();
-    view->workers.push_back(worker);
+  std::shared_ptr<const View> view = BuildView(got, *CurrentView());
+  MutexLock lock(&view_mu_);
+  if (view->epoch < view_->epoch) {  // an answer older than what is installed
+    spdlog::debug("ignoring cluster view epoch {}: epoch {} is installed", view->epoch,
+                  view_->epoch);
+    return Status::Ok();
   }
-  std::sort(view->workers.begin(), view->workers.end(),
-            [](const auto& a, const auto& b) { return a->id < b->id; });
-  for (const auto& w : view->workers) {
-    // Weighted by capacity; a worker that reports none still gets a minimal share.
-    view->nodes.push_back(PlacementNode(w->id, w->capacity));
-  }
-  std::lock_guard lock(view_mu_);
   if (got.heartbeat_interval_ms() > 0) {
     refresh_interval_ = std::chrono::milliseconds(got.heartbeat_interval_ms());
   }
@@ -204,17 +187,50 @@ Status ClusterClient::RefreshView() {
   return Status::Ok();
 }
 
+std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::ClusterView& got,
+                                                                    const View& old) {
+  auto view = std::make_shared<View>();
+  view->epoch = got.epoch();
+  for (const rpc::WorkerInfo& info : got.workers()) {
+    Worker worker{info.id(),      info.address(), info.capacity_bytes(), info.start_time_ms(),
+                  info.host_id(), nullptr};
+    for (const Worker& w : old.workers) {
+      // The same incarnation at the same address keeps its channel and its down mark; a restarted
+      // worker starts afresh (up).
+      if (w.id == info.id() && w.address == info.address() &&
+          w.start_time_ms == info.start_time_ms()) {
+        worker.peer = w.peer;
+      }
+    }
+    if (worker.peer == nullptr) {
+      worker.peer = std::make_shared<Peer>();
+      worker.peer->channel = rpc::OpenChannel(info.address());
+      worker.peer->stub = rpc::WorkerService::NewStub(worker.peer->channel);
+    }
+    view->workers.push_back(std::move(worker));
+  }
+  std::sort(view->workers.begin(), view->workers.end(),
+            [](const Worker& a, const Worker& b) { return a.id < b.id; });
+  for (const Worker& w : view->workers) {
+    // Weighted by capacity; a worker that reports none still gets a minimal share.
+    view->nodes.push_back(PlacementNode(w.id, w.capacity));
+  }
+  return view;
+}
+
 void ClusterClient::RefreshLoop() {
   bool warned = false;
   for (;;) {
     std::chrono::milliseconds interval;
     {
-      std::lock_guard lock(view_mu_);
+      MutexLock lock(&view_mu_);
       interval = refresh_interval_;
     }
     {
-      std::unique_lock lock(stop_mu_);
-      if (stop_cv_.wait_for(lock, interval, [&] { return stopping_; })) return;
+      auto until = std::chrono::steady_clock::now() + interval;
+      MutexLock lock(&stop_mu_);
+      while (!stopping_ && stop_cv_.WaitUntil(&stop_mu_, until)) continue;
+      if (stopping_) return;
     }
     Status s = RefreshView();
     if (!s.ok() && !warned) {
@@ -229,7 +245,7 @@ void ClusterClient::RefreshLoop() {
 }
 
 std::shared_ptr<const ClusterClient::View> ClusterClient::CurrentView() const {
-  std::lock_guard lock(view_mu_);
+  MutexLock lock(&view_mu_);
   return view_;
 }
 
@@ -238,8 +254,11 @@ uint64_t ClusterClient::epoch() const { return CurrentView()->epoch; }
 std::vector<ClusterWorker> ClusterClient::Workers() const {
   std::vector<ClusterWorker> out;
   int64_t now = SteadyMs();
-  for (const auto& w : CurrentView()->workers) {
-    out.push_back({w->id, w->address, w->capacity, !w->up(now)});
+  // Held for the loop: a range-for over CurrentView()->workers would outlive the temporary, and a
+  // refresh may drop the last other reference meanwhile.
+  std::shared_ptr<const View> view = CurrentView();
+  for (const Worker& w : view->workers) {
+    out.push_back({w.id, w.address, w.capacity, !w.peer->up(now)});
   }
   return out;
 }
@@ -247,17 +266,17 @@ std::vector<ClusterWorker> ClusterClient::Workers() const {
 std::vector<std::string> ClusterClient::PlacementOrder(uint64_t key_hash) const {
   std::shared_ptr<const View> view = CurrentView();
   std::vector<std::string> ids;
-  for (size_t i : RendezvousOrder(key_hash, view->nodes)) ids.push_back(view->workers[i]->id);
+  for (size_t i : RendezvousOrder(key_hash, view->nodes)) ids.push_back(view->workers[i].id);
   return ids;
 }
 
-void ClusterClient::MarkDown(const std::shared_ptr<Worker>& worker) {
+void ClusterClient::MarkDown(Peer& peer) {
   std::chrono::milliseconds period;
   {
-    std::lock_guard lock(view_mu_);
+    MutexLock lock(&view_mu_);
     period = down_period_;
   }
-  worker->down_until_ms.store(SteadyMs() + period.count(), std::memory_order_relaxed);
+  peer.down_until_ms.store(SteadyMs() + period.count(), std::memory_order_relaxed);
 }
 
 Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::string& dir,
@@ -306,19 +325,19 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   // Workers marked down go last: tried only when every other one has failed too.
   int64_t now = SteadyMs();
   std::stable_partition(order.begin(), order.end(),
-                        [&](size_t i) { return view->workers[i]->up(now); });
+                        [&](size_t i) { return view->workers[i].peer->up(now); });
   rpc::ReadBlockRequest req;
   *req.mutable_block() = block;
   req.set_offset(offset);
   req.set_length(dst.size());
   Status last;
   for (size_t i : order) {
-    const std::shared_ptr<Worker>& worker = view->workers[i];
-    if (options_.short_circuit && !worker->host_id.empty() && worker->host_id == rpc::HostId()) {
-      Result<size_t> local = ReadLocal(*worker, block, offset, dst, deadline);
+    const Worker& worker = view->workers[i];
+    if (options_.short_circuit && !worker.host_id.empty() && worker.host_id == rpc::HostId()) {
+      Result<size_t> local = ReadLocal(worker, block, offset, dst, deadline);
       if (local.ok()) return local;
       if (local.status().peer_failed()) {  // the worker itself failed
-        MarkDown(worker);
+        MarkDown(*worker.peer);
         last = local.status();
         continue;
       }
@@ -328,7 +347,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
         grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-            worker->channel.get(), ReadBlockMethod(), &ctx, req));
+            worker.peer->channel.get(), ReadBlockMethod(), &ctx, req));
     grpc::ByteBuffer chunk;
     size_t got = 0;
     Status copied;
@@ -336,31 +355,32 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
       if (copied.ok()) copied = CopyChunk(chunk, dst, &got);
     }
     grpc::Status st = reader->Finish();
-    if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker->address);
+    if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker.address);
     if (st.ok()) {
       streamed_reads_.fetch_add(1, std::memory_order_relaxed);
       return got;
     }
-    Status s = rpc::FromGrpcStatus(st, "worker " + worker->address);
+    Status s = rpc::FromGrpcStatus(st, "worker " + worker.address);
     if (!s.peer_failed()) return s;  // the object store's answer: the same everywhere
-    if (worker->up(SteadyMs())) {
-      spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker->id,
-                   worker->address, what, st.error_message());
+    if (worker.peer->up(SteadyMs())) {
+      spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker.id,
+                   worker.address, what, st.error_message());
     }
-    MarkDown(worker);
+    MarkDown(*worker.peer);
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
 }
 
-Result<size_t> ClusterClient::ReadLocal(Worker& worker, const rpc::BlockId& block, uint64_t offset,
-                                        std::span<char> dst, Clock::time_point deadline) {
+Result<size_t> ClusterClient::ReadLocal(const Worker& worker, const rpc::BlockId& block,
+                                        uint64_t offset, std::span<char> dst,
+                                        Clock::time_point deadline) {
   grpc::ClientContext ctx;
   ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
   rpc::LocateBlockRequest req;
   *req.mutable_block() = block;
   rpc::LocateBlockResponse resp;
-  grpc::Status st = worker.stub->LocateBlock(&ctx, req, &resp);
+  grpc::Status st = worker.peer->stub->LocateBlock(&ctx, req, &resp);
   if (!st.ok()) return rpc::FromGrpcStatus(st, "worker " + worker.address);
   if (resp.path().empty()) return Status::NotFound("not in a cache file yet");
   // The file must be the block asked for (same content id and index, so the same object version),

@@ -13,15 +13,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/rendezvous.h"
 #include "common/result.h"
 #include "common/units.h"
@@ -31,6 +30,7 @@ namespace lakecache {
 
 namespace rpc {
 class BlockId;
+class ClusterView;
 }  // namespace rpc
 
 // A namespace as the master describes it.
@@ -92,8 +92,9 @@ class ClusterClient {
   // The workers of the current view, in id order.
   std::vector<ClusterWorker> Workers() const;
   uint64_t epoch() const;
-  // Fetches the view now (also done every heartbeat interval in the background).
-  Status RefreshView();
+  // Fetches the view now (also done every heartbeat interval in the background). One refresh runs
+  // at a time, and a view older than the installed one (a lower epoch) is not installed.
+  Status RefreshView() EXCLUDES(refresh_mu_, view_mu_);
   // Blocks read from a co-located worker's cache file, and streamed over gRPC.
   uint64_t short_circuit_reads() const { return short_circuit_reads_.load(); }
   uint64_t streamed_reads() const { return streamed_reads_.load(); }
@@ -102,15 +103,18 @@ class ClusterClient {
   std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
 
  private:
+  struct Peer;
   struct Worker;
   struct View;
   ClusterClient(std::string master, ClusterClientOptions options);
-  void RefreshLoop();
-  std::shared_ptr<const View> CurrentView() const;
-  void MarkDown(const std::shared_ptr<Worker>& worker);
+  void RefreshLoop() EXCLUDES(stop_mu_, view_mu_);
+  std::shared_ptr<const View> CurrentView() const EXCLUDES(view_mu_);
+  // The view `got` describes, keeping the peers of `old` that are the same incarnation.
+  static std::shared_ptr<const View> BuildView(const rpc::ClusterView& got, const View& old);
+  void MarkDown(Peer& peer) EXCLUDES(view_mu_);
   // Reads the block from `worker`'s cache file on this host. kNotFound: not on its disk (or not
   // visible here), read it over gRPC instead.
-  Result<size_t> ReadLocal(Worker& worker, const rpc::BlockId& block, uint64_t offset,
+  Result<size_t> ReadLocal(const Worker& worker, const rpc::BlockId& block, uint64_t offset,
                            std::span<char> dst, Clock::time_point deadline);
 
   const std::string master_;
@@ -119,14 +123,18 @@ class ClusterClient {
   std::unique_ptr<MasterStub> stub_;
   std::vector<ClusterNamespace> namespaces_;
 
-  mutable std::mutex view_mu_;
-  std::shared_ptr<const View> view_;  // GUARDED_BY(view_mu_): replaced whole on refresh
-  std::chrono::milliseconds refresh_interval_{1000};
-  std::chrono::milliseconds down_period_{5000};
+  // Held for a whole refresh: each builds on the installed view, so two at once would each open a
+  // channel for a new worker and one would lose a down mark set meanwhile. Taken before view_mu_.
+  Mutex refresh_mu_ ACQUIRED_BEFORE(view_mu_);
+  mutable Mutex view_mu_;
+  // Replaced whole on refresh, never changed once installed (readers share it without the lock).
+  std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
+  std::chrono::milliseconds refresh_interval_ GUARDED_BY(view_mu_){1000};
+  std::chrono::milliseconds down_period_ GUARDED_BY(view_mu_){5000};
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // GUARDED_BY(stop_mu_)
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(stop_mu_) = false;
   std::thread refresher_;
   std::atomic<uint64_t> short_circuit_reads_{0};
   std::atomic<uint64_t> streamed_reads_{0};

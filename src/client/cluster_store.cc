@@ -33,7 +33,7 @@ Result<ListPage> ClusterStore::List(const ListRequest& request, const IoOptions&
   if (!dir.empty()) dir.pop_back();
   bool revalidate = false;
   {
-    std::lock_guard lock(stale_mu_);
+    MutexLock lock(&stale_mu_);
     revalidate = stale_dirs_.erase(dir) > 0;
   }
   LC_ASSIGN_OR_RETURN(ClusterListing listing,
@@ -97,7 +97,7 @@ void ClusterStore::NoteChanged(std::string_view key) {
   Result<std::string> path = PathOf(key);
   if (!path.ok()) return;
   size_t slash = path->rfind('/');
-  std::lock_guard lock(stale_mu_);
+  MutexLock lock(&stale_mu_);
   stale_dirs_.insert(slash == std::string::npos ? "" : path->substr(0, slash));
 }
 

@@ -11,11 +11,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "client/cluster_client.h"
+#include "common/mutex.h"
 #include "rpc/lakecache.pb.h"
 #include "ufs/object_store.h"
 
@@ -43,10 +43,10 @@ class ClusterStore : public ObjectStore {
 
   std::shared_ptr<ClusterClient> client_;
   ClusterNamespace ns_;
-  std::mutex stale_mu_;
+  Mutex stale_mu_;
   // Folders (namespace-relative) where a worker found an object changed: their next listing asks
   // the master to revalidate.
-  std::set<std::string> stale_dirs_;  // GUARDED_BY(stale_mu_)
+  std::set<std::string> stale_dirs_ GUARDED_BY(stale_mu_);
 };
 
 }  // namespace lakecache

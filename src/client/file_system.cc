@@ -50,14 +50,14 @@ struct FileSystem::Handle {
   // The block this handle read last: later reads of it are not counted again by the eviction
   // policies, which want one access per block per reading stream.
   std::atomic<uint64_t> last_block{UINT64_MAX};
-  std::mutex read_ahead_mu;
-  ReadAheadWindow read_ahead;  // GUARDED_BY(read_ahead_mu)
+  Mutex read_ahead_mu;
+  ReadAheadWindow read_ahead GUARDED_BY(read_ahead_mu);
   // The memory block this handle read last, kept so that its further reads (a 4 MiB block is read
   // in 1 MiB requests) never fetch it again even if the tiers declined or evicted it. Its bytes
   // count against the memory budget.
-  std::mutex pin_mu;
-  BlockRef pinned;                      // GUARDED_BY(pin_mu)
-  uint64_t pinned_index = UINT64_MAX;   // GUARDED_BY(pin_mu)
+  Mutex pin_mu;
+  BlockRef pinned GUARDED_BY(pin_mu);
+  uint64_t pinned_index GUARDED_BY(pin_mu) = UINT64_MAX;
   std::atomic<bool> saw_change{false};  // the store sent another version (warned once)
 };
 
@@ -171,7 +171,7 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
   contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
   opened.fh = reinterpret_cast<uint64_t>(h);
-  std::lock_guard lock(etag_mu_);
+  MutexLock lock(&etag_mu_);
   std::string& last = opened_etag_[ino];
   opened.keep_cache = last == entry.etag;
   last = entry.etag;
@@ -187,7 +187,7 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
     return n;
   };
   {
-    std::lock_guard lock(h.pin_mu);
+    MutexLock lock(&h.pin_mu);
     if (h.pinned_index == index) return copy(*h.pinned);
   }
   thread_local BlockRequest req;
@@ -208,7 +208,7 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
   if (prefetch_pool_ == nullptr) return;
   ReadAheadWindow::Blocks blocks;
   {
-    std::lock_guard lock(h.read_ahead_mu);
+    MutexLock lock(&h.read_ahead_mu);
     blocks = h.read_ahead.OnRead(offset, length);
   }
   if (blocks.empty()) return;
@@ -234,7 +234,7 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
     }
     finish_run();  // a gap: what follows cannot share this run's range
     if (started == BlockStore::PrefetchResult::kNoBudget) {
-      std::lock_guard lock(h.read_ahead_mu);
+      MutexLock lock(&h.read_ahead_mu);
       h.read_ahead.Unissued(index);  // the window shrinks to what the budget holds
       break;
     }
@@ -287,7 +287,7 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
   }
   uint64_t in_block = offset - index * h.block_size;
   {
-    std::lock_guard lock(h.pin_mu);
+    MutexLock lock(&h.pin_mu);
     if (h.pinned_index == index) {
       *pin = h.pinned;
       return std::span<const char>((*pin)->data() + in_block, want);
@@ -327,7 +327,7 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
 bool FileSystem::ReadRangeOnly(Handle& h, const BlockKey& key) {
   if (!options_.range_reads_when_random) return false;
   {
-    std::lock_guard lock(h.read_ahead_mu);
+    MutexLock lock(&h.read_ahead_mu);
     if (h.read_ahead.sequential()) return false;
   }
   if (blocks_->Contains(key)) return false;
@@ -348,7 +348,7 @@ void FileSystem::Pin(Handle& h, uint64_t index, const BlockRef& block) {
   blocks_->budget().ForceAcquire(block->size());
   BlockRef old;  // freed outside the lock
   {
-    std::lock_guard lock(h.pin_mu);
+    MutexLock lock(&h.pin_mu);
     old = std::move(h.pinned);
     h.pinned = block;
     h.pinned_index = index;
@@ -378,7 +378,7 @@ void FileSystem::Release(uint64_t fh) {
   auto* h = reinterpret_cast<Handle*>(fh);
   ReadAheadWindow::Blocks offered;
   {
-    std::lock_guard lock(h->read_ahead_mu);
+    MutexLock lock(&h->read_ahead_mu);
     offered = h->read_ahead.Offered();
   }
   // Read-ahead still staged will not be read through this handle: give its memory back now rather
@@ -386,7 +386,12 @@ void FileSystem::Release(uint64_t fh) {
   for (uint64_t index = offered.first; index < offered.end; ++index) {
     blocks_->DropStaged(BlockKey{h->content, index});
   }
-  if (h->pinned != nullptr) blocks_->budget().Release(h->pinned->size());
+  BlockRef pinned;
+  {
+    MutexLock lock(&h->pin_mu);
+    pinned = std::move(h->pinned);
+  }
+  if (pinned != nullptr) blocks_->budget().Release(pinned->size());
   delete h;
 }
 

@@ -23,6 +23,7 @@
 #include "cache/block_store.h"
 #include "cache/content_index.h"
 #include "client/inode_table.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
@@ -128,8 +129,8 @@ class FileSystem {
   // Hashes of blocks read by range (see ReadRangeOnly); direct-mapped, lossy.
   std::unique_ptr<std::atomic<uint64_t>[]> range_read_ =
       std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
-  std::mutex etag_mu_;
-  std::unordered_map<uint64_t, std::string> opened_etag_;  // GUARDED_BY(etag_mu_)
+  Mutex etag_mu_;
+  std::unordered_map<uint64_t, std::string> opened_etag_ GUARDED_BY(etag_mu_);
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.
   std::unique_ptr<ThreadPool> prefetch_pool_;  // null without read-ahead
 };

@@ -1,7 +1,5 @@
 #include "client/inode_table.h"
 
-#include <mutex>
-
 namespace lakecache {
 
 InodeTable::InodeTable(InodeInfo root) {
@@ -20,11 +18,11 @@ std::string InodeTable::KeyOf(const Namespace* ns, const std::string& path) {
 uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir) {
   std::string key = KeyOf(ns, path);
   {
-    std::shared_lock lock(mu_);
+    ReaderMutexLock lock(&mu_);
     auto it = by_key_.find(key);
     if (it != by_key_.end() && inodes_[it->second - 1].is_dir == is_dir) return it->second;
   }
-  std::unique_lock lock(mu_);
+  WriterMutexLock lock(&mu_);
   auto [it, inserted] = by_key_.try_emplace(key, inodes_.size() + 1);
   if (inserted) {
     inodes_.push_back(InodeInfo{ns, path, is_dir});
@@ -35,7 +33,7 @@ uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir)
 }
 
 std::optional<InodeInfo> InodeTable::Get(uint64_t ino) const {
-  std::shared_lock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   if (ino == 0 || ino > inodes_.size()) return std::nullopt;
   return inodes_[ino - 1];
 }

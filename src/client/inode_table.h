@@ -7,10 +7,11 @@
 
 #include <cstdint>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -38,9 +39,9 @@ class InodeTable {
  private:
   static std::string KeyOf(const Namespace* ns, const std::string& path);
 
-  mutable std::shared_mutex mu_;
-  std::vector<InodeInfo> inodes_;                     // GUARDED_BY(mu_); index = ino - 1
-  std::unordered_map<std::string, uint64_t> by_key_;  // GUARDED_BY(mu_)
+  mutable SharedMutex mu_;
+  std::vector<InodeInfo> inodes_ GUARDED_BY(mu_);  // index = ino - 1
+  std::unordered_map<std::string, uint64_t> by_key_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "admin/admin_service.h"
+#include "common/mutex.h"
 #include "common/rendezvous.h"
 #include "common/thread_pool.h"
 #include "jobs/store_sink.h"
@@ -37,7 +38,7 @@ class MountAdmin::Backend final : public AdminBackend {
       return Status::InvalidArgument("--replica: a standalone mount keeps one copy of each block");
     }
     *aimed = 1;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (pool_ == nullptr) pool_ = std::make_unique<ThreadPool>(kLoadThreads);
     return std::unique_ptr<BlockSink>(
         new StoreSink(&fs_->namespaces(), &fs_->blocks(), &fs_->contents(), pool_.get()));
@@ -76,8 +77,8 @@ class MountAdmin::Backend final : public AdminBackend {
  private:
   std::shared_ptr<FileSystem> fs_;
   const MountAdminOptions options_;
-  std::mutex mu_;
-  std::unique_ptr<ThreadPool> pool_;  // GUARDED_BY(mu_) until set
+  Mutex mu_;
+  std::unique_ptr<ThreadPool> pool_ GUARDED_BY(mu_);  // made on first use
 };
 
 Result<std::unique_ptr<MountAdmin>> MountAdmin::Start(std::shared_ptr<FileSystem> fs,

@@ -4,14 +4,14 @@
 // accepting work, finishes the queued tasks, and joins the threads.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace lakecache {
 
@@ -39,10 +39,10 @@ class ThreadPool {
  private:
   void Run();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // GUARDED_BY(mu_)
-  bool stopping_ = false;                    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

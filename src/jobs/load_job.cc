@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "common/thread_pool.h"
 #include "jobs/tree_walk.h"
 
@@ -50,30 +49,32 @@ class BatchRunner {
   BatchRunner(size_t parallel, std::chrono::milliseconds interval, std::function<void()> tick)
       : pool_(parallel), limit_(parallel * 2), interval_(interval), tick_(std::move(tick)) {}
 
-  void Run(std::function<void()> task) {
-    std::unique_lock lock(mu_);
-    while (in_flight_ >= limit_) WaitOrTick(lock);
-    ++in_flight_;
-    lock.unlock();
+  void Run(std::function<void()> task) EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      while (in_flight_ >= limit_) WaitOrTick();
+      ++in_flight_;
+    }
     pool_.Post([this, task = std::move(task)] {
       task();
-      std::lock_guard done(mu_);
+      MutexLock done(&mu_);
       --in_flight_;
-      cv_.notify_all();
+      cv_.SignalAll();
     });
   }
 
-  void Drain() {
-    std::unique_lock lock(mu_);
-    while (in_flight_ > 0) WaitOrTick(lock);
+  void Drain() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    while (in_flight_ > 0) WaitOrTick();
   }
 
  private:
-  void WaitOrTick(std::unique_lock<std::mutex>& lock) {
-    if (cv_.wait_until(lock, next_tick_) == std::cv_status::timeout) {
-      lock.unlock();
+  // Waits for a batch to finish, or runs the tick (without the lock) once it is due.
+  void WaitOrTick() REQUIRES(mu_) {
+    if (!cv_.WaitUntil(&mu_, next_tick_)) {
+      mu_.Unlock();
       tick_();
-      lock.lock();
+      mu_.Lock();
       next_tick_ = Clock::now() + interval_;
     }
   }
@@ -82,10 +83,10 @@ class BatchRunner {
   const size_t limit_;
   const std::chrono::milliseconds interval_;
   std::function<void()> tick_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t in_flight_ = 0;  // GUARDED_BY(mu_)
-  Clock::time_point next_tick_ = Clock::now();
+  Mutex mu_;
+  CondVar cv_;
+  size_t in_flight_ GUARDED_BY(mu_) = 0;
+  Clock::time_point next_tick_ GUARDED_BY(mu_) = Clock::now();
 };
 
 // Loads (or checks) the blocks in `slots` through the sink, batch by batch.

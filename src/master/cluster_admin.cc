@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <condition_variable>
 
 #include "cache/block_key.h"
 #include "common/rendezvous.h"
@@ -24,9 +23,9 @@ struct Target {
   rpc::WorkerInfo info;
   std::shared_ptr<rpc::WorkerService::Stub> stub;
   std::atomic<bool> failed{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t in_flight = 0;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;  // a slot freed
+  size_t in_flight GUARDED_BY(mu) = 0;
 
   std::string Name() const { return "worker " + info.id() + " (" + info.address() + ")"; }
 };
@@ -180,18 +179,18 @@ class ClusterSink final : public BlockSink {
   static grpc::Status Call(Target& target, const rpc::LoadBlocksRequest& request,
                            rpc::LoadBlocksResponse* response, std::chrono::milliseconds timeout) {
     {
-      std::unique_lock lock(target.mu);
-      target.cv.wait(lock, [&] { return target.in_flight < kMaxBatchesPerWorker; });
+      MutexLock lock(&target.mu);
+      while (target.in_flight >= kMaxBatchesPerWorker) target.cv.Wait(&target.mu);
       ++target.in_flight;
     }
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, timeout);
     grpc::Status status = target.stub->LoadBlocks(&ctx, request, response);
     {
-      std::lock_guard lock(target.mu);
+      MutexLock lock(&target.mu);
       --target.in_flight;
     }
-    target.cv.notify_one();
+    target.cv.Signal();
     return status;
   }
 
@@ -210,7 +209,7 @@ class ClusterSink final : public BlockSink {
 }  // namespace
 
 std::shared_ptr<rpc::WorkerService::Stub> ClusterAdmin::Stub(const std::string& address) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto& stub = stubs_[address];
   if (stub == nullptr) stub = rpc::WorkerService::NewStub(rpc::OpenChannel(address));
   return stub;

@@ -9,10 +9,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "admin/admin_service.h"
+#include "common/mutex.h"
 #include "meta/namespace_table.h"
 
 namespace lakecache {
@@ -35,8 +35,8 @@ class ClusterAdmin final : public AdminBackend {
  private:
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

@@ -34,7 +34,7 @@ WorkerRegistry::WorkerRegistry(Duration heartbeat_interval, Duration heartbeat_t
       epoch_(UnixMillisNow()) {}
 
 uint64_t WorkerRegistry::Register(const rpc::WorkerInfo& worker) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Clock::time_point now = now_();
   ExpireLocked(now);
   DropAddressReuseLocked(worker);
@@ -43,7 +43,7 @@ uint64_t WorkerRegistry::Register(const rpc::WorkerInfo& worker) {
 }
 
 std::optional<uint64_t> WorkerRegistry::Heartbeat(const rpc::WorkerInfo& worker) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Clock::time_point now = now_();
   ExpireLocked(now);
   auto it = workers_.find(worker.id());
@@ -60,7 +60,7 @@ std::optional<uint64_t> WorkerRegistry::Heartbeat(const rpc::WorkerInfo& worker)
 }
 
 rpc::ClusterView WorkerRegistry::View() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ExpireLocked(now_());
   rpc::ClusterView view;
   view.set_epoch(epoch_);
@@ -71,7 +71,7 @@ rpc::ClusterView WorkerRegistry::View() {
 }
 
 void WorkerRegistry::Expire() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ExpireLocked(now_());
 }
 

@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/units.h"
 #include "rpc/lakecache.pb.h"
 
@@ -58,18 +58,18 @@ class WorkerRegistry {
   };
 
   // Drops workers silent for longer than the timeout.
-  void ExpireLocked(Clock::time_point now);
+  void ExpireLocked(Clock::time_point now) REQUIRES(mu_);
   // Stores `worker` under its id and bumps the epoch if placement changes.
-  void UpsertLocked(const rpc::WorkerInfo& worker, Clock::time_point now);
+  void UpsertLocked(const rpc::WorkerInfo& worker, Clock::time_point now) REQUIRES(mu_);
   // Removes entries of other ids at `worker`'s address.
-  void DropAddressReuseLocked(const rpc::WorkerInfo& worker);
+  void DropAddressReuseLocked(const rpc::WorkerInfo& worker) REQUIRES(mu_);
 
   const Duration interval_;
   const Duration timeout_;
   const std::function<Clock::time_point()> now_;
-  std::mutex mu_;
-  std::map<std::string, Entry> workers_;  // GUARDED_BY(mu_): by id, so views come out sorted
-  uint64_t epoch_;                        // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, Entry> workers_ GUARDED_BY(mu_);  // by id, so views come out sorted
+  uint64_t epoch_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

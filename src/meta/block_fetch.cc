@@ -36,31 +36,32 @@ Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r) {
 }
 
 void BlockRunFetch::Add(const BlockRequest& request) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   members_.push_back(request);
 }
 
 void BlockRunFetch::Seal() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sealed_ = true;
   }
-  sealed_cv_.notify_all();
+  sealed_cv_.SignalAll();
 }
 
 bool BlockRunFetch::empty() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return members_.empty();
 }
 
 Result<BlockRef> BlockRunFetch::Get(const BlockRequest& request) {
-  std::unique_lock lock(mu_);
-  sealed_cv_.wait(lock, [this] { return sealed_; });
-  if (!fetched_) FetchAll();  // the others wait on mu_ meanwhile
-  for (size_t i = 0; i < members_.size(); ++i) {
-    if (members_[i].key == request.key) return results_[i];
+  {
+    MutexLock lock(&mu_);
+    while (!sealed_) sealed_cv_.Wait(&mu_);
+    if (!fetched_) FetchAll();  // the others wait on mu_ meanwhile
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (members_[i].key == request.key) return results_[i];
+    }
   }
-  lock.unlock();
   return FetchBlock(*store_, request);  // not a member: fetch it alone
 }
 

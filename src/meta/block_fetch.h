@@ -11,13 +11,12 @@
 // it never misses a member. Thread-safe.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cache/block_source.h"
+#include "common/mutex.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -35,15 +34,15 @@ class BlockRunFetch {
   Result<BlockRef> Get(const BlockRequest& request);
 
  private:
-  void FetchAll();  // REQUIRES: mu_ held, sealed_
+  void FetchAll() REQUIRES(mu_);  // REQUIRES: sealed_
 
   ObjectStore* const store_;
-  mutable std::mutex mu_;
-  std::condition_variable sealed_cv_;
-  bool sealed_ = false;                    // GUARDED_BY(mu_)
-  bool fetched_ = false;                   // GUARDED_BY(mu_)
-  std::vector<BlockRequest> members_;      // GUARDED_BY(mu_)
-  std::vector<Result<BlockRef>> results_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar sealed_cv_;
+  bool sealed_ GUARDED_BY(mu_) = false;
+  bool fetched_ GUARDED_BY(mu_) = false;
+  std::vector<BlockRequest> members_ GUARDED_BY(mu_);
+  std::vector<Result<BlockRef>> results_ GUARDED_BY(mu_);
 };
 
 // The request for block `index` of an object version of `object_size` bytes: the last block is

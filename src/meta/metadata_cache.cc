@@ -12,24 +12,6 @@ constexpr size_t kRevalidationThreads = 2;
 
 }  // namespace
 
-// One folder's cached listing. `mu` is held while the folder is fetched in the caller's path, so
-// concurrent callers wait for that one listing instead of sending their own; a background
-// revalidation holds it only to take its result.
-struct MetadataCache::Slot {
-  std::mutex mu;
-  std::shared_ptr<const DirListing> listing;  // GUARDED_BY(mu)
-  Clock::time_point fetched;                  // GUARDED_BY(mu)
-  bool warned_stale = false;                  // GUARDED_BY(mu)
-  bool pinned = false;                        // GUARDED_BY(mu)
-  bool anchored = false;                      // GUARDED_BY(mu)
-  bool revalidating = false;                  // GUARDED_BY(mu): a background revalidation runs
-  // The store said an object here changed (ExpireFolder): the next List asks it, once, at once.
-  bool changed = false;  // GUARDED_BY(mu)
-  // While serving a stale listing, the store is asked again only after this point, so callers do
-  // not each wait for (or start) a request to a store that does not answer.
-  Clock::time_point retry_stale_after;  // GUARDED_BY(mu)
-};
-
 std::pair<std::string, std::string> SplitParent(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return {"", path};
@@ -46,7 +28,7 @@ MetadataCache::~MetadataCache() {
 }
 
 std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& dir) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto& slot = slots_[dir];
   if (!slot) slot = std::make_shared<Slot>();
   return slot;
@@ -54,7 +36,7 @@ std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& d
 
 Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
-  std::lock_guard lock(slot->mu);
+  MutexLock lock(&slot->mu);
   if (slot->listing && !slot->changed) {
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
@@ -62,7 +44,10 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
     if (fresh) return slot->listing;
     bool retry_due = now >= slot->retry_stale_after;
     if (slot->anchored) {
-      if (!slot->revalidating && retry_due) RevalidateInBackground(dir, slot);
+      if (!slot->revalidating && retry_due) {
+        slot->revalidating = true;
+        RevalidateInBackground(dir, slot);
+      }
       return slot->listing;
     }
     bool within_stale_bound = now - slot->fetched < options_.ttl + options_.stale_if_error;
@@ -103,12 +88,11 @@ MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, 
 }
 
 void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot) {
-  slot->revalidating = true;
   std::call_once(revalidator_once_,
                  [this] { revalidator_ = std::make_unique<ThreadPool>(kRevalidationThreads); });
   revalidator_->Post([this, dir, slot = std::move(slot)] {
     Listed fetched = stopping_ ? Listed(Status::Unavailable("shutting down")) : Fetch(dir);
-    std::lock_guard lock(slot->mu);
+    MutexLock lock(&slot->mu);
     slot->revalidating = false;
     // A load pinned the folder meanwhile: its listing is the one to keep.
     if (slot->pinned) return;
@@ -119,7 +103,7 @@ void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_p
 void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,
                         PinKind kind) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
-  std::lock_guard lock(slot->mu);
+  MutexLock lock(&slot->mu);
   if (slot->listing != listing) {
     slot->listing = std::move(listing);
     slot->fetched = options_.now();
@@ -133,7 +117,7 @@ void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing
 }
 
 size_t MetadataCache::Unpin(const std::string& dir) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   size_t forgotten = 0;
   for (auto it = slots_.begin(); it != slots_.end();) {
     const std::string& name = it->first;
@@ -152,12 +136,12 @@ size_t MetadataCache::Unpin(const std::string& dir) {
 void MetadataCache::ExpireFolder(const std::string& dir) {
   std::shared_ptr<Slot> slot;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = slots_.find(dir);
     if (it == slots_.end()) return;
     slot = it->second;
   }
-  std::lock_guard lock(slot->mu);
+  MutexLock lock(&slot->mu);
   if (!slot->listing) return;
   // A pinned folder stays reachable while the store is down, as an anchored one.
   slot->changed = true;

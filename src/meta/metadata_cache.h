@@ -20,10 +20,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <string>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "common/thread_pool.h"
 #include "common/units.h"
 #include "meta/dir_listing.h"
@@ -73,22 +74,39 @@ class MetadataCache {
   ObjectStore& store() const { return *store_; }
 
  private:
-  struct Slot;
+  // One folder's cached listing. `mu` is held while the folder is fetched in the caller's path, so
+  // concurrent callers wait for that one listing instead of sending their own; a background
+  // revalidation holds it only to take its result.
+  struct Slot {
+    Mutex mu;
+    std::shared_ptr<const DirListing> listing GUARDED_BY(mu);
+    Clock::time_point fetched GUARDED_BY(mu);
+    bool warned_stale GUARDED_BY(mu) = false;
+    bool pinned GUARDED_BY(mu) = false;
+    bool anchored GUARDED_BY(mu) = false;
+    bool revalidating GUARDED_BY(mu) = false;  // a background revalidation runs
+    // The store said an object here changed (ExpireFolder): the next List asks it, once, at once.
+    bool changed GUARDED_BY(mu) = false;
+    // While serving a stale listing, the store is asked again only after this point, so callers do
+    // not each wait for (or start) a request to a store that does not answer.
+    Clock::time_point retry_stale_after GUARDED_BY(mu);
+  };
   using Listed = Result<std::shared_ptr<const DirListing>>;
   std::shared_ptr<Slot> SlotFor(const std::string& dir);
   // Lists folder `dir` from the store.
   Listed Fetch(const std::string& dir) const;
   // Takes `fetched` into `slot`: a listing replaces the cached one; after an error, the cached
-  // listing where it may still be served (else the error). REQUIRES: slot.mu held.
-  Listed Settle(const std::string& dir, Slot& slot, Listed fetched);
-  // Starts a background revalidation of anchored folder `dir`. REQUIRES: slot->mu held.
+  // listing where it may still be served (else the error).
+  Listed Settle(const std::string& dir, Slot& slot, Listed fetched) REQUIRES(slot.mu);
+  // Starts a background revalidation of anchored folder `dir`, which takes slot->mu to settle.
+  // The caller has set slot->revalidating.
   void RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot);
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string prefix_;
   const MetadataCacheOptions options_;
-  std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Slot>> slots_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Slot>> slots_ GUARDED_BY(mu_);
   std::atomic<bool> stopping_{false};  // set by the destructor: queued revalidations are dropped
   std::once_flag revalidator_once_;
   // Made on the first background revalidation; reset first by the destructor.

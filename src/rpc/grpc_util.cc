@@ -5,9 +5,13 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -48,6 +52,15 @@ constexpr CodePair kChannelCodes[] = {
     {StatusCode::kInternal, grpc::StatusCode::ALREADY_EXISTS},
 };
 
+// gRPC gives one connection attempt (TCP and HTTP/2 handshake) at least the minimum reconnect
+// backoff. Under ThreadSanitizer the code runs about ten times slower and a loopback handshake can
+// take longer than 100 ms, which fails the call; such builds (LAKECACHE_TSAN) wait a second.
+#ifdef LAKECACHE_TSAN
+constexpr int kMinConnectAttemptMs = 1000;
+#else
+constexpr int kMinConnectAttemptMs = 100;
+#endif
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const Status& status) {
@@ -76,7 +89,7 @@ std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address) {
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // A restarted peer is found again within half a second, not after gRPC's default 20 s+.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectAttemptMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
@@ -132,25 +145,46 @@ Result<StartedServer> StartServer(const std::string& address,
 
 Result<std::unique_ptr<grpc::Server>> StartUnixServer(const std::string& path,
                                                       const std::vector<grpc::Service*>& services) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
+  if (fs::exists(path, ec)) {
     auto probe = OpenChannel("unix:" + path);
     if (probe->WaitForConnected(std::chrono::system_clock::now() +
                                 std::chrono::milliseconds(500))) {
       return Status::Unavailable("control socket " + path + " is in use by another process");
     }
-    std::filesystem::remove(path, ec);
+    fs::remove(path, ec);
   }
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
+  // The socket is bound in a private folder (mode 0700: nobody else can reach it there), made
+  // 0600 and only then moved to `path`, so it is never reachable by others with another mode; the
+  // process-wide umask stays as it is (other threads may be creating files).
+  std::string private_dir = (dir / ".lakecache-bind-XXXXXX").string();
+  if (::mkdtemp(private_dir.data()) == nullptr) {
+    return Status::IoError("cannot create a folder in " + dir.string() + ": " +
+                           std::strerror(errno));
+  }
+  std::string bound = private_dir + "/socket";
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix:" + bound, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
-  mode_t old_mask = ::umask(0077);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ::umask(old_mask);
-  if (server == nullptr) return Status::Unavailable("cannot listen on control socket " + path);
+  Status placed = Status::Ok();
+  if (server == nullptr) {
+    placed = Status::Unavailable("cannot listen on control socket " + path);
+  } else if (::chmod(bound.c_str(), 0600) != 0 || ::rename(bound.c_str(), path.c_str()) != 0) {
+    placed = Status::IoError("cannot place control socket " + path + ": " + std::strerror(errno));
+  }
+  fs::remove_all(private_dir, ec);
+  if (!placed.ok()) {
+    if (server != nullptr) server->Shutdown();
+    return placed;
+  }
   return server;
 }
 

@@ -41,7 +41,7 @@ Status FaultInjectingStore::Delete(std::string_view key, const IoOptions& option
 }
 
 void FaultInjectingStore::AddRule(FaultRule rule) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.push_back(std::move(rule));
 }
 
@@ -70,7 +70,7 @@ void FaultInjectingStore::ReplyWithVersion(std::string etag, std::optional<uint6
 }
 
 void FaultInjectingStore::ClearRules() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   rules_.clear();
 }
 
@@ -107,7 +107,7 @@ FaultRule FaultInjectingStore::Intercept(StoreOp op, std::string_view key) {
   calls_[static_cast<size_t>(op)].fetch_add(1);
   FaultRule applied;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (FaultRule& rule : rules_) {
       if (rule.times == 0 || (rule.op != StoreOp::kAny && rule.op != op)) continue;
       if (key.find(rule.key_contains) == std::string_view::npos) continue;

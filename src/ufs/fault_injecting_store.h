@@ -11,12 +11,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -81,8 +81,8 @@ class FaultInjectingStore : public ObjectStoreWrapper {
   }
 
   std::array<std::atomic<int64_t>, kOps> calls_{};
-  std::mutex mu_;
-  std::vector<FaultRule> rules_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<FaultRule> rules_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

@@ -132,7 +132,7 @@ HttpClient::~HttpClient() = default;
 
 std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!idle_.empty()) {
       auto h = std::move(idle_.back());
       idle_.pop_back();
@@ -146,7 +146,7 @@ std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() {
 }
 
 void HttpClient::Release(std::unique_ptr<Handle> handle) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   idle_.push_back(std::move(handle));
 }
 

@@ -8,11 +8,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/units.h"
 #include "ufs/object_store.h"
@@ -72,8 +72,8 @@ class HttpClient {
   void Release(std::unique_ptr<Handle> handle);
 
   const HttpClientOptions options_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Handle>> idle_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::vector<std::unique_ptr<Handle>> idle_ GUARDED_BY(mu_);
 };
 
 }  // namespace lakecache

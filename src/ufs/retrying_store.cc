@@ -102,7 +102,7 @@ Clock::duration RetryingStore::Backoff(int retry) {
   auto ticks = static_cast<Clock::rep>(std::max(0.0, std::min(base, cap)));
   if (!policy_.jitter) return Clock::duration(ticks);
   std::uniform_int_distribution<Clock::rep> dist(0, ticks);
-  std::lock_guard<std::mutex> lock(rng_mu_);
+  MutexLock lock(&rng_mu_);
   return Clock::duration(dist(rng_));
 }
 

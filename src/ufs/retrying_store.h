@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -57,8 +57,8 @@ class RetryingStore : public ObjectStoreWrapper {
   }
 
   const RetryPolicy policy_;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;  // GUARDED_BY(rng_mu_)
+  Mutex rng_mu_;
+  std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
 };
 
 }  // namespace lakecache

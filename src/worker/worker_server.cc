@@ -353,25 +353,33 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   w->service_ = std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(),
                                           w->read_pool_.get(), w->load_pool_.get(),
                                           [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
-  LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
-                      rpc::StartServer(options.listen, {w->service_.get()}));
-  w->server_ = std::move(started.server);
-  w->address_ = Advertised(started.address);
+  {
+    MutexLock lock(&self->address_mu_);
+    LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
+                        rpc::StartServer(options.listen, {self->service_.get()}));
+    self->server_ = std::move(started.server);
+    self->address_ = Advertised(started.address);
+  }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
-  spdlog::info("worker {} serving on {} ({} namespaces), master {}", w->id_, w->address_,
+  spdlog::info("worker {} serving on {} ({} namespaces), master {}", w->id_, w->address(),
                w->namespaces_->names().size(), options.master);
   return w;
+}
+
+std::string WorkerServer::address() const {
+  MutexLock lock(&address_mu_);
+  return address_;
 }
 
 WorkerServer::~WorkerServer() { Shutdown(); }
 
 void WorkerServer::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -384,7 +392,7 @@ void WorkerServer::Shutdown() {
 
 void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_id(id_);
-  info->set_address(address_);
+  info->set_address(address());
   uint64_t capacity = 0, used = 0;
   for (const TierStats& t : blocks_->Stats().tiers) {
     capacity += t.capacity_bytes;
@@ -441,11 +449,10 @@ void WorkerServer::HeartbeatLoop() {
     }
     // A call that waited its whole interval for the master has done this round's waiting.
     bool waited = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    std::unique_lock lock(mu_);
-    if (stop_cv_.wait_for(lock, waited ? std::chrono::milliseconds(0) : interval,
-                          [&] { return stopping_; })) {
-      return;
-    }
+    auto until = std::chrono::steady_clock::now() + (waited ? Duration::zero() : interval);
+    MutexLock lock(&mu_);
+    while (!stopping_ && stop_cv_.WaitUntil(&mu_, until)) continue;
+    if (stopping_) return;
   }
 }
 

@@ -11,14 +11,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "cache/block_store.h"
 #include "common/config.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
@@ -51,7 +50,7 @@ class WorkerServer {
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
 
-  const std::string& address() const { return address_; }  // bound HOST:PORT
+  std::string address() const EXCLUDES(address_mu_);  // bound HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }
   BlockStore& blocks() { return *blocks_; }
@@ -61,13 +60,16 @@ class WorkerServer {
 
  private:
   WorkerServer() = default;
-  void HeartbeatLoop();
-  void FillInfo(rpc::WorkerInfo* info) const;
+  void HeartbeatLoop() EXCLUDES(mu_);
+  void FillInfo(rpc::WorkerInfo* info) const EXCLUDES(address_mu_);
 
   Config config_;
   WorkerOptions options_;
   std::string id_;
-  std::string address_;
+  // Known once the server listens, which is when calls (Stats: FillInfo) start: Start holds the
+  // lock from before the server starts until the address is set.
+  mutable Mutex address_mu_;
+  std::string address_ GUARDED_BY(address_mu_);
   int64_t start_time_ms_ = 0;
   std::unique_ptr<NamespaceTable> namespaces_;
   std::shared_ptr<BlockStore> blocks_;
@@ -78,9 +80,9 @@ class WorkerServer {
   std::unique_ptr<grpc::Server> server_;
 
   std::atomic<bool> registered_{false};
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread heartbeat_;
 };
 

@@ -14,6 +14,7 @@
 #include "client/file_system.h"
 #include "master/master_server.h"
 #include "rpc/lakecache.pb.h"
+#include "support/slowdown.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
@@ -48,7 +49,8 @@ class ClusterTest : public ::testing::Test {
     }
     config_.namespaces["lake"] = testing::LocalNamespace("lake", data_.path(), kBlock);
     config_.cluster.heartbeat_interval = std::chrono::milliseconds(100);
-    config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600);
+    // Workers must not miss it under a sanitizer's load either.
+    config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600) * testing::kSlowdown;
     store_options_.retries = false;
     auto master = MasterServer::Start(config_, {"127.0.0.1:0", store_options_});
     ASSERT_TRUE(master.ok()) << master.status().ToString();
@@ -75,7 +77,8 @@ class ClusterTest : public ::testing::Test {
   }
 
   void WaitForWorkers(size_t n) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10) * testing::kSlowdown;
     while (std::chrono::steady_clock::now() < deadline) {
       ASSERT_TRUE(client_->RefreshView().ok());
       if (client_->Workers().size() == n) return;
@@ -189,7 +192,7 @@ TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
   EXPECT_TRUE(marked) << "the client did not mark the stopped worker down";
   EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
   // The master drops it once its heartbeats stop.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
   while (client_->Workers().size() != 2 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ASSERT_TRUE(client_->RefreshView().ok());
