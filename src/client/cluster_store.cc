@@ -61,26 +61,26 @@ Result<ObjectInfo> ClusterStore::Head(std::string_view key, const IoOptions& opt
 Result<ReadReply> ClusterStore::ReadRaw(std::string_view key, uint64_t offset,
                                         std::span<const std::span<char>> bufs,
                                         const ReadOptions& options) {
-  ReadReply reply;
-  reply.etag = options.if_match;
-  reply.object_size = options.object_size;
-  if (reply.etag.empty() || reply.object_size == 0) {
+  std::string etag = options.if_match;
+  uint64_t size = options.object_size;
+  if (etag.empty() || size == 0) {
     LC_ASSIGN_OR_RETURN(ObjectInfo info, Head(key, options));
-    if (!reply.etag.empty() && reply.etag != info.etag) {
+    if (!etag.empty() && etag != info.etag) {
       return Status::PreconditionFailed(std::string(key) + " changed: ETag " + info.etag +
-                                        ", expected " + reply.etag);
+                                        ", expected " + etag);
     }
-    reply.etag = info.etag;
-    reply.object_size = info.size;
+    etag = info.etag;
+    size = info.size;
   }
   rpc::BlockId id;
   id.set_ns(ns_.name);
   id.set_key(std::string(key));
-  id.set_etag(reply.etag);
-  id.set_object_size(reply.object_size);
+  id.set_etag(std::move(etag));
+  id.set_object_size(size);
   id.set_block_size(ns_.block_size);
   // Workers fetch and cache only bytes of the version the id names (they check every reply of
-  // the store), so what they send is of that version.
+  // the store): the reply needs no version of its own to be checked again.
+  ReadReply reply;
   for (std::span<char> buf : bufs) {
     Result<size_t> n = ReadBlocks(id, offset + reply.bytes, buf, options.deadline);
     if (!n.ok()) {
