@@ -85,7 +85,17 @@ std::shared_ptr<Block> Block::Allocate(size_t size) {
   return std::shared_ptr<Block>(new Block(p, size, false));
 }
 
+std::shared_ptr<Block> Block::View(char* data, size_t size, std::function<void()> release) {
+  auto* block = new Block(data, size, false);
+  block->release_ = release ? std::move(release) : [] {};
+  return std::shared_ptr<Block>(block);
+}
+
 Block::~Block() {
+  if (release_) {
+    release_();
+    return;
+  }
   if (!mapped_) {
     std::free(data_);
     return;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -22,6 +23,9 @@ class Block {
  public:
   // A block of `size` bytes, 64-byte aligned, contents unspecified.
   static std::shared_ptr<Block> Allocate(size_t size);
+  // A block over `size` bytes at `data` that someone else owns (shared memory): `release` runs
+  // when the last reference goes. The bytes must stay valid and unchanged until then.
+  static std::shared_ptr<Block> View(char* data, size_t size, std::function<void()> release);
   ~Block();
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
@@ -30,12 +34,16 @@ class Block {
   char* mutable_data() { return data_; }
   size_t size() const { return size_; }
   std::span<const char> bytes() const { return {data_, size_}; }
+  // True for a View: the bytes belong to another owner (a worker's shared memory), so a cache
+  // must not keep the block (it would hold the owner's memory).
+  bool foreign() const { return release_ != nullptr; }
 
  private:
   Block(char* data, size_t size, bool mapped) : data_(data), size_(size), mapped_(mapped) {}
   char* data_;
   size_t size_;
   bool mapped_;
+  std::function<void()> release_;  // set for a View
 };
 
 using BlockRef = std::shared_ptr<const Block>;

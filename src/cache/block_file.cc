@@ -391,4 +391,9 @@ Result<BlockRef> BlockFile::ReadAll() const {
   return BlockRef(std::move(block));
 }
 
+bool BlockFile::Unlinked() const {
+  struct stat st {};
+  return ::fstat(fd_, &st) == 0 && st.st_nlink == 0;
+}
+
 }  // namespace lakecache

@@ -69,6 +69,9 @@ class BlockFile {
   // The whole data in a new Block, every chunk verified.
   Result<BlockRef> ReadAll() const;
 
+  // True once the file has been deleted (its descriptor is all that keeps it on disk).
+  bool Unlinked() const;
+
  private:
   BlockFile(int fd, std::string path, BlockFileHeader header);
   // Reads chunks [first, last] into out (room for their bytes) and verifies them.

@@ -97,9 +97,11 @@ size_t CopyRange(const Block& block, uint64_t offset, std::span<char> dst) {
 }  // namespace
 
 Result<std::unique_ptr<BlockStore>> BlockStore::Open(const CacheConfig& config,
-                                                     std::shared_ptr<MemoryBudget> budget) {
+                                                     std::shared_ptr<MemoryBudget> budget,
+                                                     std::shared_ptr<ShmArena> arena) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
-  auto memory = MemoryTier::Create(config.memory_capacity, config.policy);
+  auto memory =
+      MemoryTier::Create(config.memory_capacity, config.policy, /*seed=*/0, std::move(arena));
   if (!memory.ok()) return memory.status().WithContext("cache.policy");
   tiers.push_back(std::move(*memory));
   if (!config.disks.empty()) {
@@ -128,10 +130,17 @@ BlockRef BlockStore::Lookup(const BlockRequest& request) {
     Result<BlockRef> hit = tiers_[i]->Get(request.key);
     if (!hit.ok()) continue;
     TouchBelow(i, request.key);
-    for (size_t above = 0; above < i; ++above) tiers_[above]->Insert(request, *hit);
+    Offer(request, *hit, i);
     return std::move(hit).value();
   }
   return nullptr;
+}
+
+void BlockStore::Offer(const BlockRequest& request, const BlockRef& block, size_t end) {
+  for (const auto& tier : tiers_) {
+    if (tier->Shadows(request.key)) return;
+  }
+  for (size_t i = 0; i < end; ++i) tiers_[i]->Insert(request, block);
 }
 
 Result<BlockRef> BlockStore::Get(const BlockRequest& request, const BlockSource& source) {
@@ -266,7 +275,7 @@ BlockRef BlockStore::AdmitStaged(const BlockRequest& request) {
   budget_->Release(block->size());
   Counters::Add(counters_->prefetch_used);
   // Read now, so an access: the policies see it as the miss it was in the tiers.
-  for (const auto& tier : tiers_) tier->Insert(request, block);
+  Offer(request, block, tiers_.size());
   return block;
 }
 
@@ -357,7 +366,7 @@ Result<BlockRef> BlockStore::LeadFetch(const BlockRequest& request, const BlockS
   budget_->Release(request.length);
   LC_ASSIGN_OR_RETURN(BlockRef block, std::move(fetched));
   // Each tier's policy decides; a tier that cannot store it (disk full) only counts that.
-  for (const auto& tier : tiers_) tier->Insert(request, block);
+  Offer(request, block, tiers_.size());
   return block;
 }
 

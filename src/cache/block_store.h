@@ -31,6 +31,7 @@
 #include "cache/block_source.h"
 #include "cache/cache_tier.h"
 #include "cache/memory_budget.h"
+#include "cache/shm_arena.h"
 #include "common/config.h"
 #include "common/mutex.h"
 #include "common/result.h"
@@ -59,8 +60,10 @@ class BlockStore {
   // Builds the tiers of `config` (memory, then each disk directory), rebuilding disk indexes from
   // what the directories hold. Errors name the config key at fault (e.g. an unwritable cache dir).
   // `budget` null: a budget of its own, of ClientConfig's default size.
+  // `arena`: the memory tier keeps its blocks there, shared with the node's mounts (a worker).
   static Result<std::unique_ptr<BlockStore>> Open(const CacheConfig& config,
-                                                  std::shared_ptr<MemoryBudget> budget = nullptr);
+                                                  std::shared_ptr<MemoryBudget> budget = nullptr,
+                                                  std::shared_ptr<ShmArena> arena = nullptr);
 
   // Tiers top first. REQUIRES: at least one tier.
   explicit BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
@@ -111,6 +114,9 @@ class BlockStore {
   // above; nullptr when no tier holds it.
   BlockRef Lookup(const BlockRequest& request);
   void TouchBelow(size_t tier, const BlockKey& key);
+  // Offers the block to the tiers above `end` (every tier: tiers_.size()), unless a tier shadows
+  // it (see CacheTier::Shadows).
+  void Offer(const BlockRequest& request, const BlockRef& block, size_t end);
   // Single-flight: joins the fetch of request.key in progress, or leads a new one.
   Result<BlockRef> Fetch(const BlockRequest& request, const BlockSource& source);
   // The leader's part: the source call and the tier inserts.

@@ -64,6 +64,13 @@ class CacheTier {
   // Returns once every block accepted by Insert is stored (a tier that writes behind).
   virtual void Flush() {}
 
+  // True when this tier stands for a cache outside this store that holds the block for it (a
+  // mount's view of the worker on its node): then no tier of the store keeps a copy of it.
+  virtual bool Shadows(const BlockKey& key) const {
+    (void)key;
+    return false;
+  }
+
   // The file holding the block, for a reader on this host that verifies it itself (short-circuit
   // reads); empty when the tier keeps no files or does not hold the block in one now. Counts an
   // access (hit) when it returns a path.

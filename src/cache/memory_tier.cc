@@ -17,13 +17,15 @@ const Status& MissStatus() {
 }  // namespace
 
 Result<std::unique_ptr<MemoryTier>> MemoryTier::Create(uint64_t capacity_bytes,
-                                                       std::string_view policy, uint64_t seed) {
+                                                       std::string_view policy, uint64_t seed,
+                                                       std::shared_ptr<ShmArena> arena) {
   LC_ASSIGN_OR_RETURN(std::unique_ptr<EvictionPolicy> p,
                       MakeEvictionPolicy(policy, capacity_bytes, seed));
-  return std::make_unique<MemoryTier>(std::move(p));
+  return std::make_unique<MemoryTier>(std::move(p), std::move(arena));
 }
 
-MemoryTier::MemoryTier(std::unique_ptr<EvictionPolicy> policy) : policy_(std::move(policy)) {}
+MemoryTier::MemoryTier(std::unique_ptr<EvictionPolicy> policy, std::shared_ptr<ShmArena> arena)
+    : policy_(std::move(policy)), arena_(std::move(arena)) {}
 
 MemoryTier::Shard& MemoryTier::ShardFor(const BlockKey& key) const {
   // The low bits of BlockKeyHash pick the hash map bucket; mixing keeps shard and bucket choice
@@ -86,7 +88,8 @@ bool MemoryTier::Insert(const BlockRequest& request, const BlockRef& block) {
     counters_.Add(counters_.rejected);
     return false;
   }
-  Store(key, block);
+  BlockRef shared = arena_ != nullptr ? arena_->Publish(key, *block) : nullptr;
+  Store(key, shared != nullptr ? shared : block);
   counters_.Add(counters_.inserts);
   return true;
 }
@@ -109,6 +112,7 @@ bool MemoryTier::Drop(const BlockKey& key) {
     dropped = std::move(it->second);
     shard.blocks.erase(it);
   }
+  if (arena_ != nullptr) arena_->Unpublish(*dropped);
   used_bytes_.fetch_sub(dropped->size(), std::memory_order_relaxed);
   blocks_.fetch_sub(1, std::memory_order_relaxed);
   return true;

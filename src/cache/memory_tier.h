@@ -17,18 +17,23 @@
 
 #include "cache/cache_tier.h"
 #include "cache/eviction_policy.h"
+#include "cache/shm_arena.h"
 #include "common/mutex.h"
 
 namespace lakecache {
 
 class MemoryTier : public CacheTier {
  public:
-  // A tier of `capacity_bytes` with the policy named `policy` (see MakeEvictionPolicy).
+  // A tier of `capacity_bytes` with the policy named `policy` (see MakeEvictionPolicy). With an
+  // `arena`, admitted blocks are kept in its shared memory and published to the node's mounts
+  // (a block that does not fit there is kept privately).
   static Result<std::unique_ptr<MemoryTier>> Create(uint64_t capacity_bytes,
-                                                    std::string_view policy, uint64_t seed = 0);
+                                                    std::string_view policy, uint64_t seed = 0,
+                                                    std::shared_ptr<ShmArena> arena = nullptr);
 
   // REQUIRES: policy != nullptr; the tier uses policy->capacity_bytes() as its budget.
-  explicit MemoryTier(std::unique_ptr<EvictionPolicy> policy);
+  explicit MemoryTier(std::unique_ptr<EvictionPolicy> policy,
+                      std::shared_ptr<ShmArena> arena = nullptr);
 
   const std::string& name() const override { return name_; }
   Result<BlockRef> Get(const BlockKey& key) override;
@@ -67,6 +72,7 @@ class MemoryTier : public CacheTier {
   const std::string name_ = "memory";
   mutable std::array<Shard, kShards> shards_;
   std::unique_ptr<EvictionPolicy> policy_;
+  const std::shared_ptr<ShmArena> arena_;  // null: blocks stay private
   // Serialises the policy decision with the erasing and storing it asks for: two interleaved
   // inserts could otherwise store a block the other one's policy call already chose to evict.
   // Lock order: mutate_mu_, then a shard's mu.

@@ -12,12 +12,14 @@
 #include <filesystem>
 
 #include "cache/block_store.h"
+#include "cache/memory_tier.h"
 #include "cli/commands.h"
 #include "cli/mount_options.h"
 #include "cli/mount_table.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/mount_admin.h"
+#include "client/node_tier.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
 #include "fuse/fuse_mount.h"
@@ -196,7 +198,8 @@ RetryPolicy MountRetryPolicy() {
 // Cluster mode: every namespace of the master, each read through the workers. The mount keeps only
 // a small memory cache of its own (the workers hold the data) and needs no object-store
 // credentials.
-Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Config* config) {
+Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Config* config,
+                                                          std::shared_ptr<ClusterClient>* out) {
   if (!req.uri.empty()) {
     return Status::InvalidArgument(
         "--master mounts every namespace of the cluster: give only the mountpoint, not " + req.uri);
@@ -212,6 +215,7 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   client_options.short_circuit = config->client.short_circuit;
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
                       ClusterClient::Connect(req.master, client_options));
+  *out = client;
   std::vector<NamespaceTable::Source> sources;
   for (const ClusterNamespace& ns : client->namespaces()) {
     NamespaceTable::Source source;
@@ -248,15 +252,21 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
     LC_ASSIGN_OR_RETURN(config, MountConfig(ctx, req.uri));
   }
   std::unique_ptr<NamespaceTable> namespaces;
+  std::shared_ptr<ClusterClient> client;
   if (cluster) {
-    LC_ASSIGN_OR_RETURN(namespaces, ClusterNamespaces(req, &config));
+    LC_ASSIGN_OR_RETURN(namespaces, ClusterNamespaces(req, &config, &client));
   }
   LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &config.cache));
   LC_RETURN_IF_ERROR(ApplyClientFlags(req, &config.client));
-  LC_ASSIGN_OR_RETURN(
-      std::unique_ptr<BlockStore> opened,
-      BlockStore::Open(config.cache, std::make_shared<MemoryBudget>(config.client.memory_budget)));
-  std::shared_ptr<BlockStore> blocks = std::move(opened);
+  auto budget = std::make_shared<MemoryBudget>(config.client.memory_budget);
+  std::shared_ptr<BlockStore> blocks;
+  if (cluster) {
+    LC_ASSIGN_OR_RETURN(
+        blocks, ClusterBlockStore(client, config.cache, config.client.short_circuit, budget));
+  } else {
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> opened, BlockStore::Open(config.cache, budget));
+    blocks = std::move(opened);
+  }
   if (!cluster) {
     StoreOptions store_options = ctx.MakeStoreOptions();
     store_options.retry = MountRetryPolicy();

@@ -27,6 +27,9 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.listen = req.listen;
   options.master = req.master;
   options.store = ctx.MakeStoreOptions();
+  options.shared_memory = !req.no_shared_memory;
+  options.node_socket = req.node_socket;
+  options.shm_uids.assign(req.shm_uids.begin(), req.shm_uids.end());
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());

@@ -2,7 +2,9 @@
 // to stdout, errors to stderr.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/cli_context.h"
 #include "common/cache_flags.h"
@@ -37,6 +39,9 @@ struct WorkerRequest {
   std::string listen = kDefaultWorkerListen;
   std::string address_file;  // when set, the bound HOST:PORT is written there once listening
   CacheFlags cache_flags;    // --cache-dir, --cache-size, --mem-cache over the config's `cache`
+  std::string node_socket;   // --node-socket
+  std::vector<uint32_t> shm_uids;  // --shm-uid (repeatable)
+  bool no_shared_memory = false;   // --no-shared-memory
 };
 // Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);

@@ -165,6 +165,14 @@ int Main(int argc, char** argv) {
                    "HOST:PORT to serve on; port 0 picks a free one (loopback by default: "
                    "there is no authentication yet)")
       ->capture_default_str();
+  worker->add_option("--node-socket", worker_req.node_socket,
+                     "Unix socket where mounts on this host map the memory cache (default "
+                     "/tmp/lakecache-node-<worker id>.sock)");
+  worker->add_option("--shm-uid", worker_req.shm_uids,
+                     "A uid whose mounts may map the memory cache (repeatable; default: the "
+                     "worker's own uid)");
+  worker->add_flag("--no-shared-memory", worker_req.no_shared_memory,
+                   "Keep the memory cache private: co-located mounts read over the network");
   worker->add_option("--address-file", worker_req.address_file,
                      "Write the bound HOST:PORT to this file once listening");
   worker->add_option("--cache-dir", worker_req.cache_flags.cache_dir,

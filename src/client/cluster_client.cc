@@ -3,15 +3,18 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/sync_stream.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "cache/block_file.h"
 #include "cache/block_key.h"
+#include "cache/shm_reader.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/node_socket.h"
 
 namespace lakecache {
 namespace {
@@ -94,6 +97,7 @@ struct ClusterClient::Peer {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<rpc::WorkerService::Stub> stub;  // unary calls; blocks stream raw on `channel`
   std::atomic<int64_t> down_until_ms{0};           // steady-clock ms; up once past it
+  std::atomic<bool> node_tried{false};             // asked its node socket once
 
   bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
 };
@@ -105,14 +109,53 @@ struct ClusterClient::Worker {
   uint64_t capacity = 0;
   int64_t start_time_ms = 0;
   std::string host_id;
+  std::string node_socket;
   std::shared_ptr<Peer> peer;
+  std::shared_ptr<ShmReader> shm;  // its memory, mapped: a worker on this host
 };
 
 struct ClusterClient::View {
   uint64_t epoch = 0;
   std::vector<Worker> workers;        // by id
   std::vector<RendezvousNode> nodes;  // same order
+  std::vector<size_t> local;          // the workers whose memory is mapped
 };
+
+namespace {
+
+// Maps the memory of the worker behind `path`; null (with the reason logged once) when it may not.
+std::shared_ptr<ShmReader> MapWorkerMemory(const std::string& id, const std::string& path,
+                                           bool prefault) {
+  rpc::NodeHello hello;
+  Result<int> fd = rpc::ConnectNodeSocket(path, std::chrono::seconds(2), &hello);
+  Status failed;
+  if (!fd.ok()) {
+    failed = fd.status();
+  } else if (!hello.accepted) {
+    ::close(*fd);
+    failed = Status::AccessDenied(hello.reason);
+  } else {
+    ShmFds fds;
+    fds.index = hello.fds[0];
+    fds.anchors = hello.fds[1];
+    fds.arenas.assign(hello.fds.begin() + 2, hello.fds.end());
+    fds.session = *fd;
+    Result<std::shared_ptr<ShmReader>> shm = ShmReader::Map(std::move(fds), prefault);
+    if (shm.ok()) {
+      spdlog::info("mapping the memory cache of worker {} on this host ({} MiB, shared memory)", id,
+                   (*shm)->mapped_bytes() >> 20);
+      return *shm;
+    }
+    failed = shm.status();
+  }
+  spdlog::warn(
+      "cannot map the memory cache of worker {} on this host through {}: {}; reading its "
+      "blocks over the network",
+      id, path, failed.message());
+  return nullptr;
+}
+
+}  // namespace
 
 ClusterClient::ClusterClient(std::string master, ClusterClientOptions options)
     : master_(std::move(master)),
@@ -168,6 +211,7 @@ Status ClusterClient::RefreshView() {
   grpc::Status st = stub_->stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &got);
   if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
   std::shared_ptr<const View> view = BuildView(got, *CurrentView());
+  last_got_ = std::make_unique<rpc::ClusterView>(std::move(got));
   MutexLock lock(&view_mu_);
   if (view->epoch < view_->epoch) {  // an answer older than what is installed
     spdlog::debug("ignoring cluster view epoch {}: epoch {} is installed", view->epoch,
@@ -188,18 +232,31 @@ Status ClusterClient::RefreshView() {
 }
 
 std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::ClusterView& got,
-                                                                    const View& old) {
+                                                                    const View& old) const {
   auto view = std::make_shared<View>();
   view->epoch = got.epoch();
+  const std::string& here = rpc::HostId();
   for (const rpc::WorkerInfo& info : got.workers()) {
-    Worker worker{info.id(),      info.address(), info.capacity_bytes(), info.start_time_ms(),
-                  info.host_id(), nullptr};
+    Worker worker{info.id(),
+                  info.address(),
+                  info.capacity_bytes(),
+                  info.start_time_ms(),
+                  info.host_id(),
+                  info.node_socket(),
+                  nullptr,
+                  nullptr};
     for (const Worker& w : old.workers) {
-      // The same incarnation at the same address keeps its channel and its down mark; a restarted
-      // worker starts afresh (up).
+      // The same incarnation at the same address keeps its channel, its down mark and its mapped
+      // memory while its node socket is open; a restarted worker starts afresh (up).
       if (w.id == info.id() && w.address == info.address() &&
           w.start_time_ms == info.start_time_ms()) {
         worker.peer = w.peer;
+        if (w.shm != nullptr && !rpc::NodeSocketClosed(w.shm->session_fd())) worker.shm = w.shm;
+        if (w.shm != nullptr && worker.shm == nullptr) {
+          w.shm->Close();  // reads in flight finish; the mappings go with the last of them
+          spdlog::info("worker {} closed its shared memory: reading its blocks over the network",
+                       w.id);
+        }
       }
     }
     if (worker.peer == nullptr) {
@@ -207,15 +264,104 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::C
       worker.peer->channel = rpc::OpenChannel(info.address());
       worker.peer->stub = rpc::WorkerService::NewStub(worker.peer->channel);
     }
+    if (options_.short_circuit && worker.shm == nullptr && !info.node_socket().empty() &&
+        !info.host_id().empty() && info.host_id() == here &&
+        !worker.peer->node_tried.exchange(true)) {
+      worker.shm = MapWorkerMemory(info.id(), info.node_socket(), options_.prefault);
+    }
     view->workers.push_back(std::move(worker));
   }
   std::sort(view->workers.begin(), view->workers.end(),
             [](const Worker& a, const Worker& b) { return a.id < b.id; });
-  for (const Worker& w : view->workers) {
+  for (size_t i = 0; i < view->workers.size(); ++i) {
+    const Worker& w = view->workers[i];
     // Weighted by capacity; a worker that reports none still gets a minimal share.
     view->nodes.push_back(PlacementNode(w.id, w.capacity));
+    if (w.shm != nullptr) view->local.push_back(i);
   }
   return view;
+}
+
+void ClusterClient::DropClosedSessions() {
+  MutexLock refreshing(&refresh_mu_);
+  if (last_got_ == nullptr) return;
+  std::shared_ptr<const View> current = CurrentView();
+  bool closed = false;
+  for (size_t i : current->local) {
+    closed = closed || rpc::NodeSocketClosed(current->workers[i].shm->session_fd());
+  }
+  if (!closed) return;
+  std::shared_ptr<const View> view = BuildView(*last_got_, *current);
+  MutexLock lock(&view_mu_);
+  if (view->epoch >= view_->epoch) view_ = std::move(view);
+}
+
+BlockRef ClusterClient::FindLocal(const BlockKey& key) const {
+  std::shared_ptr<const View> view = CurrentView();
+  for (size_t i : view->local) {
+    if (BlockRef block = view->workers[i].shm->Find(key)) {
+      local_memory_hits_.fetch_add(1, std::memory_order_relaxed);
+      return block;
+    }
+  }
+  return nullptr;
+}
+
+bool ClusterClient::LocalContains(const BlockKey& key) const {
+  std::shared_ptr<const View> view = CurrentView();
+  for (size_t i : view->local) {
+    if (view->workers[i].shm->Contains(key)) return true;
+  }
+  return false;
+}
+
+bool ClusterClient::OwnedLocally(const BlockKey& key) const {
+  std::shared_ptr<const View> view = CurrentView();
+  if (view->local.empty()) return false;
+  std::vector<size_t> order = RendezvousOrder(StableKeyHash(key), view->nodes);
+  return !order.empty() && view->workers[order[0]].shm != nullptr;
+}
+
+size_t ClusterClient::local_sessions() const { return CurrentView()->local.size(); }
+
+uint64_t ClusterClient::local_mapped_bytes() const {
+  std::shared_ptr<const View> view = CurrentView();
+  uint64_t bytes = 0;
+  for (size_t i : view->local) bytes += view->workers[i].shm->mapped_bytes();
+  return bytes;
+}
+
+Result<std::string> ClusterClient::LocateLocal(const BlockKey& key, Clock::time_point deadline) {
+  std::shared_ptr<const View> view = CurrentView();
+  std::vector<size_t> order = RendezvousOrder(StableKeyHash(key), view->nodes);
+  int64_t now = SteadyMs();
+  for (size_t i : order) {
+    const Worker& worker = view->workers[i];
+    if (!worker.peer->up(now)) continue;
+    // Only the owner: asking the others too would cost a call per miss.
+    if (!options_.short_circuit || worker.host_id.empty() || worker.host_id != rpc::HostId()) {
+      break;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
+    rpc::LocateBlockRequest req;
+    req.set_content_hi(key.content.hi);
+    req.set_content_lo(key.content.lo);
+    req.set_index(key.index);
+    rpc::LocateBlockResponse resp;
+    worker_calls_.fetch_add(1, std::memory_order_relaxed);
+    grpc::Status st = worker.peer->stub->LocateBlock(&ctx, req, &resp);
+    if (!st.ok()) return rpc::FromGrpcStatus(st, "worker " + worker.address);
+    if (resp.path().empty()) break;
+    return resp.path();
+  }
+  return Status::NotFound("no cache file of the block on this host");
+}
+
+void ClusterClient::CountShortCircuitRead(const std::string& what) {
+  if (short_circuit_reads_.fetch_add(1, std::memory_order_relaxed) == 0) {
+    spdlog::info("reading blocks of {} from its cache files (short-circuit)", what);
+  }
 }
 
 void ClusterClient::RefreshLoop() {
@@ -233,6 +379,7 @@ void ClusterClient::RefreshLoop() {
       if (stopping_) return;
     }
     Status s = RefreshView();
+    if (!s.ok()) DropClosedSessions();  // a worker that hung up is let go of without the master
     if (!s.ok() && !warned) {
       spdlog::warn("cannot refresh the cluster view, reading through the last one: {}",
                    s.message());
@@ -333,16 +480,8 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   Status last;
   for (size_t i : order) {
     const Worker& worker = view->workers[i];
-    if (options_.short_circuit && !worker.host_id.empty() && worker.host_id == rpc::HostId()) {
-      Result<size_t> local = ReadLocal(worker, block, offset, dst, deadline);
-      if (local.ok()) return local;
-      if (local.status().peer_failed()) {  // the worker itself failed
-        MarkDown(*worker.peer);
-        last = local.status();
-        continue;
-      }
-    }
     grpc::ClientContext ctx;
+    worker_calls_.fetch_add(1, std::memory_order_relaxed);
     ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
     // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
@@ -370,33 +509,6 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
-}
-
-Result<size_t> ClusterClient::ReadLocal(const Worker& worker, const rpc::BlockId& block,
-                                        uint64_t offset, std::span<char> dst,
-                                        Clock::time_point deadline) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
-  rpc::LocateBlockRequest req;
-  *req.mutable_block() = block;
-  rpc::LocateBlockResponse resp;
-  grpc::Status st = worker.peer->stub->LocateBlock(&ctx, req, &resp);
-  if (!st.ok()) return rpc::FromGrpcStatus(st, "worker " + worker.address);
-  if (resp.path().empty()) return Status::NotFound("not in a cache file yet");
-  // The file must be the block asked for (same content id and index, so the same object version),
-  // and every chunk read is verified against its checksum.
-  Result<BlockFile> file = BlockFile::Open(resp.path());
-  if (!file.ok()) return Status::NotFound(file.status().message());
-  ContentId content = MakeContentId(block.ns(), block.key(), block.etag(), block.block_size());
-  if (!(file->header().key == BlockKey{content, block.index()})) {
-    return Status::NotFound(resp.path() + " holds another block");
-  }
-  Result<size_t> n = file->Read(offset, dst);
-  if (!n.ok()) return Status::NotFound(n.status().message());  // stream it instead
-  if (short_circuit_reads_.fetch_add(1, std::memory_order_relaxed) == 0) {
-    spdlog::info("reading blocks of worker {} from its cache files (short-circuit)", worker.id);
-  }
-  return n;
 }
 
 }  // namespace lakecache

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "cache/block.h"
+#include "cache/block_key.h"
 #include "common/mutex.h"
 #include "common/rendezvous.h"
 #include "common/result.h"
@@ -60,8 +62,11 @@ struct ClusterWorker {
 struct ClusterClientOptions {
   std::chrono::milliseconds rpc_timeout{10000};      // one master call
   std::chrono::milliseconds connect_timeout{10000};  // Connect: how long to wait for the master
-  // Read blocks of a worker on this host from its cache files (verified here), not over gRPC.
+  // Read blocks of a worker on this host where they lie: its memory cache mapped from shared
+  // memory (node socket), its cache files opened and verified here. False: over the network.
   bool short_circuit = true;
+  // Map each shared block's pages on first use (see ShmReader::Map).
+  bool prefault = true;
 };
 
 class ClusterClient {
@@ -95,9 +100,28 @@ class ClusterClient {
   // Fetches the view now (also done every heartbeat interval in the background). One refresh runs
   // at a time, and a view older than the installed one (a lower epoch) is not installed.
   Status RefreshView() EXCLUDES(refresh_mu_, view_mu_);
-  // Blocks read from a co-located worker's cache file, and streamed over gRPC.
+  // The block from the shared memory of a worker on this host, anchored while referenced; null
+  // when no such worker holds it in memory. No call to any worker.
+  BlockRef FindLocal(const BlockKey& key) const EXCLUDES(view_mu_);
+  bool LocalContains(const BlockKey& key) const EXCLUDES(view_mu_);
+  // True when the block's owner is a worker on this host whose memory this client maps: the
+  // node's cache holds it, so this client need not keep a copy.
+  bool OwnedLocally(const BlockKey& key) const EXCLUDES(view_mu_);
+  // The cache file of the block at its owner, when the owner is on this host (one LocateBlock
+  // call); kNotFound when it has none, or the owner is elsewhere.
+  Result<std::string> LocateLocal(const BlockKey& key, Clock::time_point deadline)
+      EXCLUDES(view_mu_);
+  // Mounts of workers' shared memory in the current view, and the bytes they map.
+  size_t local_sessions() const EXCLUDES(view_mu_);
+  uint64_t local_mapped_bytes() const EXCLUDES(view_mu_);
+
+  // Counters: blocks found in a co-located worker's memory; blocks read from its cache files;
+  // ranges streamed from a worker; every call made to a worker (ReadBlock, LocateBlock).
+  uint64_t local_memory_hits() const { return local_memory_hits_.load(); }
   uint64_t short_circuit_reads() const { return short_circuit_reads_.load(); }
+  void CountShortCircuitRead(const std::string& what);
   uint64_t streamed_reads() const { return streamed_reads_.load(); }
+  uint64_t worker_calls() const { return worker_calls_.load(); }
 
   // The workers in the order a block with this key hash tries them (ids); for tests and tools.
   std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
@@ -106,16 +130,16 @@ class ClusterClient {
   struct Peer;
   struct Worker;
   struct View;
+  struct NodeSession;
   ClusterClient(std::string master, ClusterClientOptions options);
   void RefreshLoop() EXCLUDES(stop_mu_, view_mu_);
   std::shared_ptr<const View> CurrentView() const EXCLUDES(view_mu_);
-  // The view `got` describes, keeping the peers of `old` that are the same incarnation.
-  static std::shared_ptr<const View> BuildView(const rpc::ClusterView& got, const View& old);
+  // The view `got` describes, keeping the peers of `old` that are the same incarnation and the
+  // shared memory of those whose node socket is still open (mapping that of new co-located ones).
+  std::shared_ptr<const View> BuildView(const rpc::ClusterView& got, const View& old) const;
+  // Installs a view without the shared memory of workers that hung up (the master may be down).
+  void DropClosedSessions() EXCLUDES(refresh_mu_, view_mu_);
   void MarkDown(Peer& peer) EXCLUDES(view_mu_);
-  // Reads the block from `worker`'s cache file on this host. kNotFound: not on its disk (or not
-  // visible here), read it over gRPC instead.
-  Result<size_t> ReadLocal(const Worker& worker, const rpc::BlockId& block, uint64_t offset,
-                           std::span<char> dst, Clock::time_point deadline);
 
   const std::string master_;
   const ClusterClientOptions options_;
@@ -131,12 +155,15 @@ class ClusterClient {
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
   std::chrono::milliseconds refresh_interval_ GUARDED_BY(view_mu_){1000};
   std::chrono::milliseconds down_period_ GUARDED_BY(view_mu_){5000};
+  std::unique_ptr<rpc::ClusterView> last_got_ GUARDED_BY(refresh_mu_);  // the last view fetched
 
   Mutex stop_mu_;
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(stop_mu_) = false;
   std::thread refresher_;
   std::atomic<uint64_t> short_circuit_reads_{0};
+  mutable std::atomic<uint64_t> local_memory_hits_{0};
+  std::atomic<uint64_t> worker_calls_{0};
   std::atomic<uint64_t> streamed_reads_{0};
 };
 

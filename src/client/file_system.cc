@@ -200,7 +200,9 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
       blocks_->ReadPinned(req, offset_in_block, dst,
                           [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
   if (read.block == nullptr) return read.copied;
-  Pin(h, index, read.block);
+  // A view of a worker's shared memory is held only while read: kept, it would hold the worker's
+  // memory.
+  if (!read.block->foreign()) Pin(h, index, read.block);
   return copy(*read.block);
 }
 
@@ -313,7 +315,7 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
   if (read.block != nullptr) {
     uint64_t n = in_block >= read.block->size() ? 0 : read.block->size() - in_block;
     out = std::span<const char>(read.block->data() + in_block, std::min(n, want));
-    if (out.size() == want) Pin(h, index, read.block);
+    if (out.size() == want && !read.block->foreign()) Pin(h, index, read.block);
     *pin = std::move(read.block);
   }
   if (out.size() != want) {

@@ -90,13 +90,15 @@ class WorkerServer::Service final
  public:
   Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, ThreadPool* pool,
           ThreadPool* read_pool, ThreadPool* load_pool,
-          std::function<void(rpc::WorkerInfo*)> fill_info)
+          std::function<void(rpc::WorkerInfo*)> fill_info,
+          std::function<void(rpc::WorkerStats*)> fill_shm)
       : namespaces_(namespaces),
         blocks_(std::move(blocks)),
         pool_(pool),
         read_pool_(read_pool),
         sink_(namespaces, blocks_.get(), &index_, load_pool),
-        fill_info_(std::move(fill_info)) {}
+        fill_info_(std::move(fill_info)),
+        fill_shm_(std::move(fill_shm)) {}
 
   // ReadBlock is served raw and zero-copy: the reply is one message whose bytes are a gRPC slice
   // over the pinned block itself (the slice holds a BlockRef until gRPC has sent it), behind a
@@ -112,10 +114,14 @@ class WorkerServer::Service final
 
   grpc::Status LocateBlock(grpc::ServerContext*, const rpc::LocateBlockRequest* request,
                            rpc::LocateBlockResponse* response) override {
-    Namespace* ns = nullptr;
-    BlockRequest req;
-    if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
-    std::string path = blocks_->FilePath(req.key);
+    BlockKey key{{request->content_hi(), request->content_lo()}, request->index()};
+    if (request->has_block()) {
+      Namespace* ns = nullptr;
+      BlockRequest req;
+      if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      key = req.key;
+    }
+    std::string path = blocks_->FilePath(key);
     if (!path.empty()) {
       blocks_located_.fetch_add(1, std::memory_order_relaxed);
       response->set_path(std::move(path));
@@ -154,6 +160,7 @@ class WorkerServer::Service final
     response->set_blocks_served(blocks_served_.load(std::memory_order_relaxed));
     response->set_bytes_served(bytes_served_.load(std::memory_order_relaxed));
     response->set_blocks_located(blocks_located_.load(std::memory_order_relaxed));
+    fill_shm_(response);
     return grpc::Status::OK;
   }
 
@@ -327,6 +334,7 @@ class WorkerServer::Service final
   mutable ContentIndex index_;
   StoreSink sink_;
   std::function<void(rpc::WorkerInfo*)> fill_info_;
+  std::function<void(rpc::WorkerStats*)> fill_shm_;
   std::atomic<uint64_t> blocks_served_{0};
   std::atomic<uint64_t> bytes_served_{0};
   std::atomic<uint64_t> blocks_located_{0};
@@ -339,20 +347,44 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   w->config_ = config;
   w->options_ = options;
   w->start_time_ms_ = NowMs();
-  auto blocks = BlockStore::Open(config.cache);
+  if (options.shared_memory) {
+    ShmArenaOptions shm;
+    shm.capacity_bytes = config.cache.memory_capacity;
+    Result<std::shared_ptr<ShmArena>> arena = ShmArena::Create(shm);
+    if (!arena.ok()) return arena.status().WithContext("shared memory for the memory tier");
+    w->arena_ = std::move(*arena);
+  }
+  auto blocks = BlockStore::Open(config.cache, nullptr, w->arena_);
   if (!blocks.ok()) return blocks.status();
   w->blocks_ = std::move(*blocks);
   LC_ASSIGN_OR_RETURN(
       w->id_, LoadOrCreateWorkerId(config.cache.disks.empty() ? std::string()
                                                               : config.cache.disks.front().path));
   LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));
+  if (w->arena_ != nullptr) {
+    std::string path = options.node_socket.empty() ? "/tmp/lakecache-node-" + w->id_ + ".sock"
+                                                   : options.node_socket;
+    std::vector<uid_t> uids = options.shm_uids;
+    if (uids.empty()) uids.push_back(::getuid());
+    LC_ASSIGN_OR_RETURN(w->node_, NodeServer::Start(w->arena_, path, std::move(uids)));
+  }
   w->prefetch_pool_ = std::make_unique<ThreadPool>(kPrefetchThreads);
   w->read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
   w->load_pool_ = std::make_unique<ThreadPool>(kLoadThreads);
   WorkerServer* self = w.get();
-  w->service_ = std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(),
-                                          w->read_pool_.get(), w->load_pool_.get(),
-                                          [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
+  w->service_ = std::make_unique<Service>(
+      w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(), w->read_pool_.get(),
+      w->load_pool_.get(), [self](rpc::WorkerInfo* info) { self->FillInfo(info); },
+      [self](rpc::WorkerStats* stats) {
+        if (self->arena_ == nullptr) return;
+        ShmArenaStats s = self->arena_->Stats();
+        stats->set_shm_sessions(s.sessions);
+        stats->set_shm_published_bytes(s.published_bytes);
+        stats->set_shm_deferred_bytes(s.deferred_bytes);
+        if (self->node_ != nullptr) {
+          stats->set_shm_refused(self->node_->peers_refused());
+        }
+      });
   {
     MutexLock lock(&self->address_mu_);
     LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
@@ -387,6 +419,9 @@ void WorkerServer::Shutdown() {
   prefetch_pool_.reset();  // finishes queued prefetches
   read_pool_.reset();      // every ReadBlock has finished with the server (Shutdown waited)
   load_pool_.reset();
+  // Last: nothing publishes any more, so no memory a mount still reads is reused. Mounts then let
+  // go of the shared memory and read over the network.
+  node_.reset();
   if (blocks_ != nullptr) blocks_->Flush();
 }
 
@@ -402,6 +437,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_used_bytes(used);
   info->set_start_time_ms(start_time_ms_);
   info->set_host_id(rpc::HostId());
+  if (node_ != nullptr) info->set_node_socket(node_->path());
 }
 
 void WorkerServer::HeartbeatLoop() {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cache/block_store.h"
 #include "common/config.h"
@@ -22,6 +23,7 @@
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
 #include "ufs/store_factory.h"
+#include "worker/node_server.h"
 
 namespace grpc {
 class Server;
@@ -38,6 +40,11 @@ struct WorkerOptions {
   std::string master;                  // HOST:PORT of the master
   StoreOptions store;
   bool probe = true;  // list each namespace root at start (a wrong bucket fails start-up)
+  // The memory tier lives in shared memory that mounts on this host map (through the node
+  // socket); false: private memory, co-located mounts read over the network path.
+  bool shared_memory = true;
+  std::string node_socket;      // empty: /tmp/lakecache-node-<worker id>.sock
+  std::vector<uid_t> shm_uids;  // who may map it; empty: this process's uid
 };
 
 class WorkerServer {
@@ -54,6 +61,10 @@ class WorkerServer {
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }
   BlockStore& blocks() { return *blocks_; }
+  // The shared memory of the memory tier, or null.
+  const std::shared_ptr<ShmArena>& arena() const { return arena_; }
+  // The node socket's path, empty without shared memory.
+  std::string node_socket() const { return node_ != nullptr ? node_->path() : std::string(); }
   void Shutdown();  // idempotent
 
   class Service;  // the rpc::WorkerService implementation (worker_server.cc)
@@ -78,6 +89,8 @@ class WorkerServer {
   std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<ShmArena> arena_;  // null without shared memory
+  std::unique_ptr<NodeServer> node_;
 
   std::atomic<bool> registered_{false};
   Mutex mu_;

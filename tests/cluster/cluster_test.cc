@@ -2,16 +2,19 @@
 // read through ClusterClient / ClusterStore and a FileSystem, as a cluster-mode mount reads it.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "cache/block_key.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/file_system.h"
+#include "client/node_tier.h"
 #include "master/master_server.h"
 #include "rpc/lakecache.pb.h"
 #include "support/slowdown.h"
@@ -63,7 +66,7 @@ class ClusterTest : public ::testing::Test {
     WaitForWorkers(3);
   }
 
-  void StartWorker(uint64_t memory, const std::string& disk = "") {
+  void StartWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true) {
     Config config = config_;
     config.cache.memory_capacity = memory;
     config.cache.policy = "lru";
@@ -71,9 +74,18 @@ class ClusterTest : public ::testing::Test {
     WorkerOptions options;
     options.master = master_->address();
     options.store = store_options_;
+    options.shared_memory = shared_memory;
     auto worker = WorkerServer::Start(config, options);
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     workers_.push_back(std::move(*worker));
+  }
+
+  // Replaces the workers with one of `memory` bytes (and a disk tier in `disk`).
+  void OnlyWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true) {
+    for (auto& w : workers_) w->Shutdown();
+    workers_.clear();
+    StartWorker(memory, disk, shared_memory);
+    WaitForWorkers(1);
   }
 
   void WaitForWorkers(size_t n) {
@@ -220,8 +232,8 @@ TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
 
 // A FileSystem reading namespace "lake" through the cluster, as a cluster mount builds it.
 std::unique_ptr<FileSystem> ClusterFileSystem(const std::shared_ptr<ClusterClient>& client,
-                                              const ClusterNamespace& ns,
-                                              FileSystemOptions options) {
+                                              const ClusterNamespace& ns, FileSystemOptions options,
+                                              bool node_tiers = true) {
   NamespaceTable::Source source;
   source.config.name = ns.name;
   source.config.block_size = ns.block_size;
@@ -233,10 +245,10 @@ std::unique_ptr<FileSystem> ClusterFileSystem(const std::shared_ptr<ClusterClien
   CacheConfig cache;
   cache.memory_capacity = 1 << 20;
   options.max_run_blocks = 1;
-  auto blocks = BlockStore::Open(cache);
+  auto blocks = ClusterBlockStore(client, cache, node_tiers, nullptr);
   if (!blocks.ok()) return nullptr;
   return std::make_unique<FileSystem>(NamespaceTable::FromStores(std::move(sources)),
-                                      std::shared_ptr<BlockStore>(std::move(*blocks)), options);
+                                      std::move(*blocks), options);
 }
 
 // Opens lake/big.bin of `fs`.
@@ -274,7 +286,8 @@ TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
 TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
   FileSystemOptions options;
   options.range_reads_when_random = true;
-  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), options);
+  // The workers' memory not mapped: as a mount on another host reads them.
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), options, false);
   ASSERT_NE(made, nullptr);
   FileSystem& fs = *made;
   OpenedFile opened;
@@ -298,23 +311,65 @@ TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
   fs.Release(opened.fh);
 }
 
-// A client on the worker's host reads blocks from the worker's cache files and verifies them; a
-// rotten file is never served from: the block is streamed from the worker instead.
+// The whole of lake/`path` read through `fs` in one read.
+std::string ReadFile(FileSystem& fs, const std::string& path, size_t size) {
+  Result<FileAttr> at = fs.Lookup(1, "lake");
+  for (size_t from = 0; at.ok() && from < path.size();) {
+    size_t slash = std::min(path.find('/', from), path.size());
+    at = fs.Lookup(at->ino, path.substr(from, slash - from));
+    from = slash + 1;
+  }
+  EXPECT_TRUE(at.ok()) << at.status().ToString();
+  if (!at.ok()) return "";
+  Result<OpenedFile> opened = fs.Open(at->ino);
+  EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+  if (!opened.ok()) return "";
+  std::string out(size, '\0');
+  Result<size_t> n = fs.Read(opened->fh, 0, std::span<char>(out.data(), out.size()));
+  EXPECT_TRUE(n.ok()) << n.status().ToString();
+  fs.Release(opened->fh);
+  out.resize(n.ok() ? *n : 0);
+  return out;
+}
+
+TierStats TierNamed(FileSystem& fs, const std::string& name) {
+  for (const TierStats& t : fs.blocks().Stats().tiers) {
+    if (t.tier == name) return t;
+  }
+  ADD_FAILURE() << "no tier " << name;
+  return {};
+}
+
+// A mount on the worker's host reads blocks from the worker's cache files, opened once per block
+// (one LocateBlock) and verified on every read; a rotten file is never served from (the block is
+// streamed instead); a file the worker evicts is closed.
 TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption) {
-  for (auto& w : workers_) w->Shutdown();
-  workers_.clear();
   TempDir disk;
-  StartWorker(16 << 20, disk.path());
-  WaitForWorkers(1);
-  ClusterStore store(client_, Namespace());
+  OnlyWorker(16 << 20, disk.path(), /*shared_memory=*/false);
+  FileSystemOptions no_read_ahead;
+  no_read_ahead.read_ahead_max = 0;
   const std::string& b = files_["dir/sub/b.bin"];  // 3 blocks
-  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
-  EXPECT_EQ(client_->short_circuit_reads(), 0u);  // fetched by the worker, streamed
-  workers_[0]->blocks().Flush();                  // the disk tier writes behind
-  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
-  EXPECT_EQ(client_->short_circuit_reads(), 3u);
-  // Flip a byte of every block file: the client's checksum check fails and it streams instead.
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), no_read_ahead);
+  auto read_b = [&] { return ReadFile(*made, "dir/sub/b.bin", b.size()); };
+  // Cold: fetched by the worker and streamed; its memory is not shared, so nothing is mapped.
+  EXPECT_EQ(read_b(), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 0u);
+  EXPECT_EQ(client_->local_sessions(), 0u);
+  workers_[0]->blocks().Flush();  // the disk tier writes behind
+  std::unique_ptr<FileSystem> fresh = ClusterFileSystem(client_, Namespace(), no_read_ahead);
+  made.swap(fresh);  // a mount that holds nothing in memory
+  FileSystem& fs = *made;
+  uint64_t calls = client_->worker_calls();
   uint64_t streamed = client_->streamed_reads();
+  EXPECT_EQ(read_b(), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 3u);
+  EXPECT_EQ(client_->worker_calls(), calls + 3);  // one LocateBlock per block
+  EXPECT_EQ(client_->streamed_reads(), streamed);
+  EXPECT_EQ(read_b(), b);  // the open files serve again: no call at all
+  EXPECT_EQ(client_->short_circuit_reads(), 6u);
+  EXPECT_EQ(client_->worker_calls(), calls + 3);
+  EXPECT_EQ(TierNamed(fs, "node-disk").blocks, 3u);
+  // Flip a byte of every block file: the check fails on the open files and the block is streamed.
   for (const auto& entry : std::filesystem::recursive_directory_iterator(disk.path())) {
     if (entry.path().extension() != ".blk") continue;
     std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
@@ -325,9 +380,98 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
     f.seekp(-1, std::ios::end);
     f.put(static_cast<char>(c ^ 0x5a));
   }
-  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
-  EXPECT_EQ(client_->short_circuit_reads(), 3u);
+  EXPECT_EQ(read_b(), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 6u);
   EXPECT_EQ(client_->streamed_reads(), streamed + 3);
+  EXPECT_EQ(TierNamed(fs, "node-disk").corrupt_blocks, 3u);
+}
+
+// The worker evicts a block whose cache file a mount holds open: the mount closes it within a
+// sweep, so no deleted file pins the worker's disk.
+TEST_F(ClusterTest, EvictedCacheFilesAreClosedByTheMount) {
+  TempDir disk;
+  OnlyWorker(16 << 20, disk.path(), /*shared_memory=*/false);
+  FileSystemOptions no_read_ahead;
+  no_read_ahead.read_ahead_max = 0;
+  const std::string& b = files_["dir/sub/b.bin"];
+  ClusterStore store(client_, Namespace());
+  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
+  workers_[0]->blocks().Flush();
+  std::unique_ptr<FileSystem> fs = ClusterFileSystem(client_, Namespace(), no_read_ahead);
+  EXPECT_EQ(ReadFile(*fs, "dir/sub/b.bin", b.size()), b);
+  EXPECT_GT(client_->short_circuit_reads(), 0u);
+  uint64_t open = TierNamed(*fs, "node-disk").blocks;
+  EXPECT_EQ(open, 3u);
+  bool is_dir = false;
+  Result<ObjectInfo> info =
+      client_->Stat("lake", "dir/sub/b.bin", &is_dir, Clock::time_point::max());
+  ASSERT_TRUE(info.ok());
+  ContentId content = MakeContentId("lake", info->key, info->etag, kBlock);
+  for (uint64_t i = 0; i < 3; ++i) workers_[0]->blocks().Erase(BlockKey{content, i});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
+  while (TierNamed(*fs, "node-disk").blocks > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(TierNamed(*fs, "node-disk").blocks, 0u);
+}
+
+// A mount on the worker's host maps its memory: a block the worker holds in memory is read in
+// place, with no call to any worker, and the mount keeps no copy of its own.
+TEST_F(ClusterTest, CoLocatedMemoryHitsMakeNoWorkerCalls) {
+  OnlyWorker(16 << 20);
+  ASSERT_EQ(client_->local_sessions(), 1u);
+  FileSystemOptions no_read_ahead;
+  no_read_ahead.read_ahead_max = 0;
+  std::unique_ptr<FileSystem> fs = ClusterFileSystem(client_, Namespace(), no_read_ahead);
+  const std::string& b = files_["dir/sub/b.bin"];
+  const std::string& a = files_["dir/a.txt"];
+  EXPECT_EQ(ReadFile(*fs, "dir/sub/b.bin", b.size()), b);  // cold: fetched by the worker
+  EXPECT_EQ(ReadFile(*fs, "dir/a.txt", a.size()), a);
+  uint64_t calls = client_->worker_calls();
+  uint64_t hits = client_->local_memory_hits();
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_EQ(ReadFile(*fs, "dir/sub/b.bin", b.size()), b);
+    EXPECT_EQ(ReadFile(*fs, "dir/a.txt", a.size()), a);
+  }
+  EXPECT_EQ(client_->worker_calls(), calls);
+  EXPECT_EQ(client_->local_memory_hits(), hits + 3 * 4);
+  EXPECT_EQ(TierNamed(*fs, "memory").blocks, 0u);  // no second copy in the mount
+  EXPECT_EQ(TierNamed(*fs, "node-memory").hits, 3u * 4);
+}
+
+// A worker memory tier of 8 blocks, so its shared memory is reused all the time, read by 8
+// readers through one co-located mount: every byte right, no read failed.
+TEST_F(ClusterTest, EightReadersOfAnEightBlockWorkerReadEveryByteRight) {
+  OnlyWorker(8 * kBlock);
+  ASSERT_EQ(client_->local_sessions(), 1u);
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), FileSystemOptions{});
+  FileSystem& fs = *made;
+  OpenedFile opened;
+  ASSERT_NO_FATAL_FAILURE(OpenBig(fs, &opened));
+  const std::string& big = files_["big.bin"];
+  std::atomic<uint64_t> failed{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::string got(3000, '\0');
+      for (int n = 0; n < 400; ++n) {
+        uint64_t block = rng() % 24;  // 24 blocks for 8 slots: constant reuse
+        uint64_t offset = block * kBlock + rng() % (kBlock - got.size());
+        Result<size_t> r = fs.Read(opened.fh, offset, std::span<char>(got.data(), got.size()));
+        if (!r.ok() || *r != got.size()) {
+          failed.fetch_add(1);
+        } else if (got != big.substr(offset, got.size())) {
+          wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& r : readers) r.join();
+  fs.Release(opened.fh);
+  EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(client_->local_memory_hits(), 0u);
 }
 
 // The store sent bytes of another version to a worker (it ignored If-Match): the worker caches
@@ -336,10 +480,7 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
 TEST_F(ClusterTest, WorkerDropsAReplyOfAnotherVersion) {
   auto faults = std::make_shared<FaultInjectingStore>(std::make_shared<LocalStore>(data_.path()));
   store_options_.wrap = [faults](std::shared_ptr<ObjectStore>) { return faults; };
-  for (auto& w : workers_) w->Shutdown();
-  workers_.clear();
-  StartWorker(16 << 20);
-  WaitForWorkers(1);
+  OnlyWorker(16 << 20);
   ClusterStore store(client_, Namespace());
   ListRequest list;
   list.prefix = "dir/sub/";

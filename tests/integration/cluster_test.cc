@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -185,7 +186,7 @@ TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {
     return total;
   };
   uint64_t served = served_by_workers();
-  Mount();
+  Mount({"client.short_circuit=false"});  // as from another host: every block from a worker
   errors = ReadAll(kSmallBucket, kSmallFiles, kSmallFileSize, kSmallBlock, 0, 4);
   EXPECT_TRUE(errors.empty()) << errors.front();
   EXPECT_EQ(TotalFetches(), kBlocks) << "the second read went to the object store";
@@ -264,6 +265,143 @@ TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterR
       EXPECT_EQ(Stats(workers_[i]).fetches(), others_before[i]) << workers_[i].name;
     }
   }
+}
+
+// Shared-memory mappings of a process: how many of its mappings are workers' arenas.
+int ArenaMappings(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("memfd:lakecache-arena") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+// A field of /proc/PID/status in bytes ("RssShmem").
+uint64_t StatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) << 10;
+  }
+  return 0;
+}
+
+size_t CountInFile(const std::string& path, const std::string& text) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+  return n;
+}
+
+// Two workers holding the whole dataset in memory, which the mount maps. One is SIGKILLed under
+// eight readers: no read fails, no byte is wrong (its blocks come from the other). Restarted
+// under readers, it is mapped again and its old memory let go of: the mount maps one arena per
+// live worker, not two copies of the node's memory.
+TEST_F(ClusterProcessTest, CoLocatedWorkerKilledAndRestartedUnderReadersCostsNothing) {
+  constexpr int kFiles = 8;  // 512 MiB
+  constexpr uint64_t kTotal = kFiles * kBigFileSize;
+  StartCluster({{"512MiB", "1GiB"}, {"512MiB", "1GiB"}});
+  Mount();
+  std::vector<std::string> errors = ReadAll(kBigBucket, kFiles, kBigFileSize, kMiB, 100, kReaders);
+  ASSERT_TRUE(errors.empty()) << errors.front();
+  Unmount();
+  const std::string log = dir_->path() + "/mount.log";
+  const std::string mapped = "mapping the memory cache of worker";
+  size_t before = CountInFile(log, mapped);  // the log goes on across mounts
+  Mount();
+  EXPECT_EQ(CountInFile(log, mapped), before + 2);
+  EXPECT_EQ(ArenaMappings(mount_->pid()), 2);
+  std::atomic<uint64_t> progress{0};
+  std::thread readers(
+      [&] { errors = ReadAll(kBigBucket, kFiles, kBigFileSize, kMiB, 100, kReaders, &progress); });
+  auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (progress.load() < kTotal / 3 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  WorkerProcess& victim = workers_[0];
+  ASSERT_EQ(::kill(victim.process->pid(), SIGKILL), 0);
+  EXPECT_LT(progress.load(), kTotal) << "the readers finished before the kill";
+  readers.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
+  EXPECT_EQ(progress.load(), kTotal);
+
+  // Restarted while eight readers read.
+  progress = 0;
+  std::thread again(
+      [&] { errors = ReadAll(kBigBucket, kFiles, kBigFileSize, kMiB, 100, kReaders, &progress); });
+  StartWorker(victim);
+  again.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
+  // Within a heartbeat or two the mount maps the new incarnation and drops the old one.
+  deadline = Clock::now() + std::chrono::seconds(10);
+  while ((CountInFile(log, mapped) < before + 3 || ArenaMappings(mount_->pid()) != 2) &&
+         Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(CountInFile(log, mapped), before + 3);
+  EXPECT_EQ(ArenaMappings(mount_->pid()), 2) << "an old worker's memory is still mapped";
+  errors = ReadAll(kBigBucket, kFiles, kBigFileSize, kMiB, 100, kReaders);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  Unmount();
+}
+
+// A mount SIGKILLed while its readers hold views of a worker's memory (a memory tier of 1,024
+// blocks over 5,120, so the memory is reused all the time): the worker serves on, closes the
+// mount's session, reuses everything it held and stays within its --mem-cache.
+TEST_F(ClusterProcessTest, MountKilledWhileMappingLeavesTheWorkerHealthyAndBounded) {
+  StartCluster({{"64MiB", "1GiB"}});
+  Mount();
+  std::atomic<uint64_t> progress{0};
+  std::vector<std::string> errors;
+  std::thread readers([&] {
+    errors =
+        ReadAll(kSmallBucket, kSmallFiles, kSmallFileSize, kSmallBlock, 0, kReaders, &progress);
+  });
+  auto deadline = Clock::now() + std::chrono::seconds(120);
+  uint64_t total = kSmallFiles * kSmallFileSize;
+  while (progress.load() < total / 3 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(Stats(workers_[0]).shm_sessions(), 1u);
+  ASSERT_EQ(::kill(mount_->pid(), SIGKILL), 0);
+  readers.join();  // their reads fail now: the mount is gone
+  Unmount();
+  deadline = Clock::now() + std::chrono::seconds(5);
+  rpc::WorkerStats stats = Stats(workers_[0]);
+  while ((stats.shm_sessions() > 0 || stats.shm_deferred_bytes() > 0) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stats = Stats(workers_[0]);
+  }
+  EXPECT_EQ(stats.shm_sessions(), 0u);
+  EXPECT_EQ(stats.shm_deferred_bytes(), 0u);
+  EXPECT_LE(stats.shm_published_bytes(), 64 * kMiB);
+  uint64_t shmem = StatusBytes(workers_[0].process->pid(), "RssShmem");
+  EXPECT_LE(shmem, 64 * kMiB + 8 * kMiB) << "shared memory beyond --mem-cache (and its index)";
+  EXPECT_TRUE(workers_[0].process->Running());
+  // A new mount maps it again and reads every byte.
+  Mount();
+  errors = ReadAll(kSmallBucket, 4, kSmallFileSize, kSmallBlock, 0, 4);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(Stats(workers_[0]).shm_sessions(), 1u);
+  Unmount();
+}
+
+// A worker whose memory this mount's uid may not map (--shm-uid names another): the mount reads
+// over the network instead, and says so once.
+TEST_F(ClusterProcessTest, AMountThatMayNotMapTheWorkerReadsOverTheNetworkAndSaysSoOnce) {
+  StartCluster({{"64MiB", "1GiB"}}, "127.0.0.1:0", {"--shm-uid", "65534"});
+  Mount();
+  std::vector<std::string> errors = ReadAll(kSmallBucket, 4, kSmallFileSize, kSmallBlock, 0, 4);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  errors = ReadAll(kSmallBucket, 4, kSmallFileSize, kSmallBlock, 0, 4);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  Unmount();
+  EXPECT_EQ(CountInFile(dir_->path() + "/mount.log", "cannot map the memory cache of worker"), 1u);
+  EXPECT_EQ(CountInFile(dir_->path() + "/mount.log", "mapping the memory cache"), 0u);
+  rpc::WorkerStats stats = Stats(workers_[0]);
+  EXPECT_EQ(stats.shm_refused(), 1u);
+  EXPECT_EQ(stats.shm_sessions(), 0u);
+  EXPECT_GT(stats.blocks_served(), 0u);
 }
 
 TEST_F(ClusterProcessTest, MasterRestartDuringReadsLosesNothing) {

@@ -393,7 +393,10 @@ class MultihostTest : public ::testing::Test {
   void Mount() {
     std::vector<std::string> argv =
         lab_.Nsenter("client", {LAKECACHE_BINARY, "--log-level", "info", "--log-file", Log("mount"),
-                                "mount", "--master", master_address_, mountpoint_});
+                                "mount", "--master", master_address_, mountpoint_,
+                                // Another host: its kernel is this one, its disk and memory are
+                                // not the workers'.
+                                "-o", "client.short_circuit=false"});
     auto started = ChildProcess::Start(argv, dir_->path() + "/mount.out", kEnv);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     mount_ = std::move(started).value();

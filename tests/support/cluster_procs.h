@@ -36,6 +36,7 @@ struct WorkerProcess {
   std::string mem_cache;
   std::string cache_size;
   std::string address;
+  std::vector<std::string> flags;  // more worker flags
   std::unique_ptr<ChildProcess> process;
 };
 
@@ -144,6 +145,7 @@ class ClusterProcessFixture : public ::testing::Test {
     argv.insert(argv.end(),
                 {"worker", "--master", master_address_, "--address-file", addr_file, "--cache-dir",
                  w.cache_dir, "--cache-size", w.cache_size, "--mem-cache", w.mem_cache});
+    argv.insert(argv.end(), w.flags.begin(), w.flags.end());
     auto started = ChildProcess::Start(argv, dir_->path() + "/" + w.name + ".out");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     w.process = std::move(started).value();
@@ -153,7 +155,8 @@ class ClusterProcessFixture : public ::testing::Test {
   // A master and one worker per (--mem-cache, --cache-size) pair; returns once the master's view
   // lists them all.
   void StartCluster(const std::vector<std::pair<std::string, std::string>>& mem_and_disk,
-                    const std::string& master_listen = "127.0.0.1:0") {
+                    const std::string& master_listen = "127.0.0.1:0",
+                    const std::vector<std::string>& worker_flags = {}) {
     StartMaster(master_listen);
     ASSERT_FALSE(master_address_.empty());
     for (size_t i = 0; i < mem_and_disk.size(); ++i) {
@@ -162,6 +165,7 @@ class ClusterProcessFixture : public ::testing::Test {
       w.cache_dir = dir_->path() + "/" + w.name;
       w.mem_cache = mem_and_disk[i].first;
       w.cache_size = mem_and_disk[i].second;
+      w.flags = worker_flags;
       workers_.push_back(std::move(w));
       StartWorker(workers_.back());
       ASSERT_FALSE(workers_.back().address.empty());
@@ -226,9 +230,12 @@ class ClusterProcessFixture : public ::testing::Test {
 
   // A cluster mount of the master at mountpoint_, in the foreground (a child of the test); returns
   // once /proc/mounts lists it.
-  void Mount() {
+  // `options`: -o settings of the mount (e.g. "client.short_circuit=false": read as a mount on
+  // another host would).
+  void Mount(const std::vector<std::string>& options = {}) {
     std::vector<std::string> argv = {LAKECACHE_BINARY, "--log-level",   "info",     "mount",
                                      "--master",       master_address_, mountpoint_};
+    for (const std::string& o : options) argv.insert(argv.end(), {"-o", o});
     // No object-store credentials: a cluster client never needs them.
     auto started =
         ChildProcess::Start(argv, dir_->path() + "/mount.log",

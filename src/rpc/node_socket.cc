@@ -1,0 +1,154 @@
+#include "rpc/node_socket.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace lakecache::rpc {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x6c636e68;  // "lcnh"
+constexpr size_t kMaxReason = 512;
+
+struct HelloHeader {
+  uint32_t magic = kHelloMagic;
+  uint32_t version = kNodeSocketVersion;
+  uint32_t accepted = 0;
+  uint32_t fds = 0;
+};
+
+Status Errno(const std::string& what) {
+  return Status::IoError(what + ": " + std::strerror(errno));
+}
+
+Result<sockaddr_un> Address(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("node socket path '" + path + "' is empty or too long");
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return addr;
+}
+
+}  // namespace
+
+Result<int> ListenNodeSocket(const std::string& path) {
+  LC_ASSIGN_OR_RETURN(sockaddr_un addr, Address(path));
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  ::unlink(path.c_str());
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::chmod(path.c_str(), 0666) != 0 || ::listen(fd, 64) != 0) {
+    Status s = Errno("cannot listen on node socket " + path);
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
+Result<uid_t> PeerUid(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return Errno("SO_PEERCRED");
+  return cred.uid;
+}
+
+Status SendNodeHello(int fd, const NodeHello& hello) {
+  if (hello.fds.size() > kMaxNodeFds) return Status::InvalidArgument("too many descriptors");
+  HelloHeader header;
+  header.accepted = hello.accepted ? 1 : 0;
+  header.fds = static_cast<uint32_t>(hello.fds.size());
+  std::string reason = hello.reason.substr(0, kMaxReason);
+  iovec iov[2] = {{&header, sizeof(header)}, {reason.data(), reason.size()}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * hello.fds.size()));
+  if (!hello.fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * hello.fds.size());
+    std::memcpy(CMSG_DATA(c), hello.fds.data(), sizeof(int) * hello.fds.size());
+  }
+  if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) return Errno("sending on the node socket");
+  return Status::Ok();
+}
+
+Result<int> ConnectNodeSocket(const std::string& path, std::chrono::milliseconds timeout,
+                              NodeHello* hello) {
+  LC_ASSIGN_OR_RETURN(sockaddr_un addr, Address(path));
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  auto fail = [fd](Status s) {
+    ::close(fd);
+    return s;
+  };
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return fail(Errno("cannot connect to node socket " + path));
+  }
+  pollfd p{fd, POLLIN, 0};
+  int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  if (ready <= 0) return fail(Status::Unavailable("no answer on node socket " + path));
+  HelloHeader header;
+  char reason[kMaxReason];
+  iovec iov[2] = {{&header, sizeof(header)}, {reason, sizeof(reason)}};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * (kMaxNodeFds + 3)));
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return fail(Errno("reading node socket " + path));
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    size_t at = fds.size();
+    fds.resize(at + count);
+    std::memcpy(fds.data() + at, CMSG_DATA(c), count * sizeof(int));
+  }
+  auto drop_fds = [&fds] {
+    for (int f : fds) ::close(f);
+    fds.clear();
+  };
+  if (static_cast<size_t>(n) < sizeof(header) || header.magic != kHelloMagic ||
+      (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) != 0) {
+    drop_fds();
+    return fail(Status::InvalidArgument("node socket " + path + " sent a malformed hello"));
+  }
+  if (header.version != kNodeSocketVersion) {
+    drop_fds();
+    return fail(Status::InvalidArgument("node socket " + path + " speaks version " +
+                                        std::to_string(header.version)));
+  }
+  hello->accepted = header.accepted != 0;
+  hello->reason.assign(reason, static_cast<size_t>(n) - sizeof(header));
+  if (!hello->accepted || fds.size() != header.fds) {
+    drop_fds();
+    if (hello->accepted) {
+      return fail(Status::InvalidArgument("node socket " + path + " lost descriptors"));
+    }
+  }
+  hello->fds = std::move(fds);
+  return fd;
+}
+
+bool NodeSocketClosed(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) return true;
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) == 0;
+}
+
+}  // namespace lakecache::rpc

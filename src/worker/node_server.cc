@@ -1,0 +1,117 @@
+#include "worker/node_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "rpc/node_socket.h"
+
+namespace lakecache {
+namespace {
+
+constexpr int kPollMs = 100;  // how often deferred memory is reclaimed at the latest
+
+}  // namespace
+
+Result<std::unique_ptr<NodeServer>> NodeServer::Start(std::shared_ptr<ShmArena> arena,
+                                                      const std::string& path,
+                                                      std::vector<uid_t> allowed_uids) {
+  std::unique_ptr<NodeServer> s(new NodeServer());
+  s->arena_ = std::move(arena);
+  s->path_ = path;
+  s->allowed_ = std::move(allowed_uids);
+  LC_ASSIGN_OR_RETURN(s->listen_fd_, rpc::ListenNodeSocket(path));
+  if (::pipe2(s->wake_, O_CLOEXEC) != 0) {
+    return Status::IoError("cannot create a pipe for the node socket");
+  }
+  s->thread_ = std::thread([p = s.get()] { p->Loop(); });
+  return s;
+}
+
+NodeServer::~NodeServer() {
+  if (thread_.joinable()) {
+    char b = 0;
+    (void)!::write(wake_[1], &b, 1);
+    thread_.join();
+  }
+  for (const Conn& c : conns_) {
+    arena_->CloseSession(c.session);
+    ::close(c.fd);
+  }
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    ::unlink(path_.c_str());
+  }
+  for (int fd : wake_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void NodeServer::Loop() {
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({wake_[0], POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const Conn& c : conns_) fds.push_back({c.fd, POLLIN, 0});
+    int n = ::poll(fds.data(), fds.size(), kPollMs);
+    arena_->Reclaim();
+    if (n <= 0) continue;
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents & POLLIN) Accept();
+    // A session's socket readable means hung up: a mount sends nothing after connecting.
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto it = std::find_if(conns_.begin(), conns_.end(),
+                             [&](const Conn& c) { return c.fd == fds[i].fd; });
+      if (it == conns_.end()) continue;
+      spdlog::debug("node socket: mount session {} ended", it->session);
+      arena_->CloseSession(it->session);
+      ::close(it->fd);
+      conns_.erase(it);
+    }
+  }
+}
+
+void NodeServer::Accept() {
+  int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  Result<uid_t> uid = rpc::PeerUid(fd);
+  rpc::NodeHello hello;
+  if (!uid.ok() || std::find(allowed_.begin(), allowed_.end(), *uid) == allowed_.end()) {
+    hello.reason = uid.ok() ? "uid " + std::to_string(*uid) +
+                                  " may not read this worker's memory (worker.shm_uids)"
+                            : uid.status().message();
+    refused_.fetch_add(1);
+    spdlog::warn("node socket {}: refused a mount: {}", path_, hello.reason);
+    (void)rpc::SendNodeHello(fd, hello);
+    ::close(fd);
+    return;
+  }
+  Result<ShmArena::Session> session = arena_->OpenSession();
+  if (!session.ok()) {
+    hello.reason = session.status().message();
+    (void)rpc::SendNodeHello(fd, hello);
+    ::close(fd);
+    return;
+  }
+  hello.accepted = true;
+  hello.fds.push_back(arena_->index_fd());
+  hello.fds.push_back(session->anchor_fd);
+  for (int a : arena_->arena_fds()) hello.fds.push_back(a);
+  hello.fds.resize(std::min(hello.fds.size(), rpc::kMaxNodeFds));
+  if (Status s = rpc::SendNodeHello(fd, hello); !s.ok()) {
+    arena_->CloseSession(session->id);
+    ::close(fd);
+    return;
+  }
+  opened_.fetch_add(1);
+  conns_.push_back({fd, session->id});
+  spdlog::debug("node socket: mount session {} opened (uid {})", session->id, *uid);
+}
+
+}  // namespace lakecache

@@ -1,0 +1,180 @@
+// ShmArena (a worker's shared memory) and ShmReader (a mount's view of it), in one process: the
+// reader maps the descriptors afresh, as a mount does after receiving them.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cache/memory_tier.h"
+#include "cache/shm_arena.h"
+#include "cache/shm_reader.h"
+
+namespace lakecache {
+namespace {
+
+BlockKey Key(uint64_t i) { return BlockKey{ContentId{0x1234, 0x5678}, i}; }
+
+// The bytes of block i: every byte says which block it is.
+BlockRef Bytes(uint64_t i, size_t size) {
+  std::shared_ptr<Block> b = Block::Allocate(size);
+  for (size_t j = 0; j < size; ++j) b->mutable_data()[j] = static_cast<char>(i * 31 + j % 251);
+  return b;
+}
+
+bool Holds(const Block& b, uint64_t i) {
+  for (size_t j = 0; j < b.size(); ++j) {
+    if (b.data()[j] != static_cast<char>(i * 31 + j % 251)) return false;
+  }
+  return true;
+}
+
+// What a worker sends a mount for one session (duplicated: the reader owns its descriptors).
+ShmFds SessionFds(ShmArena& arena, uint64_t* session) {
+  Result<ShmArena::Session> s = arena.OpenSession();
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  *session = s->id;
+  ShmFds fds;
+  fds.index = ::dup(arena.index_fd());
+  fds.anchors = ::dup(s->anchor_fd);
+  for (int fd : arena.arena_fds()) fds.arenas.push_back(::dup(fd));
+  return fds;
+}
+
+TEST(ShmArenaTest, PublishedBlocksAreFoundInPlaceUntilUnpublished) {
+  auto arena = ShmArena::Create({.capacity_bytes = 1 << 20});
+  ASSERT_TRUE(arena.ok());
+  uint64_t session = 0;
+  auto reader = ShmReader::Map(SessionFds(**arena, &session));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  BlockRef published = (*arena)->Publish(Key(1), *Bytes(1, 100000));
+  ASSERT_NE(published, nullptr);
+  BlockRef found = (*reader)->Find(Key(1));
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->size(), 100000u);
+  EXPECT_TRUE(Holds(*found, 1));
+  EXPECT_TRUE(found->foreign());
+  EXPECT_EQ((*reader)->Find(Key(2)), nullptr);
+  (*arena)->Unpublish(*published);
+  EXPECT_EQ((*reader)->Find(Key(1)), nullptr);
+  EXPECT_FALSE((*reader)->Contains(Key(1)));
+  EXPECT_TRUE(Holds(*found, 1));  // a view found earlier still reads its bytes
+}
+
+TEST(ShmArenaTest, AnchoredMemoryIsNotReusedUntilTheReaderLetsGo) {
+  // Room for one block: the next block needs the anchored one's memory.
+  auto arena = ShmArena::Create({.capacity_bytes = 64 << 10});
+  ASSERT_TRUE(arena.ok());
+  uint64_t session = 0;
+  auto reader = ShmReader::Map(SessionFds(**arena, &session));
+  ASSERT_TRUE(reader.ok());
+  BlockRef first = (*arena)->Publish(Key(1), *Bytes(1, 64 << 10));
+  ASSERT_NE(first, nullptr);
+  BlockRef view = (*reader)->Find(Key(1));
+  ASSERT_NE(view, nullptr);
+  (*arena)->Unpublish(*first);
+  first.reset();  // the worker lets go; the mount still reads
+  EXPECT_EQ((*arena)->Stats().deferred_bytes, 64u << 10);
+  EXPECT_EQ((*arena)->Publish(Key(2), *Bytes(2, 64 << 10)), nullptr);  // no room: kept private
+  EXPECT_TRUE(Holds(*view, 1));
+  view.reset();
+  BlockRef second = (*arena)->Publish(Key(2), *Bytes(2, 64 << 10));
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ((*arena)->Stats().deferred_bytes, 0u);
+}
+
+TEST(ShmArenaTest, AClosedSessionReleasesItsAnchors) {
+  auto arena = ShmArena::Create({.capacity_bytes = 64 << 10});
+  ASSERT_TRUE(arena.ok());
+  uint64_t session = 0;
+  auto reader = ShmReader::Map(SessionFds(**arena, &session));
+  ASSERT_TRUE(reader.ok());
+  BlockRef first = (*arena)->Publish(Key(1), *Bytes(1, 64 << 10));
+  BlockRef view = (*reader)->Find(Key(1));  // held by a mount that then dies
+  ASSERT_NE(view, nullptr);
+  (*arena)->Unpublish(*first);
+  first.reset();
+  EXPECT_EQ((*arena)->Publish(Key(2), *Bytes(2, 64 << 10)), nullptr);
+  (*arena)->CloseSession(session);
+  EXPECT_EQ((*arena)->Stats().deferred_bytes, 0u);
+  EXPECT_NE((*arena)->Publish(Key(2), *Bytes(2, 64 << 10)), nullptr);
+}
+
+TEST(ShmArenaTest, ReaderRefusesSegmentsThatCanBeResized) {
+  auto arena = ShmArena::Create({.capacity_bytes = 1 << 20});
+  ASSERT_TRUE(arena.ok());
+  uint64_t session = 0;
+  ShmFds fds = SessionFds(**arena, &session);
+  ::close(fds.arenas[0]);
+  fds.arenas[0] = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_EQ(::ftruncate(fds.arenas[0], 1 << 20), 0);
+  auto reader = ShmReader::Map(std::move(fds));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("not sealed"), std::string::npos)
+      << reader.status().message();
+}
+
+TEST(ShmArenaTest, ReaderRefusesAForeignIndex) {
+  ShmFds fds;
+  fds.index = ::memfd_create("index", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(::ftruncate(fds.index, 4096), 0);
+  ASSERT_EQ(::fcntl(fds.index, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  fds.anchors = ::dup(fds.index);
+  auto reader = ShmReader::Map(std::move(fds));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_NE(reader.status().message().find("another format"), std::string::npos)
+      << reader.status().message();
+}
+
+// A memory tier of 8 blocks in shared memory, so memory is reused all the time, while 8 readers
+// find blocks in place and check every byte: never a byte of another block.
+TEST(ShmArenaTest, EightReadersOfAnEightBlockTierNeverSeeAnotherBlocksBytes) {
+  constexpr size_t kSize = 16 << 10;
+  constexpr uint64_t kBlocks = 64;
+  auto arena = ShmArena::Create({.capacity_bytes = 8 * kSize});
+  ASSERT_TRUE(arena.ok());
+  auto tier = MemoryTier::Create(8 * kSize, "lru", 0, *arena);
+  ASSERT_TRUE(tier.ok());
+  std::vector<BlockRef> sources;
+  for (uint64_t i = 0; i < kBlocks; ++i) sources.push_back(Bytes(i, kSize));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> found{0}, wrong{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 8; ++t) {
+    uint64_t session = 0;
+    auto reader = ShmReader::Map(SessionFds(**arena, &session));
+    ASSERT_TRUE(reader.ok());
+    readers.emplace_back([&, r = *reader, t] {
+      std::mt19937_64 rng(t);
+      while (!stop.load()) {
+        uint64_t i = rng() % kBlocks;
+        if (BlockRef b = r->Find(Key(i))) {
+          found.fetch_add(1);
+          if (b->size() != kSize || !Holds(*b, i)) wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  std::mt19937_64 rng(99);
+  for (int n = 0; n < 20000; ++n) {  // the worker: blocks come and go
+    uint64_t i = rng() % kBlocks;
+    BlockRequest req;
+    req.key = Key(i);
+    req.length = kSize;
+    (*tier)->Insert(req, sources[i]);
+  }
+  stop.store(true);
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(found.load(), 0u);
+  (*arena)->Reclaim();  // the readers have let go of everything
+  EXPECT_EQ((*arena)->Stats().deferred_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace lakecache
