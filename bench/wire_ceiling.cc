@@ -10,7 +10,8 @@
 // once listening, and runs until killed.
 // mount: the null FUSE file system of fuse_ceiling (MOUNTPOINT/data, our mount's options) whose
 // every read of up to 1 MiB is one round trip over a pool of --connections connections to the
-// sender, received into the FUSE thread's reused buffer and replied with fuse_reply_buf.
+// sender, received into the FUSE thread's reused buffer and replied with fuse_reply_buf. When
+// unmounted it says how many connections were ever busy at once (the reads the kernel overlapped).
 // read: the same stream without FUSE: --connections threads, each on its own connection, take the
 // next 1 MiB of the file in turn until all of it was received; prints one JSON line (bytes,
 // seconds, mbps = 10^6 B/s, cpu_seconds of this process). --verify compares every byte with the
@@ -134,16 +135,19 @@ int Mount(const Flags& f) {
   options.name = "wire_ceiling";
   options.size = f.size;
   options.threads = f.threads;
-  return lb::RunNullFuse(f.mountpoint, options,
-                         [p = pool.get()](fuse_req_t req, size_t offset, size_t length) {
-                           thread_local std::unique_ptr<char[]> buf(new char[lb::kMaxRead]);
-                           int64_t got = p->Fetch(offset, length, buf.get());
-                           if (got != static_cast<int64_t>(length)) {
-                             fuse_reply_err(req, EIO);
-                           } else {
-                             fuse_reply_buf(req, buf.get(), length);
-                           }
-                         });
+  int rc = lb::RunNullFuse(f.mountpoint, options,
+                           [p = pool.get()](fuse_req_t req, size_t offset, size_t length) {
+                             thread_local std::unique_ptr<char[]> buf(new char[lb::kMaxRead]);
+                             int64_t got = p->Fetch(offset, length, buf.get());
+                             if (got != static_cast<int64_t>(length)) {
+                               fuse_reply_err(req, EIO);
+                             } else {
+                               fuse_reply_buf(req, buf.get(), length);
+                             }
+                           });
+  std::fprintf(stderr, "wire_ceiling: at most %zu of %u connections were busy at once\n",
+               pool->PeakBusy(), f.connections);
+  return rc;
 }
 
 double CpuSeconds() {

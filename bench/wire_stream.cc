@@ -151,6 +151,7 @@ int64_t WirePool::Fetch(uint64_t offset, uint64_t length, char* out) {
     freed_.wait(lock, [this] { return !idle_.empty(); });
     c = idle_.back();
     idle_.pop_back();
+    peak_busy_ = std::max(peak_busy_, connections_.size() - idle_.size());
   }
   int64_t got = c->Fetch(offset, length, out);
   {
@@ -159,6 +160,11 @@ int64_t WirePool::Fetch(uint64_t offset, uint64_t length, char* out) {
   }
   freed_.notify_one();
   return got;
+}
+
+size_t WirePool::PeakBusy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_busy_;
 }
 
 }  // namespace lakecache::bench

@@ -55,12 +55,15 @@ class WirePool {
  public:
   bool Open(const std::string& host_port, unsigned count);
   int64_t Fetch(uint64_t offset, uint64_t length, char* out);
+  // The most connections that were busy at once: how many reads were in flight together.
+  size_t PeakBusy();
 
  private:
   std::vector<std::unique_ptr<WireConnection>> connections_;
   std::mutex mu_;
   std::condition_variable freed_;
   std::vector<WireConnection*> idle_;  // GUARDED_BY(mu_)
+  size_t peak_busy_ = 0;               // GUARDED_BY(mu_)
 };
 
 }  // namespace lakecache::bench
