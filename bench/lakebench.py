@@ -7,9 +7,10 @@ process a bench started (BenchBase.track) is stopped, its mount unmounted, then 
 registered (BenchBase.add_cleanup: network namespaces, routes, loop mounts) run, newest first, and
 the temp dir is removed (unless --keep-tmp), on success, failure, SIGINT, SIGTERM or SIGHUP.
 
-Binaries: $LAKECACHE (default $BUILD_DIR/lakecache) and $FUSE_CEILING (default
-$BUILD_DIR/bench/fuse_ceiling), BUILD_DIR defaulting to build/ of the repo; $S3RVER_JS (default
-node_modules/s3rver/bin/s3rver.js of the repo).
+Binaries: $LAKECACHE (default $BUILD_DIR/lakecache), $FUSE_CEILING (default
+$BUILD_DIR/bench/fuse_ceiling) and $WIRE_CEILING (default $BUILD_DIR/bench/wire_ceiling), BUILD_DIR
+defaulting to build/ of the repo; $S3RVER_JS (default node_modules/s3rver/bin/s3rver.js of the
+repo).
 """
 import argparse
 import json
@@ -28,6 +29,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD_DIR = os.path.join(REPO, os.environ.get("BUILD_DIR", "build"))
 LAKECACHE = os.environ.get("LAKECACHE", os.path.join(BUILD_DIR, "lakecache"))
 FUSE_CEILING = os.environ.get("FUSE_CEILING", os.path.join(BUILD_DIR, "bench", "fuse_ceiling"))
+WIRE_CEILING = os.environ.get("WIRE_CEILING", os.path.join(BUILD_DIR, "bench", "wire_ceiling"))
 S3RVER_JS = os.environ.get("S3RVER_JS", os.path.join(REPO, "node_modules", "s3rver", "bin", "s3rver.js"))
 
 MiB = 1 << 20
@@ -104,6 +106,13 @@ def read_all(path):
     finally:
         os.close(fd)
     return total, seconds
+
+
+def cpu_seconds(pid):
+    """utime + stime of a running process (all its threads), from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def set_affinity_all_threads(pid, cpus):
@@ -321,7 +330,8 @@ class BenchBase:
     def check_binaries(self, *binaries):
         for binary in binaries:
             if not os.access(binary, os.X_OK):
-                raise RuntimeError(f"{binary} not found: build it (or set LAKECACHE / FUSE_CEILING / BUILD_DIR)")
+                raise RuntimeError(f"{binary} not found: build it (or set LAKECACHE / FUSE_CEILING / "
+                                   "WIRE_CEILING / BUILD_DIR)")
 
     # ---- s3rver and uploads ----------------------------------------------------------------
     def s3rver_argv(self, data_dir, host, port):
