@@ -497,6 +497,11 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker.address);
     if (st.ok()) {
       streamed_reads_.fetch_add(1, std::memory_order_relaxed);
+      // A worker on this host now holds the block in its memory: map its pages here, off the
+      // next reader's path (this read waited for a fetch anyway).
+      if (worker.shm != nullptr && offset == 0) {
+        BlockRef mapped = worker.shm->Find(BlockKey{content, block.index()});
+      }
       return got;
     }
     Status s = rpc::FromGrpcStatus(st, "worker " + worker.address);
