@@ -213,6 +213,7 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   if (req.cache_flags.mem_cache.empty()) config->cache.memory_capacity = kClusterMountMemCache;
   ClusterClientOptions client_options;
   client_options.short_circuit = config->client.short_circuit;
+  client_options.prefault = config->client.shm_prefault;
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
                       ClusterClient::Connect(req.master, client_options));
   *out = client;

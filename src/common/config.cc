@@ -431,6 +431,7 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "memory_budget" << YAML::Value << FormatByteSize(config.client.memory_budget);
   out << YAML::Key << "prefetch_threads" << YAML::Value << config.client.prefetch_threads;
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
+  out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value

@@ -64,8 +64,11 @@ struct ClientConfig {
   uint64_t read_ahead_max = 64ull << 20;  // largest read-ahead window per stream; 0: none
   uint64_t memory_budget = 512ull << 20;  // in-flight and prefetched block bytes, all files; > 0
   uint32_t prefetch_threads = 16;         // parallel ranged GETs of read-ahead; > 0
-  // Cluster mode: read blocks of a worker on this host straight from its cache files.
+  // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
+  // cache files).
   bool short_circuit = true;
+  // Map a shared block's pages on first use rather than fault them in page by page.
+  bool shm_prefault = true;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

@@ -148,7 +148,7 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
   if (!node.IsMap()) {
     return ctx.Error("client",
                      "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
-                     "short_circuit");
+                     "short_circuit, shm_prefault");
   }
   return ForEachEntry(
       ctx, "client", node,
@@ -156,10 +156,12 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
         if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
         if (name == "prefetch_threads")
           return ReadThreadCount(ctx, key, v, &client->prefetch_threads);
-        if (name == "short_circuit") {
+        if (name == "short_circuit" || name == "shm_prefault") {
           std::optional<bool> value;
           LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
-          if (value.has_value()) client->short_circuit = *value;
+          if (value.has_value()) {
+            (name == "short_circuit" ? client->short_circuit : client->shm_prefault) = *value;
+          }
           return Status::Ok();
         }
         if (name != "memory_budget") return ctx.Error(key, "unknown key");

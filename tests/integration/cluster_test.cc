@@ -345,6 +345,25 @@ TEST_F(ClusterProcessTest, CoLocatedWorkerKilledAndRestartedUnderReadersCostsNot
   Unmount();
 }
 
+// A worker memory tier of 8 blocks, so its shared memory is reused all the time, under eight
+// readers of a co-located mount that check every byte, in two epochs (the second from the
+// worker's disk through its memory): no read fails, no byte is wrong.
+TEST_F(ClusterProcessTest, EightReadersOfAnEightBlockWorkerGetEveryByteRight) {
+  constexpr int kFiles = 8;  // 1,024 blocks of 64 KiB
+  StartCluster({{"512KiB", "1GiB"}});
+  Mount();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<std::string> errors =
+        ReadAll(kSmallBucket, kFiles, kSmallFileSize, kSmallBlock, 0, kReaders);
+    EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
+  }
+  rpc::WorkerStats stats = Stats(workers_[0]);
+  EXPECT_EQ(stats.shm_sessions(), 1u);
+  EXPECT_LE(stats.shm_published_bytes(), 512 * kKiB);
+  EXPECT_GT(stats.tiers(0).evictions(), 1000u) << "the memory was not reused";
+  Unmount();
+}
+
 // A mount SIGKILLed while its readers hold views of a worker's memory (a memory tier of 1,024
 // blocks over 5,120, so the memory is reused all the time): the worker serves on, closes the
 // mount's session, reuses everything it held and stays within its --mem-cache.
