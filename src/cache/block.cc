@@ -85,9 +85,12 @@ std::shared_ptr<Block> Block::Allocate(size_t size) {
   return std::shared_ptr<Block>(new Block(p, size, false));
 }
 
-std::shared_ptr<Block> Block::View(char* data, size_t size, std::function<void()> release) {
+std::shared_ptr<Block> Block::View(char* data, size_t size, std::function<void()> release, int fd,
+                                   uint64_t fd_offset) {
   auto* block = new Block(data, size, false);
   block->release_ = release ? std::move(release) : [] {};
+  block->fd_ = fd;
+  block->fd_offset_ = fd_offset;
   return std::shared_ptr<Block>(block);
 }
 

@@ -25,7 +25,10 @@ class Block {
   static std::shared_ptr<Block> Allocate(size_t size);
   // A block over `size` bytes at `data` that someone else owns (shared memory): `release` runs
   // when the last reference goes. The bytes must stay valid and unchanged until then.
-  static std::shared_ptr<Block> View(char* data, size_t size, std::function<void()> release);
+  // `fd` and `fd_offset`: a file that holds the same bytes at that offset (the worker's memfd), so
+  // a reply may splice them instead of copying; -1: none.
+  static std::shared_ptr<Block> View(char* data, size_t size, std::function<void()> release,
+                                     int fd = -1, uint64_t fd_offset = 0);
   ~Block();
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
@@ -37,6 +40,9 @@ class Block {
   // True for a View: the bytes belong to another owner (a worker's shared memory), so a cache
   // must not keep the block (it would hold the owner's memory).
   bool foreign() const { return release_ != nullptr; }
+  // A file holding the bytes (see View), or -1; data()[i] is at fd_offset() + i there.
+  int fd() const { return fd_; }
+  uint64_t fd_offset() const { return fd_offset_; }
 
  private:
   Block(char* data, size_t size, bool mapped) : data_(data), size_(size), mapped_(mapped) {}
@@ -44,6 +50,8 @@ class Block {
   size_t size_;
   bool mapped_;
   std::function<void()> release_;  // set for a View
+  int fd_ = -1;
+  uint64_t fd_offset_ = 0;
 };
 
 using BlockRef = std::shared_ptr<const Block>;

@@ -141,10 +141,12 @@ BlockRef ShmReader::Find(const BlockKey& key) {
     }
     if (prefault_) Prefault(arena, offset, length);
     hits_.fetch_add(1, std::memory_order_relaxed);
-    return Block::View(const_cast<char*>(arenas_[arena] + offset), length,
-                       [self = shared_from_this(), i] {
-                         self->anchors_[i].fetch_sub(1, std::memory_order_release);
-                       });
+    return Block::View(
+        const_cast<char*>(arenas_[arena] + offset), length,
+        [self = shared_from_this(), i] {
+          self->anchors_[i].fetch_sub(1, std::memory_order_release);
+        },
+        arena_fds_[arena], offset);
   }
   return nullptr;
 }

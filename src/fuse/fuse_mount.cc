@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "fuse/errno_map.h"
 
@@ -49,9 +51,22 @@ fuse_entry_param ToEntry(FileSystem& fs, const FileAttr& a) {
   return e;
 }
 
+bool SpliceReplies() {
+  static const bool on = [] {
+    const char* v = std::getenv("LAKECACHE_SPLICE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
 void OnInit(void*, fuse_conn_info* conn) {
   conn->max_read = kMaxRead;  // must match the max_read mount option
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, kMaxRead);
+  // Replies of bytes that live in a file (a co-located worker's shared memory) are spliced from
+  // it: the kernel copies them once, without pinning this process's pages.
+  if (SpliceReplies() && (conn->capable & FUSE_CAP_SPLICE_WRITE) != 0) {
+    conn->want |= FUSE_CAP_SPLICE_WRITE;
+  }
 }
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -94,6 +109,15 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
   auto bytes = Fs(req).ReadPinned(fi->fh, static_cast<uint64_t>(off),
                                   std::span<char>(buf.get(), size), &pin);
   if (!bytes.ok()) return ReplyError(req, bytes.status(), "read");
+  if (pin != nullptr && pin->fd() >= 0 && SpliceReplies() && bytes->data() >= pin->data() &&
+      bytes->data() + bytes->size() <= pin->data() + pin->size()) {
+    fuse_bufvec bufv = FUSE_BUFVEC_INIT(bytes->size());
+    bufv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
+    bufv.buf[0].fd = pin->fd();
+    bufv.buf[0].pos = static_cast<off_t>(pin->fd_offset() + (bytes->data() - pin->data()));
+    fuse_reply_data(req, &bufv, FUSE_BUF_SPLICE_NONBLOCK);
+    return;
+  }
   fuse_reply_buf(req, bytes->data(), bytes->size());
 }
 
