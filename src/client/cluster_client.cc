@@ -5,10 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "cache/block_file.h"
 #include "cache/block_key.h"
+#include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -46,40 +46,6 @@ const grpc::internal::RpcMethod& ReadBlockMethod() {
   static const grpc::internal::RpcMethod method("/lakecache.rpc.WorkerService/ReadBlock",
                                                 grpc::internal::RpcMethod::SERVER_STREAMING);
   return method;
-}
-
-// Appends the `data` of one serialized ReadBlockChunk (field 1, bytes) to dst at *got, reading the
-// buffer's slices in place: one copy, no message object.
-Status CopyChunk(const grpc::ByteBuffer& buffer, std::span<char> dst, size_t* got) {
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return Status::Internal("unreadable block chunk");
-  size_t slice = 0, at = 0;
-  auto next_byte = [&](uint8_t* b) {
-    while (slice < slices.size() && at == slices[slice].size()) ++slice, at = 0;
-    if (slice == slices.size()) return false;
-    *b = slices[slice].begin()[at++];
-    return true;
-  };
-  uint8_t tag = 0;
-  if (!next_byte(&tag)) return Status::Ok();  // an empty chunk
-  uint64_t length = 0;
-  uint8_t b = 0x80;
-  for (int shift = 0; (b & 0x80) != 0 && shift < 64; shift += 7) {
-    if (!next_byte(&b)) return Status::Internal("truncated block chunk");
-    length |= static_cast<uint64_t>(b & 0x7f) << shift;
-  }
-  if (tag != 0x0a) return Status::Internal("unexpected field in block chunk");
-  if (length > dst.size() - *got) return Status::Internal("block chunk past the requested range");
-  while (length > 0) {
-    while (slice < slices.size() && at == slices[slice].size()) ++slice, at = 0;
-    if (slice == slices.size()) return Status::Internal("truncated block chunk");
-    size_t n = std::min<size_t>(length, slices[slice].size() - at);
-    std::memcpy(dst.data() + *got, slices[slice].begin() + at, n);
-    *got += n;
-    at += n;
-    length -= n;
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -352,7 +318,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     size_t got = 0;
     Status copied;
     while (reader->Read(&chunk)) {
-      if (copied.ok()) copied = CopyChunk(chunk, dst, &got);
+      if (copied.ok()) copied = rpc::CopyChunk(chunk, dst, &got);
     }
     grpc::Status st = reader->Finish();
     if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker.address);

@@ -15,14 +15,15 @@
 #include "cache/block_key.h"
 #include "jobs/store_sink.h"
 #include "meta/block_fetch.h"
+#include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "worker/block_reader.h"
 
 namespace lakecache {
 namespace {
 
-constexpr uint64_t kMaxBlockSize = 1ull << 30;
 constexpr uint64_t kChunkBytes = 16 << 20;  // one ReadBlockChunk message at most
 constexpr size_t kPrefetchThreads = 8;
 // ReadBlock calls served at once; each may wait for an object-store fetch.
@@ -88,14 +89,14 @@ Result<std::string> LoadOrCreateWorkerId(const std::string& dir) {
 class WorkerServer::Service final
     : public rpc::WorkerService::WithRawCallbackMethod_ReadBlock<rpc::WorkerService::Service> {
  public:
-  Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, ThreadPool* pool,
-          ThreadPool* read_pool, ThreadPool* load_pool,
+  Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, BlockReader* reader,
+          ThreadPool* pool, ThreadPool* read_pool, ThreadPool* load_pool,
           std::function<void(rpc::WorkerInfo*)> fill_info)
-      : namespaces_(namespaces),
-        blocks_(std::move(blocks)),
+      : blocks_(std::move(blocks)),
+        reader_(reader),
         pool_(pool),
         read_pool_(read_pool),
-        sink_(namespaces, blocks_.get(), &index_, load_pool),
+        sink_(namespaces, blocks_.get(), &reader->index(), load_pool),
         fill_info_(std::move(fill_info)) {}
 
   // ReadBlock is served raw and zero-copy: the reply is one message whose bytes are a gRPC slice
@@ -114,7 +115,8 @@ class WorkerServer::Service final
                            rpc::LocateBlockResponse* response) override {
     Namespace* ns = nullptr;
     BlockRequest req;
-    if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+    if (Status s = reader_->Resolve(request->block(), &ns, &req); !s.ok())
+      return rpc::ToGrpcStatus(s);
     std::string path = blocks_->FilePath(req.key);
     if (!path.empty()) {
       blocks_located_.fetch_add(1, std::memory_order_relaxed);
@@ -129,7 +131,7 @@ class WorkerServer::Service final
     for (const rpc::BlockId& id : request->blocks()) {
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
       if (blocks_->Contains(req.key)) {
         ++cached;
         continue;
@@ -150,9 +152,9 @@ class WorkerServer::Service final
   grpc::Status Stats(grpc::ServerContext*, const rpc::WorkerStatsRequest*,
                      rpc::WorkerStats* response) override {
     fill_info_(response->mutable_worker());
-    rpc::FillStats(blocks_->Stats(), index_.CachedBytes(*blocks_), response);
-    response->set_blocks_served(blocks_served_.load(std::memory_order_relaxed));
-    response->set_bytes_served(bytes_served_.load(std::memory_order_relaxed));
+    rpc::FillStats(blocks_->Stats(), reader_->index().CachedBytes(*blocks_), response);
+    response->set_blocks_served(reader_->blocks_served());
+    response->set_bytes_served(reader_->bytes_served());
     response->set_blocks_located(blocks_located_.load(std::memory_order_relaxed));
     return grpc::Status::OK;
   }
@@ -169,7 +171,7 @@ class WorkerServer::Service final
       id.set_block_size(v.block_size());
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
       ObjectSpec object = rpc::FromObjectVersion(v);
       auto got = sink_.Free(v.ns(), std::span<const ObjectSpec>(&object, 1));
       if (!got.ok()) return rpc::ToGrpcStatus(got.status());
@@ -193,7 +195,7 @@ class WorkerServer::Service final
     for (const rpc::BlockId& id : request->blocks()) {
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
       if (!run.empty() && id.ns() != run_ns) flush();
       run_ns = id.ns();
       run.push_back(
@@ -245,90 +247,22 @@ class WorkerServer::Service final
     if (!grpc::SerializationTraits<rpc::ReadBlockRequest>::Deserialize(raw, &request).ok()) {
       return Status::InvalidArgument("malformed ReadBlock request");
     }
-    Namespace* ns = nullptr;
-    BlockRequest req;
-    LC_RETURN_IF_ERROR(Resolve(request.block(), &ns, &req));
-    uint64_t offset = std::min<uint64_t>(request.offset(), req.length);
-    uint64_t length = std::min<uint64_t>(request.length(), req.length - offset);
+    LC_ASSIGN_OR_RETURN(BlockReader::Range range,
+                        reader_->Read(request.block(), request.offset(), request.length()));
     std::vector<grpc::ByteBuffer> messages;
-    if (length == 0) return messages;
-    ObjectStore& store = *ns->store;
-    // A memory hit (or a fresh fetch) comes back pinned; a disk hit is copied into a block of its
-    // own, which the reply then pins the same way.
-    std::shared_ptr<Block> scratch = Block::Allocate(length);
-    LC_ASSIGN_OR_RETURN(
-        BlockStore::PinnedRead read,
-        blocks_->ReadPinned(req, offset, std::span<char>(scratch->mutable_data(), length),
-                            [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
-    BlockRef pinned = read.block;
-    const char* data = nullptr;
-    if (pinned != nullptr) {
-      data = pinned->data() + offset;
-    } else {
-      length = read.copied;
-      pinned = std::move(scratch);
-      data = pinned->data();
-    }
-    blocks_served_.fetch_add(1, std::memory_order_relaxed);
-    bytes_served_.fetch_add(length, std::memory_order_relaxed);
-    for (uint64_t done = 0; done < length; done += kChunkBytes) {
-      messages.push_back(
-          ChunkMessage(pinned, data + done, std::min<uint64_t>(kChunkBytes, length - done)));
+    for (uint64_t done = 0; done < range.length; done += kChunkBytes) {
+      messages.push_back(rpc::ChunkMessage(range.owner, range.data + done,
+                                           std::min<uint64_t>(kChunkBytes, range.length - done)));
     }
     return messages;
   }
 
-  // A ReadBlockChunk{data} message: field 1's tag and length, then a slice over the bytes that
-  // keeps `owner` alive until gRPC lets go of it.
-  static grpc::ByteBuffer ChunkMessage(const BlockRef& owner, const char* data, uint64_t length) {
-    uint8_t header[11];
-    size_t n = 0;
-    header[n++] = 0x0a;  // field 1, length-delimited
-    for (uint64_t v = length;; v >>= 7) {
-      header[n++] = static_cast<uint8_t>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-      if (v < 0x80) break;
-    }
-    auto* keep = new BlockRef(owner);
-    grpc::Slice slices[2] = {grpc::Slice(header, n),  // copied: 2-11 bytes
-                             grpc::Slice(
-                                 const_cast<char*>(data), length,
-                                 [](void* p) { delete static_cast<BlockRef*>(p); }, keep)};
-    return grpc::ByteBuffer(slices, 2);
-  }
-
-  // The namespace and block request a BlockId names, checked: a client may only read keys of a
-  // namespace this worker serves, under that namespace's prefix.
-  Status Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest* req) const {
-    *ns = namespaces_->Find(id.ns());
-    if (*ns == nullptr) return Status::NotFound("unknown namespace '" + id.ns() + "'");
-    if (!id.key().starts_with((*ns)->prefix)) {
-      return Status::AccessDenied("key '" + id.key() + "' is outside namespace '" + id.ns() + "'");
-    }
-    if (id.block_size() == 0 || id.block_size() > kMaxBlockSize) {
-      return Status::InvalidArgument("block size " + std::to_string(id.block_size()) +
-                                     " out of range");
-    }
-    if (id.index() * id.block_size() >= id.object_size() && id.object_size() > 0) {
-      return Status::InvalidArgument("block " + std::to_string(id.index()) +
-                                     " is past the end of " + id.key() + " (" +
-                                     std::to_string(id.object_size()) + " bytes)");
-    }
-    ContentId content = MakeContentId(id.ns(), id.key(), id.etag(), id.block_size());
-    index_.Note(id.ns(), content, id.object_size(), id.block_size());
-    *req = MakeBlockRequest(content, id.key(), id.etag(), id.object_size(), id.block_size(),
-                            id.index());
-    return Status::Ok();
-  }
-
-  NamespaceTable* namespaces_;
   std::shared_ptr<BlockStore> blocks_;
+  BlockReader* reader_;
   ThreadPool* pool_;
   ThreadPool* read_pool_;
-  mutable ContentIndex index_;
   StoreSink sink_;
   std::function<void(rpc::WorkerInfo*)> fill_info_;
-  std::atomic<uint64_t> blocks_served_{0};
-  std::atomic<uint64_t> bytes_served_{0};
   std::atomic<uint64_t> blocks_located_{0};
 };
 
@@ -350,9 +284,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   w->read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
   w->load_pool_ = std::make_unique<ThreadPool>(kLoadThreads);
   WorkerServer* self = w.get();
-  w->service_ = std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(),
-                                          w->read_pool_.get(), w->load_pool_.get(),
-                                          [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
+  w->reader_ = std::make_unique<BlockReader>(w->namespaces_.get(), w->blocks_);
+  w->service_ =
+      std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->reader_.get(),
+                                w->prefetch_pool_.get(), w->read_pool_.get(), w->load_pool_.get(),
+                                [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
   {
     MutexLock lock(&self->address_mu_);
     LC_ASSIGN_OR_RETURN(rpc::StartedServer started,

@@ -22,6 +22,7 @@
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
 #include "ufs/store_factory.h"
+#include "worker/block_reader.h"
 
 namespace grpc {
 class Server;
@@ -76,6 +77,7 @@ class WorkerServer {
   std::unique_ptr<ThreadPool> prefetch_pool_;
   std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_server.cc)
   std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
+  std::unique_ptr<BlockReader> reader_;    // serves ReadBlock (and the bulk path)
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
 
