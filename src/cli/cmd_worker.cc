@@ -7,6 +7,7 @@
 #include "cli/server_main.h"
 #include "common/cache_flags.h"
 #include "rpc/grpc_util.h"
+#include "rpc/tls.h"
 #include "worker/worker_server.h"
 
 namespace lakecache::cli {
@@ -27,6 +28,12 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.listen = req.listen;
   options.master = req.master;
   options.store = ctx.MakeStoreOptions();
+  options.data_listen = req.data_listen;
+  if (!req.credentials.empty()) {
+    auto tls = rpc::TlsContext::Load(req.credentials, rpc::TlsContext::Side::kServer);
+    if (!tls.ok()) return ReportError(tls.status());
+    options.tls = *tls;
+  }
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());

@@ -8,6 +8,7 @@
 
 #include "cache/block_file.h"
 #include "cache/block_key.h"
+#include "client/bulk_client.h"
 #include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
@@ -59,7 +60,8 @@ struct ClusterClient::MasterStub {
 struct ClusterClient::Peer {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<rpc::WorkerService::Stub> stub;  // unary calls; blocks stream raw on `channel`
-  std::atomic<int64_t> down_until_ms{0};           // steady-clock ms; up once past it
+  std::unique_ptr<BulkClient> bulk;  // the worker's bulk data path, when it has one and it is used
+  std::atomic<int64_t> down_until_ms{0};  // steady-clock ms; up once past it
 
   bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
 };
@@ -71,6 +73,7 @@ struct ClusterClient::Worker {
   uint64_t capacity = 0;
   int64_t start_time_ms = 0;
   std::string host_id;
+  std::string data_address;
   std::shared_ptr<Peer> peer;
 };
 
@@ -154,17 +157,22 @@ Status ClusterClient::RefreshView() {
 }
 
 std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::ClusterView& got,
-                                                                    const View& old) {
+                                                                    const View& old) const {
   auto view = std::make_shared<View>();
   view->epoch = got.epoch();
   for (const rpc::WorkerInfo& info : got.workers()) {
-    Worker worker{info.id(),      info.address(), info.capacity_bytes(), info.start_time_ms(),
-                  info.host_id(), nullptr};
+    Worker worker{info.id(),
+                  info.address(),
+                  info.capacity_bytes(),
+                  info.start_time_ms(),
+                  info.host_id(),
+                  info.data_address(),
+                  nullptr};
     for (const Worker& w : old.workers) {
       // The same incarnation at the same address keeps its channel and its down mark; a restarted
       // worker starts afresh (up).
       if (w.id == info.id() && w.address == info.address() &&
-          w.start_time_ms == info.start_time_ms()) {
+          w.start_time_ms == info.start_time_ms() && w.data_address == info.data_address()) {
         worker.peer = w.peer;
       }
     }
@@ -172,6 +180,12 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::C
       worker.peer = std::make_shared<Peer>();
       worker.peer->channel = rpc::OpenChannel(info.address());
       worker.peer->stub = rpc::WorkerService::NewStub(worker.peer->channel);
+      if (options_.transport == ClusterClientOptions::Transport::kBulk &&
+          !worker.data_address.empty()) {
+        worker.peer->bulk = std::make_unique<BulkClient>(
+            worker.data_address,
+            BulkClientOptions{options_.bulk_connections, options_.tls, options_.tls_server_name});
+      }
     }
     view->workers.push_back(std::move(worker));
   }
@@ -308,34 +322,47 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
         continue;
       }
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
-    // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
-    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-            worker.peer->channel.get(), ReadBlockMethod(), &ctx, req));
-    grpc::ByteBuffer chunk;
-    size_t got = 0;
-    Status copied;
-    while (reader->Read(&chunk)) {
-      if (copied.ok()) copied = rpc::CopyChunk(chunk, dst, &got);
-    }
-    grpc::Status st = reader->Finish();
-    if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker.address);
-    if (st.ok()) {
-      streamed_reads_.fetch_add(1, std::memory_order_relaxed);
+    Result<size_t> got =
+        worker.peer->bulk != nullptr
+            ? worker.peer->bulk->ReadBlock(block, offset, dst,
+                                           std::min(deadline, Clock::now() + kMaxAttemptTime))
+            : ReadStreamed(worker, req, dst, deadline);
+    if (got.ok()) {
+      (worker.peer->bulk != nullptr ? bulk_reads_ : streamed_reads_)
+          .fetch_add(1, std::memory_order_relaxed);
       return got;
     }
-    Status s = rpc::FromGrpcStatus(st, "worker " + worker.address);
+    Status s = got.status();
     if (!s.peer_failed()) return s;  // the object store's answer: the same everywhere
     if (worker.peer->up(SteadyMs())) {
       spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker.id,
-                   worker.address, what, st.error_message());
+                   worker.address, what, s.message());
     }
     MarkDown(*worker.peer);
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
+}
+
+Result<size_t> ClusterClient::ReadStreamed(const Worker& worker,
+                                           const rpc::ReadBlockRequest& request,
+                                           std::span<char> dst, Clock::time_point deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
+  // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          worker.peer->channel.get(), ReadBlockMethod(), &ctx, request));
+  grpc::ByteBuffer chunk;
+  size_t got = 0;
+  Status copied;
+  while (reader->Read(&chunk)) {
+    if (copied.ok()) copied = rpc::CopyChunk(chunk, dst, &got);
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "worker " + worker.address);
+  if (!copied.ok()) return copied.WithContext("worker " + worker.address);
+  return got;
 }
 
 Result<size_t> ClusterClient::ReadLocal(const Worker& worker, const rpc::BlockId& block,

@@ -31,6 +31,8 @@ namespace lakecache {
 namespace rpc {
 class BlockId;
 class ClusterView;
+class ReadBlockRequest;
+class TlsContext;
 }  // namespace rpc
 
 // A namespace as the master describes it.
@@ -62,6 +64,13 @@ struct ClusterClientOptions {
   std::chrono::milliseconds connect_timeout{10000};  // Connect: how long to wait for the master
   // Read blocks of a worker on this host from its cache files (verified here), not over gRPC.
   bool short_circuit = true;
+  // How blocks are streamed: kBulk, the worker's bulk data path (framed TCP, see BulkClient) when
+  // it advertises one, else gRPC; kGrpc: always ReadBlock over gRPC.
+  enum class Transport { kBulk, kGrpc };
+  Transport transport = Transport::kBulk;
+  size_t bulk_connections = 4;                 // per worker
+  std::shared_ptr<const rpc::TlsContext> tls;  // client credentials of the bulk path; null: plain
+  std::string tls_server_name;                 // "": each worker's host
 };
 
 class ClusterClient {
@@ -95,9 +104,11 @@ class ClusterClient {
   // Fetches the view now (also done every heartbeat interval in the background). One refresh runs
   // at a time, and a view older than the installed one (a lower epoch) is not installed.
   Status RefreshView() EXCLUDES(refresh_mu_, view_mu_);
-  // Blocks read from a co-located worker's cache file, and streamed over gRPC.
+  // Blocks read from a co-located worker's cache file, streamed over gRPC, and read over the bulk
+  // data path.
   uint64_t short_circuit_reads() const { return short_circuit_reads_.load(); }
   uint64_t streamed_reads() const { return streamed_reads_.load(); }
+  uint64_t bulk_reads() const { return bulk_reads_.load(); }
 
   // The workers in the order a block with this key hash tries them (ids); for tests and tools.
   std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
@@ -110,12 +121,15 @@ class ClusterClient {
   void RefreshLoop() EXCLUDES(stop_mu_, view_mu_);
   std::shared_ptr<const View> CurrentView() const EXCLUDES(view_mu_);
   // The view `got` describes, keeping the peers of `old` that are the same incarnation.
-  static std::shared_ptr<const View> BuildView(const rpc::ClusterView& got, const View& old);
+  std::shared_ptr<const View> BuildView(const rpc::ClusterView& got, const View& old) const;
   void MarkDown(Peer& peer) EXCLUDES(view_mu_);
   // Reads the block from `worker`'s cache file on this host. kNotFound: not on its disk (or not
   // visible here), read it over gRPC instead.
   Result<size_t> ReadLocal(const Worker& worker, const rpc::BlockId& block, uint64_t offset,
                            std::span<char> dst, Clock::time_point deadline);
+  // Reads the block from `worker` over gRPC's ReadBlock stream.
+  Result<size_t> ReadStreamed(const Worker& worker, const rpc::ReadBlockRequest& request,
+                              std::span<char> dst, Clock::time_point deadline);
 
   const std::string master_;
   const ClusterClientOptions options_;
@@ -138,6 +152,7 @@ class ClusterClient {
   std::thread refresher_;
   std::atomic<uint64_t> short_circuit_reads_{0};
   std::atomic<uint64_t> streamed_reads_{0};
+  std::atomic<uint64_t> bulk_reads_{0};
 };
 
 }  // namespace lakecache

@@ -66,6 +66,12 @@ struct ClientConfig {
   uint32_t prefetch_threads = 16;         // parallel ranged GETs of read-ahead; > 0
   // Cluster mode: read blocks of a worker on this host straight from its cache files.
   bool short_circuit = true;
+  // Cluster mode: how blocks come from a worker: "bulk" (its bulk data path, framed TCP; gRPC for
+  // a worker that has none) or "grpc" (ReadBlock over gRPC).
+  std::string transport = "bulk";
+  // Cluster mode with --credentials: the name the workers' certificates must show; "": each
+  // worker's host.
+  std::string tls_server_name;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

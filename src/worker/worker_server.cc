@@ -289,6 +289,16 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
       std::make_unique<Service>(w->namespaces_.get(), w->blocks_, w->reader_.get(),
                                 w->prefetch_pool_.get(), w->read_pool_.get(), w->load_pool_.get(),
                                 [self](rpc::WorkerInfo* info) { self->FillInfo(info); });
+  if (!options.data_listen.empty()) {
+    LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--data-listen", options.data_listen));
+  }
+  BulkServerOptions bulk;
+  bulk.listen = options.data_listen.empty()
+                    ? options.listen.substr(0, options.listen.rfind(':')) + ":0"
+                    : options.data_listen;
+  bulk.tls = options.tls;
+  LC_ASSIGN_OR_RETURN(w->bulk_, BulkServer::Start(bulk, w->reader_.get()));
+  w->data_address_ = Advertised(w->bulk_->address());
   {
     MutexLock lock(&self->address_mu_);
     LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
@@ -297,7 +307,8 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
     self->address_ = Advertised(started.address);
   }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
-  spdlog::info("worker {} serving on {} ({} namespaces), master {}", w->id_, w->address(),
+  spdlog::info("worker {} serving on {}, data on {} ({}; {} namespaces), master {}", w->id_,
+               w->address(), w->data_address_, options.tls != nullptr ? "TLS" : "plain text",
                w->namespaces_->names().size(), options.master);
   return w;
 }
@@ -306,6 +317,8 @@ std::string WorkerServer::address() const {
   MutexLock lock(&address_mu_);
   return address_;
 }
+
+std::string WorkerServer::data_address() const { return data_address_; }
 
 WorkerServer::~WorkerServer() { Shutdown(); }
 
@@ -320,8 +333,9 @@ void WorkerServer::Shutdown() {
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
-  prefetch_pool_.reset();  // finishes queued prefetches
-  read_pool_.reset();      // every ReadBlock has finished with the server (Shutdown waited)
+  if (bulk_ != nullptr) bulk_->Shutdown();  // requests in flight fail: clients read elsewhere
+  prefetch_pool_.reset();                   // finishes queued prefetches
+  read_pool_.reset();  // every ReadBlock has finished with the server (Shutdown waited)
   load_pool_.reset();
   if (blocks_ != nullptr) blocks_->Flush();
 }
@@ -338,6 +352,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_used_bytes(used);
   info->set_start_time_ms(start_time_ms_);
   info->set_host_id(rpc::HostId());
+  info->set_data_address(data_address_);
 }
 
 void WorkerServer::HeartbeatLoop() {

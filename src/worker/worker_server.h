@@ -21,8 +21,10 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
+#include "rpc/tls.h"
 #include "ufs/store_factory.h"
 #include "worker/block_reader.h"
+#include "worker/bulk_server.h"
 
 namespace grpc {
 class Server;
@@ -39,6 +41,9 @@ struct WorkerOptions {
   std::string master;                  // HOST:PORT of the master
   StoreOptions store;
   bool probe = true;  // list each namespace root at start (a wrong bucket fails start-up)
+  // The bulk data path (BulkServer): HOST:PORT; "" is the host of `listen`, any free port.
+  std::string data_listen;
+  std::shared_ptr<const rpc::TlsContext> tls;  // a server context for the bulk path; null: plain
 };
 
 class WorkerServer {
@@ -52,6 +57,7 @@ class WorkerServer {
   WorkerServer& operator=(const WorkerServer&) = delete;
 
   std::string address() const EXCLUDES(address_mu_);  // bound HOST:PORT
+  std::string data_address() const;                   // the bulk path's advertised HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }
   BlockStore& blocks() { return *blocks_; }
@@ -80,6 +86,8 @@ class WorkerServer {
   std::unique_ptr<BlockReader> reader_;    // serves ReadBlock (and the bulk path)
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<BulkServer> bulk_;
+  std::string data_address_;  // set before the gRPC server starts
 
   std::atomic<bool> registered_{false};
   Mutex mu_;

@@ -2,6 +2,10 @@
 // read through ClusterClient / ClusterStore and a FileSystem, as a cluster-mode mount reads it.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +17,10 @@
 #include "client/cluster_store.h"
 #include "client/file_system.h"
 #include "master/master_server.h"
+#include "rpc/block_frame.h"
+#include "rpc/bulk_protocol.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
 #include "rpc/lakecache.pb.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
@@ -169,6 +177,22 @@ TEST_F(ClusterTest, ReadsAreExactAndBlocksSpreadByCapacity) {
   uint64_t again = 0;
   for (const auto& w : workers_) again += w->blocks().Stats().fetches;
   EXPECT_EQ(again, fetches);
+  // Every block came over the workers' bulk data path (the default transport), none over gRPC.
+  EXPECT_GE(client_->bulk_reads(), 1025u + 1 + 3);
+  EXPECT_EQ(client_->streamed_reads(), 0u);
+}
+
+TEST_F(ClusterTest, GrpcTransportStillReadsEveryBlock) {
+  ClusterClientOptions options;
+  options.transport = ClusterClientOptions::Transport::kGrpc;
+  auto client = ClusterClient::Connect(master_->address(), options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ClusterStore store(*client, Namespace());
+  for (const auto& [key, content] : files_) {
+    EXPECT_EQ(ReadAll(store, key, content.size()), content) << key;
+  }
+  EXPECT_GE((*client)->streamed_reads(), 1025u + 1 + 3);
+  EXPECT_EQ((*client)->bulk_reads(), 0u);
 }
 
 TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
@@ -199,6 +223,116 @@ TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
   }
   EXPECT_EQ(client_->Workers().size(), 2u);
   EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+}
+
+// A worker on the bulk path that dies in the middle of a block (it sends the reply header and
+// half of the bytes, then its connection closes), or that stops sending, registered with a
+// capacity that makes it the owner of nearly every block. It heartbeats until destroyed.
+class DyingBulkWorker {
+ public:
+  enum class Mode { kDieMidBlock, kStallMidBlock };
+  DyingBulkWorker(const std::string& master, Mode mode) : mode_(mode) {
+    auto listener = rpc::ListenTcp("127.0.0.1:0");
+    EXPECT_TRUE(listener.ok()) << listener.status().ToString();
+    listen_fd_ = listener->fd;
+    info_.set_id("dying");
+    info_.set_address("127.0.0.1:1");  // gRPC: never used by a bulk client
+    info_.set_data_address(listener->address);
+    info_.set_capacity_bytes(1ull << 50);
+    info_.set_start_time_ms(1);
+    acceptor_ = std::thread([this] { Accept(); });
+    auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(master));
+    heartbeat_ = std::thread([this, stub = std::shared_ptr(std::move(stub))] {
+      for (bool first = true; !stop_; first = false) {
+        grpc::ClientContext ctx;
+        rpc::SetTimeout(&ctx, std::chrono::milliseconds(1000));
+        if (first) {
+          rpc::RegisterRequest req;
+          rpc::RegisterResponse resp;
+          *req.mutable_worker() = info_;
+          EXPECT_TRUE(stub->Register(&ctx, req, &resp).ok());
+        } else {
+          rpc::HeartbeatRequest req;
+          rpc::HeartbeatResponse resp;
+          *req.mutable_worker() = info_;
+          (void)stub->Heartbeat(&ctx, req, &resp);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
+  ~DyingBulkWorker() {
+    stop_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    heartbeat_.join();
+    ::close(listen_fd_);
+  }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Accept() {
+    auto forever = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    std::vector<std::unique_ptr<rpc::BulkConnection>> stalled;  // closed when the test ends
+    for (;;) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      auto conn = rpc::BulkConnection::Accept(fd, "client", nullptr, forever);
+      if (!conn.ok()) continue;
+      bool closed = false;
+      auto request = rpc::NextRequest(**conn, forever, &closed);
+      if (!request.ok()) continue;
+      ++requests_;
+      std::string header = rpc::EncodeReplyHeader(Status::Ok(), request->length);
+      std::string half(request->length / 2, 'X');  // bytes a reader must never keep
+      std::span<const char> pieces[] = {header, half};
+      (void)(*conn)->WriteAll(pieces, forever);
+      if (mode_ == Mode::kStallMidBlock) stalled.push_back(std::move(*conn));
+    }
+  }
+
+  const Mode mode_;
+  rpc::WorkerInfo info_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread acceptor_, heartbeat_;
+};
+
+TEST_F(ClusterTest, AWorkerDyingMidBlockOnTheBulkPathFailsOverWithCorrectBytes) {
+  DyingBulkWorker dying(master_->address(), DyingBulkWorker::Mode::kDieMidBlock);
+  WaitForWorkers(4);
+  ClusterStore store(client_, Namespace());
+  const std::string& big = files_["big.bin"];
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  EXPECT_GE(dying.requests(), 1);  // it owned blocks, and failed the first it was asked for
+  bool down = false;
+  for (const ClusterWorker& w : client_->Workers()) down |= w.id == "dying" && w.down;
+  EXPECT_TRUE(down) << "the client did not mark the dying worker down";
+}
+
+TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
+  DyingBulkWorker stuck(master_->address(), DyingBulkWorker::Mode::kStallMidBlock);
+  WaitForWorkers(4);
+  ClusterStore store(client_, Namespace());
+  Result<ObjectInfo> head = store.Head("big.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  // A block the stuck worker owns (nearly all of them do).
+  ContentId content = MakeContentId("lake", "big.bin", head->etag, kBlock);
+  uint64_t index = 0;
+  while (client_->PlacementOrder(StableKeyHash(BlockKey{content, index}))[0] != "dying" &&
+         index < 100) {
+    ++index;
+  }
+  ReadOptions options;
+  options.deadline = Clock::now() + std::chrono::milliseconds(500);
+  std::string buf(kBlock, '\0');
+  auto start = std::chrono::steady_clock::now();
+  Result<size_t> n = store.Read("big.bin", index * kBlock, std::span<char>(buf), options);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(n.ok()) << "read the block although its owner never finished sending it";
+  EXPECT_LT(took, std::chrono::milliseconds(500) + std::chrono::seconds(1) * testing::kSlowdown);
+  EXPECT_EQ(stuck.requests(), 1);
 }
 
 TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
@@ -314,7 +448,7 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
   EXPECT_EQ(client_->short_circuit_reads(), 3u);
   // Flip a byte of every block file: the client's checksum check fails and it streams instead.
-  uint64_t streamed = client_->streamed_reads();
+  uint64_t streamed = client_->bulk_reads();  // over the worker's bulk data path
   for (const auto& entry : std::filesystem::recursive_directory_iterator(disk.path())) {
     if (entry.path().extension() != ".blk") continue;
     std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
@@ -327,7 +461,7 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   }
   EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
   EXPECT_EQ(client_->short_circuit_reads(), 3u);
-  EXPECT_EQ(client_->streamed_reads(), streamed + 3);
+  EXPECT_EQ(client_->bulk_reads(), streamed + 3);
 }
 
 // The store sent bytes of another version to a worker (it ignored If-Match): the worker caches
