@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,6 +23,7 @@
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/lakecache.pb.h"
+#include "rpc/tls.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
@@ -71,7 +73,8 @@ class ClusterTest : public ::testing::Test {
     WaitForWorkers(3);
   }
 
-  void StartWorker(uint64_t memory, const std::string& disk = "") {
+  void StartWorker(uint64_t memory, const std::string& disk = "",
+                   std::shared_ptr<const rpc::TlsContext> tls = nullptr) {
     Config config = config_;
     config.cache.memory_capacity = memory;
     config.cache.policy = "lru";
@@ -79,6 +82,7 @@ class ClusterTest : public ::testing::Test {
     WorkerOptions options;
     options.master = master_->address();
     options.store = store_options_;
+    options.tls = std::move(tls);
     auto worker = WorkerServer::Start(config, options);
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     workers_.push_back(std::move(*worker));
@@ -333,6 +337,84 @@ TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
   EXPECT_FALSE(n.ok()) << "read the block although its owner never finished sending it";
   EXPECT_LT(took, std::chrono::milliseconds(500) + std::chrono::seconds(1) * testing::kSlowdown);
   EXPECT_EQ(stuck.requests(), 1);
+}
+
+// A credentials folder (ca.crt, tls.crt, tls.key) of a new CA, made by scripts/make-credentials.sh.
+std::string MakeCredentials(const TempDir& dir) {
+  std::string command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + dir.path();
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return dir.path();
+}
+
+std::shared_ptr<const rpc::TlsContext> LoadTls(const std::string& dir, rpc::TlsContext::Side side) {
+  auto tls = rpc::TlsContext::Load(dir, side);
+  EXPECT_TRUE(tls.ok()) << tls.status().ToString();
+  return tls.ok() ? *tls : nullptr;
+}
+
+class ClusterTlsTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ClusterTest::SetUp();
+    for (auto& w : workers_) w->Shutdown();
+    workers_.clear();
+    credentials_ = MakeCredentials(dir_);
+    StartWorker(16 << 20, "", LoadTls(credentials_, rpc::TlsContext::Side::kServer));
+    WaitForWorkers(1);
+  }
+
+  // A client of the cluster whose bulk path uses `tls_dir`'s credentials ("": plain text).
+  std::shared_ptr<ClusterClient> Client(const std::string& tls_dir) {
+    ClusterClientOptions options;
+    if (!tls_dir.empty()) options.tls = LoadTls(tls_dir, rpc::TlsContext::Side::kClient);
+    auto client = ClusterClient::Connect(master_->address(), options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? *client : nullptr;
+  }
+
+  Result<size_t> ReadB(const std::shared_ptr<ClusterClient>& client, std::string* out) {
+    ClusterStore store(client, Namespace());
+    out->assign(files_["dir/sub/b.bin"].size(), '\0');
+    return store.Read("dir/sub/b.bin", 0, std::span<char>(*out), {});
+  }
+
+  TempDir dir_;
+  std::string credentials_;
+};
+
+TEST_F(ClusterTlsTest, BulkReadsAreExactWithTlsOn) {
+  std::shared_ptr<ClusterClient> client = Client(credentials_);
+  ASSERT_NE(client, nullptr);
+  std::string got;
+  Result<size_t> n = ReadB(client, &got);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(got, files_["dir/sub/b.bin"]);
+  EXPECT_EQ(client->bulk_reads(), 3u);
+  EXPECT_EQ(client->streamed_reads(), 0u);
+}
+
+TEST_F(ClusterTlsTest, AClientOfAnotherCaIsRefused) {
+  TempDir other;
+  std::shared_ptr<ClusterClient> client = Client(MakeCredentials(other));
+  ASSERT_NE(client, nullptr);
+  std::string got;
+  Result<size_t> n = ReadB(client, &got);
+  ASSERT_FALSE(n.ok()) << "read through a worker whose certificate our CA did not sign";
+  EXPECT_NE(n.status().message().find("TLS handshake"), std::string::npos) << n.status().message();
+  EXPECT_NE(n.status().message().find("certificate verify failed"), std::string::npos)
+      << n.status().message();
+  EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);  // nothing was served
+}
+
+TEST_F(ClusterTlsTest, APlainTextClientIsRefusedWithAClearError) {
+  std::shared_ptr<ClusterClient> client = Client("");
+  ASSERT_NE(client, nullptr);
+  std::string got;
+  Result<size_t> n = ReadB(client, &got);
+  ASSERT_FALSE(n.ok()) << "a TLS worker served a plain-text client";
+  EXPECT_EQ(n.status().code(), StatusCode::kAccessDenied) << n.status().ToString();
+  EXPECT_NE(n.status().message().find("requires TLS"), std::string::npos) << n.status().message();
+  EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);
 }
 
 TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
