@@ -328,8 +328,12 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
                                            std::min(deadline, Clock::now() + kMaxAttemptTime))
             : ReadStreamed(worker, req, dst, deadline);
     if (got.ok()) {
-      (worker.peer->bulk != nullptr ? bulk_reads_ : streamed_reads_)
-          .fetch_add(1, std::memory_order_relaxed);
+      if (worker.peer->bulk == nullptr) {
+        streamed_reads_.fetch_add(1, std::memory_order_relaxed);
+      } else if (bulk_reads_.fetch_add(1, std::memory_order_relaxed) == 0) {
+        spdlog::info("reading blocks over the workers' bulk data path ({})",
+                     options_.tls != nullptr ? "TLS" : "plain text");
+      }
       return got;
     }
     Status s = got.status();
