@@ -24,6 +24,10 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return ReportError(s);
   if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
   WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
+  // The bulk data path is safe beyond loopback only with TLS.
+  if (!req.data_listen.empty() && req.credentials.empty()) {
+    WarnIfBeyondLoopback(req.data_listen, !flags.log_file.empty());
+  }
   WorkerOptions options;
   options.listen = req.listen;
   options.master = req.master;
