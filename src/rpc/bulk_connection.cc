@@ -117,16 +117,30 @@ Result<std::unique_ptr<BulkConnection>> BulkConnection::Connect(const std::strin
 Result<std::unique_ptr<BulkConnection>> BulkConnection::Accept(int fd, std::string peer,
                                                                const TlsContext* tls,
                                                                Deadline deadline) {
+  std::unique_ptr<BulkConnection> c = Adopt(fd, std::move(peer));
+  if (tls != nullptr) LC_RETURN_IF_ERROR(c->StartTls(*tls, deadline));
+  return c;
+}
+
+std::unique_ptr<BulkConnection> BulkConnection::Adopt(int fd, std::string peer) {
   std::unique_ptr<BulkConnection> c(new BulkConnection(fd, std::move(peer)));
   int flags = ::fcntl(fd, F_GETFL);
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   TuneSocket(fd);
-  if (tls == nullptr) return c;
-  IgnoreSigpipe();
-  c->ssl_ = SSL_new(tls->get());
-  if (c->ssl_ == nullptr || SSL_set_fd(c->ssl_, fd) != 1) return c->Failed("TLS: " + TlsErrors());
-  LC_RETURN_IF_ERROR(c->Handshake(true, deadline));
   return c;
+}
+
+Status BulkConnection::StartTls(const TlsContext& tls, Deadline deadline) {
+  IgnoreSigpipe();
+  ssl_ = SSL_new(tls.get());
+  if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) return Failed("TLS: " + TlsErrors());
+  return Handshake(true, deadline);
+}
+
+size_t BulkConnection::Peek(std::span<char> dst, Deadline deadline) {
+  if (!Wait(POLLIN, deadline).ok()) return 0;
+  ssize_t n = ::recv(fd_, dst.data(), dst.size(), MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 ? static_cast<size_t>(n) : 0;
 }
 
 BulkConnection::~BulkConnection() {

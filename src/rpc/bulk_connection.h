@@ -34,6 +34,13 @@ class BulkConnection {
   // does the handshake. `peer` names the client in messages.
   static Result<std::unique_ptr<BulkConnection>> Accept(int fd, std::string peer,
                                                         const TlsContext* tls, Deadline deadline);
+  // The same in two steps, so that a server can Abort a connection during its handshake: Adopt
+  // takes the socket, StartTls does the server's handshake.
+  static std::unique_ptr<BulkConnection> Adopt(int fd, std::string peer);
+  Status StartTls(const TlsContext& tls, Deadline deadline);
+  // Waits (by `deadline`) for the first bytes and copies up to dst.size() of them without
+  // consuming them; returns how many. REQUIRES: plain (before StartTls).
+  size_t Peek(std::span<char> dst, Deadline deadline);
   ~BulkConnection();
   BulkConnection(const BulkConnection&) = delete;
   BulkConnection& operator=(const BulkConnection&) = delete;

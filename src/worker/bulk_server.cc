@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -98,48 +97,43 @@ void BulkServer::AcceptLoop() {
   }
 }
 
-bool BulkServer::RefusedPlainClient(int fd, const std::string& peer) {
-  pollfd p{fd, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kHandshakeTime).count())) <= 0) {
-    return false;  // the handshake below times out
-  }
+bool BulkServer::Admitted(rpc::BulkConnection& connection) {
+  const rpc::TlsContext* tls = options_.tls.get();
+  if (tls == nullptr) return true;
+  Clock::time_point deadline = Clock::now() + kHandshakeTime;
   char magic[4];
-  ssize_t n = ::recv(fd, magic, sizeof(magic), MSG_PEEK | MSG_DONTWAIT);
-  if (n != sizeof(magic) || std::memcmp(magic, "LCBF", 4) != 0) return false;
-  auto plain = rpc::BulkConnection::Accept(::dup(fd), peer, nullptr, Clock::now() + kHandshakeTime);
-  if (plain.ok()) {
+  if (connection.Peek(magic, deadline) == sizeof(magic) && std::memcmp(magic, "LCBF", 4) == 0) {
     Status refusal = Status::AccessDenied(
         "worker data address " + address_ +
         " requires TLS: give the client the cluster's credentials (--credentials DIR or "
         "LAKECACHE_CREDENTIALS)");
-    (void)rpc::SendReply(**plain, refusal, {}, Clock::now() + kHandshakeTime);
+    (void)rpc::SendReply(connection, refusal, {}, deadline);
+    spdlog::warn("bulk server {}: refused a plain-text {} (TLS is required)", address_,
+                 connection.peer());
+    return false;
   }
-  spdlog::warn("bulk server {}: refused a plain-text {} (TLS is required)", address_, peer);
+  if (Status s = connection.StartTls(*tls, deadline); !s.ok()) {
+    spdlog::warn("bulk server {}: {}", address_, s.message());
+    return false;
+  }
   return true;
 }
 
 void BulkServer::Serve(int fd, std::string peer) {
-  const rpc::TlsContext* tls = options_.tls.get();
-  Result<std::unique_ptr<rpc::BulkConnection>> connection = Status::Unavailable("refused");
-  if (tls == nullptr || !RefusedPlainClient(fd, peer)) {
-    connection = rpc::BulkConnection::Accept(fd, peer, tls, Clock::now() + kHandshakeTime);
-  } else {
-    ::close(fd);
-  }
-  if (!connection.ok()) {
-    if (tls != nullptr) spdlog::warn("bulk server {}: {}", address_, connection.status().message());
-  } else {
-    bool serve = false;
-    {
-      MutexLock lock(&mu_);
-      serve = !stopping_;
-      if (serve) open_.push_back(connection->get());
-    }
-    if (serve) ServeRequests(**connection);
+  // Listed before the handshake, so that Shutdown can abort a client that never completes it.
+  std::unique_ptr<rpc::BulkConnection> connection = rpc::BulkConnection::Adopt(fd, peer);
+  bool serve = false;
+  {
     MutexLock lock(&mu_);
-    std::erase(open_, connection->get());
+    serve = !stopping_;
+    if (serve) open_.push_back(connection.get());
   }
-  if (connection.ok()) connection->reset();  // closes the socket before the count drops
+  if (serve && Admitted(*connection)) ServeRequests(*connection);
+  {
+    MutexLock lock(&mu_);
+    std::erase(open_, connection.get());
+  }
+  connection.reset();  // closes the socket before the count drops
   MutexLock lock(&mu_);
   --threads_;
   idle_cv_.SignalAll();

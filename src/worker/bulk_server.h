@@ -48,8 +48,9 @@ class BulkServer {
       : options_(std::move(options)), reader_(reader) {}
   void AcceptLoop() EXCLUDES(mu_);
   void Serve(int fd, std::string peer) EXCLUDES(mu_);
-  // With TLS: a plain-text client (its first bytes are a frame's magic) is told so and refused.
-  bool RefusedPlainClient(int fd, const std::string& peer);
+  // Whether to serve the connection: with TLS, after its handshake; a plain-text client (its
+  // first bytes are a frame's magic) is told TLS is required and refused.
+  bool Admitted(rpc::BulkConnection& connection);
   void ServeRequests(rpc::BulkConnection& connection);
 
   const BulkServerOptions options_;

@@ -406,6 +406,19 @@ TEST_F(ClusterTlsTest, AClientOfAnotherCaIsRefused) {
   EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);  // nothing was served
 }
 
+// A client that connects and never says anything (no TLS handshake) does not hold up a worker's
+// shutdown: the handshake would wait 10 s.
+TEST_F(ClusterTlsTest, ASilentClientDoesNotDelayShutdown) {
+  auto silent =
+      rpc::BulkConnection::Connect(workers_[0]->data_address(), nullptr, "",
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the worker waits for it now
+  auto start = std::chrono::steady_clock::now();
+  workers_[0]->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST_F(ClusterTlsTest, APlainTextClientIsRefusedWithAClearError) {
   std::shared_ptr<ClusterClient> client = Client("");
   ASSERT_NE(client, nullptr);
