@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cache/block_key.h"
+#include "client/bulk_client.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/file_system.h"
@@ -428,6 +429,55 @@ TEST_F(ClusterTlsTest, APlainTextClientIsRefusedWithAClearError) {
   EXPECT_EQ(n.status().code(), StatusCode::kAccessDenied) << n.status().ToString();
   EXPECT_NE(n.status().message().find("requires TLS"), std::string::npos) << n.status().message();
   EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);
+}
+
+// Many readers share a BulkClient's few connections: never more are open than its bound, and
+// every read is exact; a worker's answer (a bad request) keeps its code and the connection.
+TEST_F(ClusterTest, BulkClientReadersShareABoundedPoolOfConnections) {
+  ClusterStore store(client_, Namespace());
+  Result<ObjectInfo> head = store.Head("big.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  BulkClient bulk(workers_[0]->data_address(), BulkClientOptions{2, nullptr, ""});
+  const std::string& big = files_["big.bin"];
+  std::atomic<size_t> most_open{0};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 8; ++r) {
+    readers.emplace_back([&, r] {
+      for (uint64_t index = r; index < 200; index += 8) {
+        rpc::BlockId id;
+        id.set_ns("lake");
+        id.set_key("big.bin");
+        id.set_etag(head->etag);
+        id.set_object_size(big.size());
+        id.set_block_size(kBlock);
+        id.set_index(index);
+        std::string buf(kBlock, '\0');
+        Result<size_t> n =
+            bulk.ReadBlock(id, 0, std::span<char>(buf),
+                           std::chrono::steady_clock::now() + std::chrono::seconds(30));
+        if (!n.ok() || buf != big.substr(index * kBlock, kBlock)) ++bad;
+        size_t open = bulk.open_connections();
+        for (size_t m = most_open; open > m && !most_open.compare_exchange_weak(m, open);) continue;
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(most_open.load(), 2u);
+  EXPECT_GE(most_open.load(), 1u);
+  rpc::BlockId past;
+  past.set_ns("lake");
+  past.set_key("big.bin");
+  past.set_object_size(big.size());
+  past.set_block_size(kBlock);
+  past.set_index(100000);
+  char buf[16];
+  size_t open = bulk.open_connections();
+  Result<size_t> n =
+      bulk.ReadBlock(past, 0, buf, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument) << n.status().ToString();
+  EXPECT_EQ(bulk.open_connections(), open) << "an answer dropped its connection";
 }
 
 TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
