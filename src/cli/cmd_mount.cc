@@ -24,6 +24,7 @@
 #include "common/logging.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
+#include "rpc/tls.h"
 #include "ufs/retrying_store.h"
 
 namespace lakecache::cli {
@@ -214,6 +215,14 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   ClusterClientOptions client_options;
   client_options.short_circuit = config->client.short_circuit;
   client_options.prefault = config->client.shm_prefault;
+  client_options.transport = config->client.transport == "grpc"
+                                 ? ClusterClientOptions::Transport::kGrpc
+                                 : ClusterClientOptions::Transport::kBulk;
+  client_options.tls_server_name = config->client.tls_server_name;
+  if (!req.credentials.empty()) {
+    LC_ASSIGN_OR_RETURN(client_options.tls,
+                        rpc::TlsContext::Load(req.credentials, rpc::TlsContext::Side::kClient));
+  }
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
                       ClusterClient::Connect(req.master, client_options));
   *out = client;

@@ -7,6 +7,7 @@
 #include "cli/server_main.h"
 #include "common/cache_flags.h"
 #include "rpc/grpc_util.h"
+#include "rpc/tls.h"
 #include "worker/worker_server.h"
 
 namespace lakecache::cli {
@@ -23,6 +24,10 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return ReportError(s);
   if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
   WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
+  // The bulk data path is safe beyond loopback only with TLS.
+  if (!req.data_listen.empty() && req.credentials.empty()) {
+    WarnIfBeyondLoopback(req.data_listen, !flags.log_file.empty());
+  }
   WorkerOptions options;
   options.listen = req.listen;
   options.master = req.master;
@@ -30,6 +35,12 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.shared_memory = !req.no_shared_memory;
   options.node_socket = req.node_socket;
   options.shm_uids.assign(req.shm_uids.begin(), req.shm_uids.end());
+  options.data_listen = req.data_listen;
+  if (!req.credentials.empty()) {
+    auto tls = rpc::TlsContext::Load(req.credentials, rpc::TlsContext::Side::kServer);
+    if (!tls.ok()) return ReportError(tls.status());
+    options.tls = *tls;
+  }
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());

@@ -26,6 +26,8 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
 constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
 constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
+// Stands in for --credentials DIR (ca.crt, tls.crt, tls.key: TLS of the bulk data path).
+constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 
 struct MasterRequest {
   std::string listen = kDefaultMasterListen;
@@ -42,6 +44,8 @@ struct WorkerRequest {
   std::string node_socket;   // --node-socket
   std::vector<uint32_t> shm_uids;  // --shm-uid (repeatable)
   bool no_shared_memory = false;   // --no-shared-memory
+  std::string data_listen;         // the bulk data path's HOST:PORT; empty: listen's host, any port
+  std::string credentials;  // --credentials DIR: TLS on the bulk data path; empty: plain text
 };
 // Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);
@@ -74,7 +78,8 @@ struct MountRequest {
   std::string read_ahead;     // --read-ahead SIZE; empty: the config's client.read_ahead_max
   std::string memory_budget;  // --memory-budget SIZE; empty: the config's client.memory_budget
   bool background = false;
-  std::string master;  // cluster mode: HOST:PORT of the master; empty: standalone
+  std::string master;       // cluster mode: HOST:PORT of the master; empty: standalone
+  std::string credentials;  // cluster mode: --credentials DIR, TLS to the workers' bulk path
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.

@@ -140,6 +140,12 @@ int Main(int argc, char** argv) {
                    "Cluster mode: read through the workers of the master at HOST:PORT (or " +
                        std::string(kMasterEnv) + "); `mount --master ADDR MOUNTPOINT`")
       ->envname(kMasterEnv);
+  mount
+      ->add_option("--credentials", mount_req.credentials,
+                   "Cluster mode: folder with ca.crt, tls.crt, tls.key: TLS to the workers' bulk "
+                   "data path (or " +
+                       std::string(kCredentialsEnv) + ")")
+      ->envname(kCredentialsEnv);
 
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(
@@ -181,6 +187,15 @@ int Main(int argc, char** argv) {
                      "Capacity of --cache-dir (default 10GiB)");
   worker->add_option("--mem-cache", worker_req.cache_flags.mem_cache,
                      "Memory cache capacity (default 1GiB)");
+  worker->add_option("--data-listen", worker_req.data_listen,
+                     "HOST:PORT of the bulk data path (block reads over framed TCP; default: the "
+                     "--listen host, any free port)");
+  worker
+      ->add_option("--credentials", worker_req.credentials,
+                   "Folder with ca.crt, tls.crt, tls.key: the bulk data path requires mutual TLS "
+                   "(or " +
+                       std::string(kCredentialsEnv) + "; gRPC stays plain text for now)")
+      ->envname(kCredentialsEnv);
 
   ClusterUpRequest up_req;
   std::string down_dir;

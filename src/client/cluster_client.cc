@@ -6,11 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "cache/block_file.h"
 #include "cache/block_key.h"
 #include "cache/shm_reader.h"
+#include "client/bulk_client.h"
+#include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -51,40 +52,6 @@ const grpc::internal::RpcMethod& ReadBlockMethod() {
   return method;
 }
 
-// Appends the `data` of one serialized ReadBlockChunk (field 1, bytes) to dst at *got, reading the
-// buffer's slices in place: one copy, no message object.
-Status CopyChunk(const grpc::ByteBuffer& buffer, std::span<char> dst, size_t* got) {
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return Status::Internal("unreadable block chunk");
-  size_t slice = 0, at = 0;
-  auto next_byte = [&](uint8_t* b) {
-    while (slice < slices.size() && at == slices[slice].size()) ++slice, at = 0;
-    if (slice == slices.size()) return false;
-    *b = slices[slice].begin()[at++];
-    return true;
-  };
-  uint8_t tag = 0;
-  if (!next_byte(&tag)) return Status::Ok();  // an empty chunk
-  uint64_t length = 0;
-  uint8_t b = 0x80;
-  for (int shift = 0; (b & 0x80) != 0 && shift < 64; shift += 7) {
-    if (!next_byte(&b)) return Status::Internal("truncated block chunk");
-    length |= static_cast<uint64_t>(b & 0x7f) << shift;
-  }
-  if (tag != 0x0a) return Status::Internal("unexpected field in block chunk");
-  if (length > dst.size() - *got) return Status::Internal("block chunk past the requested range");
-  while (length > 0) {
-    while (slice < slices.size() && at == slices[slice].size()) ++slice, at = 0;
-    if (slice == slices.size()) return Status::Internal("truncated block chunk");
-    size_t n = std::min<size_t>(length, slices[slice].size() - at);
-    std::memcpy(dst.data() + *got, slices[slice].begin() + at, n);
-    *got += n;
-    at += n;
-    length -= n;
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 struct ClusterClient::MasterStub {
@@ -96,8 +63,9 @@ struct ClusterClient::MasterStub {
 struct ClusterClient::Peer {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<rpc::WorkerService::Stub> stub;  // unary calls; blocks stream raw on `channel`
-  std::atomic<int64_t> down_until_ms{0};           // steady-clock ms; up once past it
-  std::atomic<bool> node_tried{false};             // asked its node socket once
+  std::unique_ptr<BulkClient> bulk;  // the worker's bulk data path, when it has one and it is used
+  std::atomic<int64_t> down_until_ms{0};  // steady-clock ms; up once past it
+  std::atomic<bool> node_tried{false};    // asked its node socket once
 
   bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
 };
@@ -110,6 +78,7 @@ struct ClusterClient::Worker {
   int64_t start_time_ms = 0;
   std::string host_id;
   std::string node_socket;
+  std::string data_address;
   std::shared_ptr<Peer> peer;
   std::shared_ptr<ShmReader> shm;  // its memory, mapped: a worker on this host
 };
@@ -237,19 +206,14 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::C
   view->epoch = got.epoch();
   const std::string& here = rpc::HostId();
   for (const rpc::WorkerInfo& info : got.workers()) {
-    Worker worker{info.id(),
-                  info.address(),
-                  info.capacity_bytes(),
-                  info.start_time_ms(),
-                  info.host_id(),
-                  info.node_socket(),
-                  nullptr,
+    Worker worker{info.id(),      info.address(),     info.capacity_bytes(), info.start_time_ms(),
+                  info.host_id(), info.node_socket(), info.data_address(),   nullptr,
                   nullptr};
     for (const Worker& w : old.workers) {
       // The same incarnation at the same address keeps its channel, its down mark and its mapped
       // memory while its node socket is open; a restarted worker starts afresh (up).
       if (w.id == info.id() && w.address == info.address() &&
-          w.start_time_ms == info.start_time_ms()) {
+          w.start_time_ms == info.start_time_ms() && w.data_address == info.data_address()) {
         worker.peer = w.peer;
         if (w.shm != nullptr && !rpc::NodeSocketClosed(w.shm->session_fd())) worker.shm = w.shm;
         if (w.shm != nullptr && worker.shm == nullptr) {
@@ -263,6 +227,12 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::C
       worker.peer = std::make_shared<Peer>();
       worker.peer->channel = rpc::OpenChannel(info.address());
       worker.peer->stub = rpc::WorkerService::NewStub(worker.peer->channel);
+      if (options_.transport == ClusterClientOptions::Transport::kBulk &&
+          !worker.data_address.empty()) {
+        worker.peer->bulk = std::make_unique<BulkClient>(
+            worker.data_address,
+            BulkClientOptions{options_.bulk_connections, options_.tls, options_.tls_server_name});
+      }
     }
     if (options_.short_circuit && worker.shm == nullptr && !info.node_socket().empty() &&
         !info.host_id().empty() && info.host_id() == here &&
@@ -480,23 +450,19 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   Status last;
   for (size_t i : order) {
     const Worker& worker = view->workers[i];
-    grpc::ClientContext ctx;
     worker_calls_.fetch_add(1, std::memory_order_relaxed);
-    ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
-    // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
-    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-            worker.peer->channel.get(), ReadBlockMethod(), &ctx, req));
-    grpc::ByteBuffer chunk;
-    size_t got = 0;
-    Status copied;
-    while (reader->Read(&chunk)) {
-      if (copied.ok()) copied = CopyChunk(chunk, dst, &got);
-    }
-    grpc::Status st = reader->Finish();
-    if (st.ok() && !copied.ok()) return copied.WithContext("worker " + worker.address);
-    if (st.ok()) {
-      streamed_reads_.fetch_add(1, std::memory_order_relaxed);
+    Result<size_t> got =
+        worker.peer->bulk != nullptr
+            ? worker.peer->bulk->ReadBlock(block, offset, dst,
+                                           std::min(deadline, Clock::now() + kMaxAttemptTime))
+            : ReadStreamed(worker, req, dst, deadline);
+    if (got.ok()) {
+      if (worker.peer->bulk == nullptr) {
+        streamed_reads_.fetch_add(1, std::memory_order_relaxed);
+      } else if (bulk_reads_.fetch_add(1, std::memory_order_relaxed) == 0) {
+        spdlog::info("reading blocks over the workers' bulk data path ({})",
+                     options_.tls != nullptr ? "TLS" : "plain text");
+      }
       // A worker on this host now holds the block in its memory: map its pages here, off the
       // next reader's path (this read waited for a fetch anyway).
       if (worker.shm != nullptr && offset == 0) {
@@ -504,16 +470,37 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
       }
       return got;
     }
-    Status s = rpc::FromGrpcStatus(st, "worker " + worker.address);
+    Status s = got.status();
     if (!s.peer_failed()) return s;  // the object store's answer: the same everywhere
     if (worker.peer->up(SteadyMs())) {
       spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker.id,
-                   worker.address, what, st.error_message());
+                   worker.address, what, s.message());
     }
     MarkDown(*worker.peer);
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
+}
+
+Result<size_t> ClusterClient::ReadStreamed(const Worker& worker,
+                                           const rpc::ReadBlockRequest& request,
+                                           std::span<char> dst, Clock::time_point deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(GrpcDeadline(deadline, kMaxAttemptTime));
+  // The chunks arrive as raw gRPC buffers and are copied once, straight into dst.
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          worker.peer->channel.get(), ReadBlockMethod(), &ctx, request));
+  grpc::ByteBuffer chunk;
+  size_t got = 0;
+  Status copied;
+  while (reader->Read(&chunk)) {
+    if (copied.ok()) copied = rpc::CopyChunk(chunk, dst, &got);
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return rpc::FromGrpcStatus(st, "worker " + worker.address);
+  if (!copied.ok()) return copied.WithContext("worker " + worker.address);
+  return got;
 }
 
 }  // namespace lakecache

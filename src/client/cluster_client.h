@@ -33,6 +33,8 @@ namespace lakecache {
 namespace rpc {
 class BlockId;
 class ClusterView;
+class ReadBlockRequest;
+class TlsContext;
 }  // namespace rpc
 
 // A namespace as the master describes it.
@@ -67,6 +69,13 @@ struct ClusterClientOptions {
   bool short_circuit = true;
   // Map each shared block's pages on first use (see ShmReader::Map).
   bool prefault = true;
+  // How blocks are streamed: kBulk, the worker's bulk data path (framed TCP, see BulkClient) when
+  // it advertises one, else gRPC; kGrpc: always ReadBlock over gRPC.
+  enum class Transport { kBulk, kGrpc };
+  Transport transport = Transport::kBulk;
+  size_t bulk_connections = 4;                 // per worker
+  std::shared_ptr<const rpc::TlsContext> tls;  // client credentials of the bulk path; null: plain
+  std::string tls_server_name;                 // "": each worker's host
 };
 
 class ClusterClient {
@@ -116,12 +125,14 @@ class ClusterClient {
   uint64_t local_mapped_bytes() const EXCLUDES(view_mu_);
 
   // Counters: blocks found in a co-located worker's memory; blocks read from its cache files;
-  // ranges streamed from a worker; every call made to a worker (ReadBlock, LocateBlock).
+  // ranges streamed over gRPC; every call made to a worker (ReadBlock over gRPC or the bulk path,
+  // LocateBlock); ranges read over the bulk data path.
   uint64_t local_memory_hits() const { return local_memory_hits_.load(); }
   uint64_t short_circuit_reads() const { return short_circuit_reads_.load(); }
   void CountShortCircuitRead(const std::string& what);
   uint64_t streamed_reads() const { return streamed_reads_.load(); }
   uint64_t worker_calls() const { return worker_calls_.load(); }
+  uint64_t bulk_reads() const { return bulk_reads_.load(); }
 
   // The workers in the order a block with this key hash tries them (ids); for tests and tools.
   std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
@@ -140,6 +151,9 @@ class ClusterClient {
   // Installs a view without the shared memory of workers that hung up (the master may be down).
   void DropClosedSessions() EXCLUDES(refresh_mu_, view_mu_);
   void MarkDown(Peer& peer) EXCLUDES(view_mu_);
+  // Reads the block from `worker` over gRPC's ReadBlock stream.
+  Result<size_t> ReadStreamed(const Worker& worker, const rpc::ReadBlockRequest& request,
+                              std::span<char> dst, Clock::time_point deadline);
 
   const std::string master_;
   const ClusterClientOptions options_;
@@ -165,6 +179,7 @@ class ClusterClient {
   mutable std::atomic<uint64_t> local_memory_hits_{0};
   std::atomic<uint64_t> worker_calls_{0};
   std::atomic<uint64_t> streamed_reads_{0};
+  std::atomic<uint64_t> bulk_reads_{0};
 };
 
 }  // namespace lakecache

@@ -432,6 +432,8 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "prefetch_threads" << YAML::Value << config.client.prefetch_threads;
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
+  out << YAML::Key << "transport" << YAML::Value << config.client.transport;
+  out << YAML::Key << "tls_server_name" << YAML::Value << config.client.tls_server_name;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value

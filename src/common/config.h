@@ -69,6 +69,12 @@ struct ClientConfig {
   bool short_circuit = true;
   // Map a shared block's pages on first use rather than fault them in page by page.
   bool shm_prefault = true;
+  // Cluster mode: how blocks come from a worker: "bulk" (its bulk data path, framed TCP; gRPC for
+  // a worker that has none) or "grpc" (ReadBlock over gRPC).
+  std::string transport = "bulk";
+  // Cluster mode with --credentials: the name the workers' certificates must show; "": each
+  // worker's host.
+  std::string tls_server_name;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

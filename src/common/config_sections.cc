@@ -128,6 +128,13 @@ Status ReadThreadCount(const ErrorContext& ctx, const std::string& key, const YA
   return Status::Ok();
 }
 
+Status ReadTransport(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                     std::string* out) {
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, out));
+  if (*out == "bulk" || *out == "grpc") return Status::Ok();
+  return ctx.Error(key, "unknown transport '" + *out + "' (expected bulk or grpc)");
+}
+
 }  // namespace
 
 Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
@@ -148,7 +155,7 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
   if (!node.IsMap()) {
     return ctx.Error("client",
                      "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
-                     "short_circuit, shm_prefault");
+                     "short_circuit, shm_prefault, transport, tls_server_name");
   }
   return ForEachEntry(
       ctx, "client", node,
@@ -164,6 +171,8 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
           }
           return Status::Ok();
         }
+        if (name == "transport") return ReadTransport(ctx, key, v, &client->transport);
+        if (name == "tls_server_name") return ReadScalar(ctx, key, v, &client->tls_server_name);
         if (name != "memory_budget") return ctx.Error(key, "unknown key");
         LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
         if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");

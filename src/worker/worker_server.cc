@@ -15,14 +15,15 @@
 #include "cache/block_key.h"
 #include "jobs/store_sink.h"
 #include "meta/block_fetch.h"
+#include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "worker/block_reader.h"
 
 namespace lakecache {
 namespace {
 
-constexpr uint64_t kMaxBlockSize = 1ull << 30;
 constexpr uint64_t kChunkBytes = 16 << 20;  // one ReadBlockChunk message at most
 constexpr size_t kPrefetchThreads = 8;
 // ReadBlock calls served at once; each may wait for an object-store fetch.
@@ -88,15 +89,15 @@ Result<std::string> LoadOrCreateWorkerId(const std::string& dir) {
 class WorkerServer::Service final
     : public rpc::WorkerService::WithRawCallbackMethod_ReadBlock<rpc::WorkerService::Service> {
  public:
-  Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, ThreadPool* pool,
-          ThreadPool* read_pool, ThreadPool* load_pool,
+  Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, BlockReader* reader,
+          ThreadPool* pool, ThreadPool* read_pool, ThreadPool* load_pool,
           std::function<void(rpc::WorkerInfo*)> fill_info,
           std::function<void(rpc::WorkerStats*)> fill_shm)
-      : namespaces_(namespaces),
-        blocks_(std::move(blocks)),
+      : blocks_(std::move(blocks)),
+        reader_(reader),
         pool_(pool),
         read_pool_(read_pool),
-        sink_(namespaces, blocks_.get(), &index_, load_pool),
+        sink_(namespaces, blocks_.get(), &reader->index(), load_pool),
         fill_info_(std::move(fill_info)),
         fill_shm_(std::move(fill_shm)) {}
 
@@ -118,7 +119,9 @@ class WorkerServer::Service final
     if (request->has_block()) {
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(request->block(), &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(request->block(), &ns, &req); !s.ok()) {
+        return rpc::ToGrpcStatus(s);
+      }
       key = req.key;
     }
     std::string path = blocks_->FilePath(key);
@@ -135,7 +138,7 @@ class WorkerServer::Service final
     for (const rpc::BlockId& id : request->blocks()) {
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
       if (blocks_->Contains(req.key)) {
         ++cached;
         continue;
@@ -156,9 +159,9 @@ class WorkerServer::Service final
   grpc::Status Stats(grpc::ServerContext*, const rpc::WorkerStatsRequest*,
                      rpc::WorkerStats* response) override {
     fill_info_(response->mutable_worker());
-    rpc::FillStats(blocks_->Stats(), index_.CachedBytes(*blocks_), response);
-    response->set_blocks_served(blocks_served_.load(std::memory_order_relaxed));
-    response->set_bytes_served(bytes_served_.load(std::memory_order_relaxed));
+    rpc::FillStats(blocks_->Stats(), reader_->index().CachedBytes(*blocks_), response);
+    response->set_blocks_served(reader_->blocks_served());
+    response->set_bytes_served(reader_->bytes_served());
     response->set_blocks_located(blocks_located_.load(std::memory_order_relaxed));
     fill_shm_(response);
     return grpc::Status::OK;
@@ -176,7 +179,7 @@ class WorkerServer::Service final
       id.set_block_size(v.block_size());
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
       ObjectSpec object = rpc::FromObjectVersion(v);
       auto got = sink_.Free(v.ns(), std::span<const ObjectSpec>(&object, 1));
       if (!got.ok()) return rpc::ToGrpcStatus(got.status());
@@ -200,7 +203,7 @@ class WorkerServer::Service final
     for (const rpc::BlockId& id : request->blocks()) {
       Namespace* ns = nullptr;
       BlockRequest req;
-      if (Status s = Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
+      if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
       if (!run.empty() && id.ns() != run_ns) flush();
       run_ns = id.ns();
       run.push_back(
@@ -252,91 +255,23 @@ class WorkerServer::Service final
     if (!grpc::SerializationTraits<rpc::ReadBlockRequest>::Deserialize(raw, &request).ok()) {
       return Status::InvalidArgument("malformed ReadBlock request");
     }
-    Namespace* ns = nullptr;
-    BlockRequest req;
-    LC_RETURN_IF_ERROR(Resolve(request.block(), &ns, &req));
-    uint64_t offset = std::min<uint64_t>(request.offset(), req.length);
-    uint64_t length = std::min<uint64_t>(request.length(), req.length - offset);
+    LC_ASSIGN_OR_RETURN(BlockReader::Range range,
+                        reader_->Read(request.block(), request.offset(), request.length()));
     std::vector<grpc::ByteBuffer> messages;
-    if (length == 0) return messages;
-    ObjectStore& store = *ns->store;
-    // A memory hit (or a fresh fetch) comes back pinned; a disk hit is copied into a block of its
-    // own, which the reply then pins the same way.
-    std::shared_ptr<Block> scratch = Block::Allocate(length);
-    LC_ASSIGN_OR_RETURN(
-        BlockStore::PinnedRead read,
-        blocks_->ReadPinned(req, offset, std::span<char>(scratch->mutable_data(), length),
-                            [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
-    BlockRef pinned = read.block;
-    const char* data = nullptr;
-    if (pinned != nullptr) {
-      data = pinned->data() + offset;
-    } else {
-      length = read.copied;
-      pinned = std::move(scratch);
-      data = pinned->data();
-    }
-    blocks_served_.fetch_add(1, std::memory_order_relaxed);
-    bytes_served_.fetch_add(length, std::memory_order_relaxed);
-    for (uint64_t done = 0; done < length; done += kChunkBytes) {
-      messages.push_back(
-          ChunkMessage(pinned, data + done, std::min<uint64_t>(kChunkBytes, length - done)));
+    for (uint64_t done = 0; done < range.length; done += kChunkBytes) {
+      messages.push_back(rpc::ChunkMessage(range.owner, range.data + done,
+                                           std::min<uint64_t>(kChunkBytes, range.length - done)));
     }
     return messages;
   }
 
-  // A ReadBlockChunk{data} message: field 1's tag and length, then a slice over the bytes that
-  // keeps `owner` alive until gRPC lets go of it.
-  static grpc::ByteBuffer ChunkMessage(const BlockRef& owner, const char* data, uint64_t length) {
-    uint8_t header[11];
-    size_t n = 0;
-    header[n++] = 0x0a;  // field 1, length-delimited
-    for (uint64_t v = length;; v >>= 7) {
-      header[n++] = static_cast<uint8_t>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-      if (v < 0x80) break;
-    }
-    auto* keep = new BlockRef(owner);
-    grpc::Slice slices[2] = {grpc::Slice(header, n),  // copied: 2-11 bytes
-                             grpc::Slice(
-                                 const_cast<char*>(data), length,
-                                 [](void* p) { delete static_cast<BlockRef*>(p); }, keep)};
-    return grpc::ByteBuffer(slices, 2);
-  }
-
-  // The namespace and block request a BlockId names, checked: a client may only read keys of a
-  // namespace this worker serves, under that namespace's prefix.
-  Status Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest* req) const {
-    *ns = namespaces_->Find(id.ns());
-    if (*ns == nullptr) return Status::NotFound("unknown namespace '" + id.ns() + "'");
-    if (!id.key().starts_with((*ns)->prefix)) {
-      return Status::AccessDenied("key '" + id.key() + "' is outside namespace '" + id.ns() + "'");
-    }
-    if (id.block_size() == 0 || id.block_size() > kMaxBlockSize) {
-      return Status::InvalidArgument("block size " + std::to_string(id.block_size()) +
-                                     " out of range");
-    }
-    if (id.index() * id.block_size() >= id.object_size() && id.object_size() > 0) {
-      return Status::InvalidArgument("block " + std::to_string(id.index()) +
-                                     " is past the end of " + id.key() + " (" +
-                                     std::to_string(id.object_size()) + " bytes)");
-    }
-    ContentId content = MakeContentId(id.ns(), id.key(), id.etag(), id.block_size());
-    index_.Note(id.ns(), content, id.object_size(), id.block_size());
-    *req = MakeBlockRequest(content, id.key(), id.etag(), id.object_size(), id.block_size(),
-                            id.index());
-    return Status::Ok();
-  }
-
-  NamespaceTable* namespaces_;
   std::shared_ptr<BlockStore> blocks_;
+  BlockReader* reader_;
   ThreadPool* pool_;
   ThreadPool* read_pool_;
-  mutable ContentIndex index_;
   StoreSink sink_;
   std::function<void(rpc::WorkerInfo*)> fill_info_;
   std::function<void(rpc::WorkerStats*)> fill_shm_;
-  std::atomic<uint64_t> blocks_served_{0};
-  std::atomic<uint64_t> bytes_served_{0};
   std::atomic<uint64_t> blocks_located_{0};
 };
 
@@ -372,19 +307,29 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   w->read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
   w->load_pool_ = std::make_unique<ThreadPool>(kLoadThreads);
   WorkerServer* self = w.get();
+  w->reader_ = std::make_unique<BlockReader>(w->namespaces_.get(), w->blocks_);
   w->service_ = std::make_unique<Service>(
-      w->namespaces_.get(), w->blocks_, w->prefetch_pool_.get(), w->read_pool_.get(),
-      w->load_pool_.get(), [self](rpc::WorkerInfo* info) { self->FillInfo(info); },
+      w->namespaces_.get(), w->blocks_, w->reader_.get(), w->prefetch_pool_.get(),
+      w->read_pool_.get(), w->load_pool_.get(),
+      [self](rpc::WorkerInfo* info) { self->FillInfo(info); },
       [self](rpc::WorkerStats* stats) {
         if (self->arena_ == nullptr) return;
         ShmArenaStats s = self->arena_->Stats();
         stats->set_shm_sessions(s.sessions);
         stats->set_shm_published_bytes(s.published_bytes);
         stats->set_shm_deferred_bytes(s.deferred_bytes);
-        if (self->node_ != nullptr) {
-          stats->set_shm_refused(self->node_->peers_refused());
-        }
+        if (self->node_ != nullptr) stats->set_shm_refused(self->node_->peers_refused());
       });
+  if (!options.data_listen.empty()) {
+    LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--data-listen", options.data_listen));
+  }
+  BulkServerOptions bulk;
+  bulk.listen = options.data_listen.empty()
+                    ? options.listen.substr(0, options.listen.rfind(':')) + ":0"
+                    : options.data_listen;
+  bulk.tls = options.tls;
+  LC_ASSIGN_OR_RETURN(w->bulk_, BulkServer::Start(bulk, w->reader_.get()));
+  w->data_address_ = Advertised(w->bulk_->address());
   {
     MutexLock lock(&self->address_mu_);
     LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
@@ -393,7 +338,8 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
     self->address_ = Advertised(started.address);
   }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
-  spdlog::info("worker {} serving on {} ({} namespaces), master {}", w->id_, w->address(),
+  spdlog::info("worker {} serving on {}, data on {} ({}; {} namespaces), master {}", w->id_,
+               w->address(), w->data_address_, options.tls != nullptr ? "TLS" : "plain text",
                w->namespaces_->names().size(), options.master);
   return w;
 }
@@ -402,6 +348,8 @@ std::string WorkerServer::address() const {
   MutexLock lock(&address_mu_);
   return address_;
 }
+
+std::string WorkerServer::data_address() const { return data_address_; }
 
 WorkerServer::~WorkerServer() { Shutdown(); }
 
@@ -416,8 +364,9 @@ void WorkerServer::Shutdown() {
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
-  prefetch_pool_.reset();  // finishes queued prefetches
-  read_pool_.reset();      // every ReadBlock has finished with the server (Shutdown waited)
+  if (bulk_ != nullptr) bulk_->Shutdown();  // requests in flight fail: clients read elsewhere
+  prefetch_pool_.reset();                   // finishes queued prefetches
+  read_pool_.reset();  // every ReadBlock has finished with the server (Shutdown waited)
   load_pool_.reset();
   // Last: nothing publishes any more, so no memory a mount still reads is reused. Mounts then let
   // go of the shared memory and read over the network.
@@ -438,6 +387,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_start_time_ms(start_time_ms_);
   info->set_host_id(rpc::HostId());
   if (node_ != nullptr) info->set_node_socket(node_->path());
+  info->set_data_address(data_address_);
 }
 
 void WorkerServer::HeartbeatLoop() {

@@ -22,7 +22,10 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
+#include "rpc/tls.h"
 #include "ufs/store_factory.h"
+#include "worker/block_reader.h"
+#include "worker/bulk_server.h"
 #include "worker/node_server.h"
 
 namespace grpc {
@@ -45,6 +48,9 @@ struct WorkerOptions {
   bool shared_memory = true;
   std::string node_socket;      // empty: /tmp/lakecache-node-<worker id>.sock
   std::vector<uid_t> shm_uids;  // who may map it; empty: this process's uid
+  // The bulk data path (BulkServer): HOST:PORT; "" is the host of `listen`, any free port.
+  std::string data_listen;
+  std::shared_ptr<const rpc::TlsContext> tls;  // a server context for the bulk path; null: plain
 };
 
 class WorkerServer {
@@ -58,6 +64,7 @@ class WorkerServer {
   WorkerServer& operator=(const WorkerServer&) = delete;
 
   std::string address() const EXCLUDES(address_mu_);  // bound HOST:PORT
+  std::string data_address() const;                   // the bulk path's advertised HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }
   BlockStore& blocks() { return *blocks_; }
@@ -87,10 +94,13 @@ class WorkerServer {
   std::unique_ptr<ThreadPool> prefetch_pool_;
   std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_server.cc)
   std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
+  std::unique_ptr<BlockReader> reader_;    // serves ReadBlock (and the bulk path)
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<ShmArena> arena_;  // null without shared memory
   std::unique_ptr<NodeServer> node_;
+  std::unique_ptr<BulkServer> bulk_;
+  std::string data_address_;  // set before the gRPC server starts
 
   std::atomic<bool> registered_{false};
   Mutex mu_;

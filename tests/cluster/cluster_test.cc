@@ -2,8 +2,12 @@
 // read through ClusterClient / ClusterStore and a FileSystem, as a cluster-mode mount reads it.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,12 +15,18 @@
 #include <thread>
 
 #include "cache/block_key.h"
+#include "client/bulk_client.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/file_system.h"
 #include "client/node_tier.h"
 #include "master/master_server.h"
+#include "rpc/block_frame.h"
+#include "rpc/bulk_protocol.h"
+#include "rpc/grpc_util.h"
+#include "rpc/lakecache.grpc.pb.h"
 #include "rpc/lakecache.pb.h"
+#include "rpc/tls.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
@@ -66,7 +76,8 @@ class ClusterTest : public ::testing::Test {
     WaitForWorkers(3);
   }
 
-  void StartWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true) {
+  void StartWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true,
+                   std::shared_ptr<const rpc::TlsContext> tls = nullptr) {
     Config config = config_;
     config.cache.memory_capacity = memory;
     config.cache.policy = "lru";
@@ -75,6 +86,7 @@ class ClusterTest : public ::testing::Test {
     options.master = master_->address();
     options.store = store_options_;
     options.shared_memory = shared_memory;
+    options.tls = std::move(tls);
     auto worker = WorkerServer::Start(config, options);
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     workers_.push_back(std::move(*worker));
@@ -181,6 +193,22 @@ TEST_F(ClusterTest, ReadsAreExactAndBlocksSpreadByCapacity) {
   uint64_t again = 0;
   for (const auto& w : workers_) again += w->blocks().Stats().fetches;
   EXPECT_EQ(again, fetches);
+  // Every block came over the workers' bulk data path (the default transport), none over gRPC.
+  EXPECT_GE(client_->bulk_reads(), 1025u + 1 + 3);
+  EXPECT_EQ(client_->streamed_reads(), 0u);
+}
+
+TEST_F(ClusterTest, GrpcTransportStillReadsEveryBlock) {
+  ClusterClientOptions options;
+  options.transport = ClusterClientOptions::Transport::kGrpc;
+  auto client = ClusterClient::Connect(master_->address(), options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ClusterStore store(*client, Namespace());
+  for (const auto& [key, content] : files_) {
+    EXPECT_EQ(ReadAll(store, key, content.size()), content) << key;
+  }
+  EXPECT_GE((*client)->streamed_reads(), 1025u + 1 + 3);
+  EXPECT_EQ((*client)->bulk_reads(), 0u);
 }
 
 TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
@@ -211,6 +239,256 @@ TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
   }
   EXPECT_EQ(client_->Workers().size(), 2u);
   EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+}
+
+// A worker on the bulk path that dies in the middle of a block (it sends the reply header and
+// half of the bytes, then its connection closes), or that stops sending, registered with a
+// capacity that makes it the owner of nearly every block. It heartbeats until destroyed.
+class DyingBulkWorker {
+ public:
+  enum class Mode { kDieMidBlock, kStallMidBlock };
+  DyingBulkWorker(const std::string& master, Mode mode) : mode_(mode) {
+    auto listener = rpc::ListenTcp("127.0.0.1:0");
+    EXPECT_TRUE(listener.ok()) << listener.status().ToString();
+    listen_fd_ = listener->fd;
+    info_.set_id("dying");
+    info_.set_address("127.0.0.1:1");  // gRPC: never used by a bulk client
+    info_.set_data_address(listener->address);
+    info_.set_capacity_bytes(1ull << 50);
+    info_.set_start_time_ms(1);
+    acceptor_ = std::thread([this] { Accept(); });
+    auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(master));
+    heartbeat_ = std::thread([this, stub = std::shared_ptr(std::move(stub))] {
+      for (bool first = true; !stop_; first = false) {
+        grpc::ClientContext ctx;
+        rpc::SetTimeout(&ctx, std::chrono::milliseconds(1000));
+        if (first) {
+          rpc::RegisterRequest req;
+          rpc::RegisterResponse resp;
+          *req.mutable_worker() = info_;
+          EXPECT_TRUE(stub->Register(&ctx, req, &resp).ok());
+        } else {
+          rpc::HeartbeatRequest req;
+          rpc::HeartbeatResponse resp;
+          *req.mutable_worker() = info_;
+          (void)stub->Heartbeat(&ctx, req, &resp);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
+  ~DyingBulkWorker() {
+    stop_ = true;
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    heartbeat_.join();
+    ::close(listen_fd_);
+  }
+  int requests() const { return requests_.load(); }
+
+ private:
+  void Accept() {
+    auto forever = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    std::vector<std::unique_ptr<rpc::BulkConnection>> stalled;  // closed when the test ends
+    for (;;) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      auto conn = rpc::BulkConnection::Accept(fd, "client", nullptr, forever);
+      if (!conn.ok()) continue;
+      bool closed = false;
+      auto request = rpc::NextRequest(**conn, forever, &closed);
+      if (!request.ok()) continue;
+      ++requests_;
+      std::string header = rpc::EncodeReplyHeader(Status::Ok(), request->length);
+      std::string half(request->length / 2, 'X');  // bytes a reader must never keep
+      std::span<const char> pieces[] = {header, half};
+      (void)(*conn)->WriteAll(pieces, forever);
+      if (mode_ == Mode::kStallMidBlock) stalled.push_back(std::move(*conn));
+    }
+  }
+
+  const Mode mode_;
+  rpc::WorkerInfo info_;
+  int listen_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread acceptor_, heartbeat_;
+};
+
+TEST_F(ClusterTest, AWorkerDyingMidBlockOnTheBulkPathFailsOverWithCorrectBytes) {
+  DyingBulkWorker dying(master_->address(), DyingBulkWorker::Mode::kDieMidBlock);
+  WaitForWorkers(4);
+  ClusterStore store(client_, Namespace());
+  const std::string& big = files_["big.bin"];
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  EXPECT_GE(dying.requests(), 1);  // it owned blocks, and failed the first it was asked for
+  bool down = false;
+  for (const ClusterWorker& w : client_->Workers()) down |= w.id == "dying" && w.down;
+  EXPECT_TRUE(down) << "the client did not mark the dying worker down";
+}
+
+TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
+  DyingBulkWorker stuck(master_->address(), DyingBulkWorker::Mode::kStallMidBlock);
+  WaitForWorkers(4);
+  ClusterStore store(client_, Namespace());
+  Result<ObjectInfo> head = store.Head("big.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  // A block the stuck worker owns (nearly all of them do).
+  ContentId content = MakeContentId("lake", "big.bin", head->etag, kBlock);
+  uint64_t index = 0;
+  while (client_->PlacementOrder(StableKeyHash(BlockKey{content, index}))[0] != "dying" &&
+         index < 100) {
+    ++index;
+  }
+  ReadOptions options;
+  options.deadline = Clock::now() + std::chrono::milliseconds(500);
+  std::string buf(kBlock, '\0');
+  auto start = std::chrono::steady_clock::now();
+  Result<size_t> n = store.Read("big.bin", index * kBlock, std::span<char>(buf), options);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(n.ok()) << "read the block although its owner never finished sending it";
+  EXPECT_LT(took, std::chrono::milliseconds(500) + std::chrono::seconds(1) * testing::kSlowdown);
+  EXPECT_EQ(stuck.requests(), 1);
+}
+
+// A credentials folder (ca.crt, tls.crt, tls.key) of a new CA, made by scripts/make-credentials.sh.
+std::string MakeCredentials(const TempDir& dir) {
+  std::string command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + dir.path();
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return dir.path();
+}
+
+std::shared_ptr<const rpc::TlsContext> LoadTls(const std::string& dir, rpc::TlsContext::Side side) {
+  auto tls = rpc::TlsContext::Load(dir, side);
+  EXPECT_TRUE(tls.ok()) << tls.status().ToString();
+  return tls.ok() ? *tls : nullptr;
+}
+
+class ClusterTlsTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    ClusterTest::SetUp();
+    for (auto& w : workers_) w->Shutdown();
+    workers_.clear();
+    credentials_ = MakeCredentials(dir_);
+    StartWorker(16 << 20, "", true, LoadTls(credentials_, rpc::TlsContext::Side::kServer));
+    WaitForWorkers(1);
+  }
+
+  // A client of the cluster whose bulk path uses `tls_dir`'s credentials ("": plain text).
+  std::shared_ptr<ClusterClient> Client(const std::string& tls_dir) {
+    ClusterClientOptions options;
+    if (!tls_dir.empty()) options.tls = LoadTls(tls_dir, rpc::TlsContext::Side::kClient);
+    auto client = ClusterClient::Connect(master_->address(), options);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? *client : nullptr;
+  }
+
+  Result<size_t> ReadB(const std::shared_ptr<ClusterClient>& client, std::string* out) {
+    ClusterStore store(client, Namespace());
+    out->assign(files_["dir/sub/b.bin"].size(), '\0');
+    return store.Read("dir/sub/b.bin", 0, std::span<char>(*out), {});
+  }
+
+  TempDir dir_;
+  std::string credentials_;
+};
+
+TEST_F(ClusterTlsTest, BulkReadsAreExactWithTlsOn) {
+  std::shared_ptr<ClusterClient> client = Client(credentials_);
+  ASSERT_NE(client, nullptr);
+  std::string got;
+  Result<size_t> n = ReadB(client, &got);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(got, files_["dir/sub/b.bin"]);
+  EXPECT_EQ(client->bulk_reads(), 3u);
+  EXPECT_EQ(client->streamed_reads(), 0u);
+}
+
+TEST_F(ClusterTlsTest, AClientOfAnotherCaIsRefused) {
+  TempDir other;
+  std::shared_ptr<ClusterClient> client = Client(MakeCredentials(other));
+  ASSERT_NE(client, nullptr);
+  std::string got;
+  Result<size_t> n = ReadB(client, &got);
+  ASSERT_FALSE(n.ok()) << "read through a worker whose certificate our CA did not sign";
+  EXPECT_NE(n.status().message().find("TLS handshake"), std::string::npos) << n.status().message();
+  EXPECT_NE(n.status().message().find("certificate verify failed"), std::string::npos)
+      << n.status().message();
+  EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);  // nothing was served
+}
+
+// A client that connects and never says anything (no TLS handshake) does not hold up a worker's
+// shutdown: the handshake would wait 10 s.
+TEST_F(ClusterTlsTest, ASilentClientDoesNotDelayShutdown) {
+  auto silent =
+      rpc::BulkConnection::Connect(workers_[0]->data_address(), nullptr, "",
+                                   std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the worker waits for it now
+  auto start = std::chrono::steady_clock::now();
+  workers_[0]->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST_F(ClusterTlsTest, APlainTextClientIsRefusedWithAClearError) {
+  std::shared_ptr<ClusterClient> client = Client("");
+  ASSERT_NE(client, nullptr);
+  std::string got;
+  Result<size_t> n = ReadB(client, &got);
+  ASSERT_FALSE(n.ok()) << "a TLS worker served a plain-text client";
+  EXPECT_EQ(n.status().code(), StatusCode::kAccessDenied) << n.status().ToString();
+  EXPECT_NE(n.status().message().find("requires TLS"), std::string::npos) << n.status().message();
+  EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);
+}
+
+// Many readers share a BulkClient's few connections: never more are open than its bound, and
+// every read is exact; a worker's answer (a bad request) keeps its code and the connection.
+TEST_F(ClusterTest, BulkClientReadersShareABoundedPoolOfConnections) {
+  ClusterStore store(client_, Namespace());
+  Result<ObjectInfo> head = store.Head("big.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  BulkClient bulk(workers_[0]->data_address(), BulkClientOptions{2, nullptr, ""});
+  const std::string& big = files_["big.bin"];
+  std::atomic<size_t> most_open{0};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 8; ++r) {
+    readers.emplace_back([&, r] {
+      for (uint64_t index = r; index < 200; index += 8) {
+        rpc::BlockId id;
+        id.set_ns("lake");
+        id.set_key("big.bin");
+        id.set_etag(head->etag);
+        id.set_object_size(big.size());
+        id.set_block_size(kBlock);
+        id.set_index(index);
+        std::string buf(kBlock, '\0');
+        Result<size_t> n =
+            bulk.ReadBlock(id, 0, std::span<char>(buf),
+                           std::chrono::steady_clock::now() + std::chrono::seconds(30));
+        if (!n.ok() || buf != big.substr(index * kBlock, kBlock)) ++bad;
+        size_t open = bulk.open_connections();
+        for (size_t m = most_open; open > m && !most_open.compare_exchange_weak(m, open);) continue;
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(most_open.load(), 2u);
+  EXPECT_GE(most_open.load(), 1u);
+  rpc::BlockId past;
+  past.set_ns("lake");
+  past.set_key("big.bin");
+  past.set_object_size(big.size());
+  past.set_block_size(kBlock);
+  past.set_index(100000);
+  char buf[16];
+  size_t open = bulk.open_connections();
+  Result<size_t> n =
+      bulk.ReadBlock(past, 0, buf, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument) << n.status().ToString();
+  EXPECT_EQ(bulk.open_connections(), open) << "an answer dropped its connection";
 }
 
 TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
@@ -360,11 +638,11 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   made.swap(fresh);  // a mount that holds nothing in memory
   FileSystem& fs = *made;
   uint64_t calls = client_->worker_calls();
-  uint64_t streamed = client_->streamed_reads();
+  uint64_t streamed = client_->streamed_reads() + client_->bulk_reads();
   EXPECT_EQ(read_b(), b);
   EXPECT_EQ(client_->short_circuit_reads(), 3u);
   EXPECT_EQ(client_->worker_calls(), calls + 3);  // one LocateBlock per block
-  EXPECT_EQ(client_->streamed_reads(), streamed);
+  EXPECT_EQ(client_->streamed_reads() + client_->bulk_reads(), streamed);
   EXPECT_EQ(read_b(), b);  // the open files serve again: no call at all
   EXPECT_EQ(client_->short_circuit_reads(), 6u);
   EXPECT_EQ(client_->worker_calls(), calls + 3);
@@ -382,7 +660,7 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   }
   EXPECT_EQ(read_b(), b);
   EXPECT_EQ(client_->short_circuit_reads(), 6u);
-  EXPECT_EQ(client_->streamed_reads(), streamed + 3);
+  EXPECT_EQ(client_->streamed_reads() + client_->bulk_reads(), streamed + 3);
   EXPECT_EQ(TierNamed(fs, "node-disk").corrupt_blocks, 3u);
 }
 

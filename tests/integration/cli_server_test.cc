@@ -104,6 +104,12 @@ TEST_F(CliServerTest, ListenBeyondLoopbackWarnsThatThereIsNoAuthentication) {
   EXPECT_NE(worker.exit_code, 0);
   EXPECT_NE(worker.err.find("listening on 192.0.2.1:0, beyond loopback"), std::string::npos)
       << worker.err;
+  // The bulk data path without credentials (plain text) too.
+  RunResult data = Lc(
+      {"--config", config_, "worker", "--master", "127.0.0.1:1", "--data-listen", "192.0.2.1:0"});
+  EXPECT_NE(data.exit_code, 0);
+  EXPECT_NE(data.err.find("listening on 192.0.2.1:0, beyond loopback"), std::string::npos)
+      << data.err;
 }
 
 TEST_F(CliServerTest, ClusterStatusShowsTheEpochAsATimeAndDefaultsToTheEnvironment) {

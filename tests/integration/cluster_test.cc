@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -186,11 +187,49 @@ TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {
     return total;
   };
   uint64_t served = served_by_workers();
-  Mount({"client.short_circuit=false"});  // as from another host: every block from a worker
+  Mount({"-o", "client.short_circuit=false"});  // as from another host: every block from a worker
   errors = ReadAll(kSmallBucket, kSmallFiles, kSmallFileSize, kSmallBlock, 0, 4);
   EXPECT_TRUE(errors.empty()) << errors.front();
   EXPECT_EQ(TotalFetches(), kBlocks) << "the second read went to the object store";
   EXPECT_GE(served_by_workers() - served, kBlocks);
+}
+
+// --credentials on the worker and LAKECACHE_CREDENTIALS on the mount put the bulk data path under
+// TLS and reads are exact; a mount without credentials is refused with an error saying why.
+TEST_F(ClusterProcessTest, CredentialsPutTheBulkPathUnderTlsAndPlainMountsAreRefused) {
+  std::string credentials = dir_->path() + "/credentials";
+  std::string make = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + credentials;
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  StartMaster();
+  WorkerProcess w;
+  w.name = "worker-1";
+  w.cache_dir = dir_->path() + "/" + w.name;
+  w.mem_cache = "64MiB";
+  w.cache_size = "256MiB";
+  w.extra_args = {"--credentials", credentials};
+  workers_.push_back(std::move(w));
+  StartWorker(workers_.back());
+  WaitForView(1, std::chrono::seconds(20));
+  // Not short-circuit: the worker's cache files on this host would be read directly.
+  const std::vector<std::string> remote = {"-o", "client.short_circuit=false"};
+  Mount(remote, {"LAKECACHE_CREDENTIALS=" + credentials});
+  std::vector<std::string> errors = ReadAll(kSmallBucket, 4, kSmallFileSize, kSmallBlock, 0, 2);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  Unmount();
+  EXPECT_NE(testing::ReadFileTail(dir_->path() + "/mount.log", 1 << 20)
+                .find("over the workers' bulk data path (TLS)"),
+            std::string::npos)
+      << testing::ReadFileTail(dir_->path() + "/mount.log", 1 << 20);
+  EXPECT_GE(Stats(workers_[0]).blocks_served(), 4 * kSmallFileSize / kSmallBlock);
+
+  Mount(remote);
+  std::string error = CheckFile(mountpoint_ + "/" + kSmallBucket + "/" + SmallKey(0), 0,
+                                kSmallFileSize, kSmallBlock, nullptr);
+  EXPECT_NE(error.find("Permission denied"), std::string::npos) << error;
+  Unmount();
+  EXPECT_NE(testing::ReadFileTail(dir_->path() + "/mount.log", 1 << 20).find("requires TLS"),
+            std::string::npos)
+      << testing::ReadFileTail(dir_->path() + "/mount.log", 1 << 20);
 }
 
 TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterRestart) {

@@ -36,7 +36,7 @@ struct WorkerProcess {
   std::string mem_cache;
   std::string cache_size;
   std::string address;
-  std::vector<std::string> flags;  // more worker flags
+  std::vector<std::string> extra_args;  // after the worker's own flags, e.g. --credentials DIR
   std::unique_ptr<ChildProcess> process;
 };
 
@@ -145,7 +145,7 @@ class ClusterProcessFixture : public ::testing::Test {
     argv.insert(argv.end(),
                 {"worker", "--master", master_address_, "--address-file", addr_file, "--cache-dir",
                  w.cache_dir, "--cache-size", w.cache_size, "--mem-cache", w.mem_cache});
-    argv.insert(argv.end(), w.flags.begin(), w.flags.end());
+    argv.insert(argv.end(), w.extra_args.begin(), w.extra_args.end());
     auto started = ChildProcess::Start(argv, dir_->path() + "/" + w.name + ".out");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     w.process = std::move(started).value();
@@ -165,7 +165,7 @@ class ClusterProcessFixture : public ::testing::Test {
       w.cache_dir = dir_->path() + "/" + w.name;
       w.mem_cache = mem_and_disk[i].first;
       w.cache_size = mem_and_disk[i].second;
-      w.flags = worker_flags;
+      w.extra_args = worker_flags;
       workers_.push_back(std::move(w));
       StartWorker(workers_.back());
       ASSERT_FALSE(workers_.back().address.empty());
@@ -229,17 +229,17 @@ class ClusterProcessFixture : public ::testing::Test {
   }
 
   // A cluster mount of the master at mountpoint_, in the foreground (a child of the test); returns
-  // once /proc/mounts lists it.
-  // `options`: -o settings of the mount (e.g. "client.short_circuit=false": read as a mount on
-  // another host would).
-  void Mount(const std::vector<std::string>& options = {}) {
+  // once /proc/mounts lists it. `extra_args` follow the mount's own; `extra_env` as ChildProcess.
+  void Mount(const std::vector<std::string>& extra_args = {},
+             const std::vector<std::string>& extra_env = {}) {
     std::vector<std::string> argv = {LAKECACHE_BINARY, "--log-level",   "info",     "mount",
                                      "--master",       master_address_, mountpoint_};
-    for (const std::string& o : options) argv.insert(argv.end(), {"-o", o});
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     // No object-store credentials: a cluster client never needs them.
-    auto started =
-        ChildProcess::Start(argv, dir_->path() + "/mount.log",
-                            {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY", "-AWS_SESSION_TOKEN"});
+    std::vector<std::string> env = {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY",
+                                    "-AWS_SESSION_TOKEN", "-LAKECACHE_CREDENTIALS"};
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    auto started = ChildProcess::Start(argv, dir_->path() + "/mount.log", env);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     mount_ = std::move(started).value();
     auto deadline = Clock::now() + std::chrono::seconds(20);

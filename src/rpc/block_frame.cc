@@ -1,0 +1,148 @@
+#include "rpc/block_frame.h"
+
+#include <array>
+#include <cstring>
+
+namespace lakecache::rpc {
+namespace {
+
+constexpr char kMagic[4] = {'L', 'C', 'B', 'F'};
+constexpr uint8_t kVersion = 1;
+
+// The wire value of each status code is its index here: fixed, whatever the enum's order.
+constexpr std::array<StatusCode, 12> kWireCodes = {
+    StatusCode::kOk,
+    StatusCode::kInvalidArgument,
+    StatusCode::kNotFound,
+    StatusCode::kAccessDenied,
+    StatusCode::kUnavailable,
+    StatusCode::kDeadlineExceeded,
+    StatusCode::kIoError,
+    StatusCode::kNoSpace,
+    StatusCode::kCorruption,
+    StatusCode::kPreconditionFailed,
+    StatusCode::kUnimplemented,
+    StatusCode::kInternal,
+};
+
+uint8_t WireCode(StatusCode code) {
+  for (size_t i = 0; i < kWireCodes.size(); ++i) {
+    if (kWireCodes[i] == code) return static_cast<uint8_t>(i);
+  }
+  return static_cast<uint8_t>(kWireCodes.size() - 1);  // kInternal
+}
+
+void Put32(char* at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<char>(v >> (8 * i));
+}
+void Put64(char* at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<char>(v >> (8 * i));
+}
+uint32_t Get32(const char* at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(at[i])} << (8 * i);
+  return v;
+}
+uint64_t Get64(const char* at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(at[i])} << (8 * i);
+  return v;
+}
+
+std::string Frame(FrameKind kind, uint8_t code, std::string_view body, uint64_t a, uint64_t b) {
+  std::string out(kFrameHeaderBytes, '\0');
+  std::memcpy(out.data(), kMagic, sizeof(kMagic));
+  out[4] = static_cast<char>(kVersion);
+  out[5] = static_cast<char>(kind);
+  out[6] = static_cast<char>(code);
+  Put32(out.data() + 8, static_cast<uint32_t>(body.size()));
+  Put64(out.data() + 16, a);
+  Put64(out.data() + 24, b);
+  out.append(body);
+  return out;
+}
+
+Status Malformed(std::string_view what) {
+  return Status::InvalidArgument("malformed bulk frame: " + std::string(what));
+}
+
+// The checked fixed header of a whole frame (header and body, nothing more).
+Result<size_t> CheckWhole(std::span<const char> frame, FrameKind kind) {
+  if (frame.size() < kFrameHeaderBytes) return Malformed("truncated header");
+  LC_ASSIGN_OR_RETURN(size_t body, FrameBodyBytes(frame.first(kFrameHeaderBytes), kind));
+  if (frame.size() != kFrameHeaderBytes + body) {
+    return Malformed(frame.size() < kFrameHeaderBytes + body ? "truncated body"
+                                                             : "bytes past the body");
+  }
+  return body;
+}
+
+}  // namespace
+
+std::string EncodeReadRequest(const BlockReadRequest& request) {
+  return Frame(FrameKind::kReadRequest, 0, request.block.SerializeAsString(), request.offset,
+               request.length);
+}
+
+std::string EncodeReplyHeader(const Status& status, uint64_t data_length) {
+  if (!status.ok()) data_length = 0;
+  std::string_view message(status.ok() ? std::string_view() : status.message());
+  if (message.size() > kMaxReplyMessageBytes) message = message.substr(0, kMaxReplyMessageBytes);
+  return Frame(FrameKind::kReadReply, WireCode(status.code()), message, data_length, 0);
+}
+
+Result<size_t> FrameBodyBytes(std::span<const char> header, FrameKind kind) {
+  if (header.size() != kFrameHeaderBytes) return Malformed("truncated header");
+  if (std::memcmp(header.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Malformed("bad magic (not a lakecache bulk peer?)");
+  }
+  if (static_cast<uint8_t>(header[4]) != kVersion) {
+    return Malformed("unknown version " + std::to_string(static_cast<uint8_t>(header[4])));
+  }
+  if (static_cast<uint8_t>(header[5]) != static_cast<uint8_t>(kind)) {
+    return Malformed("unexpected frame kind " + std::to_string(static_cast<uint8_t>(header[5])));
+  }
+  if (header[7] != 0 || Get32(header.data() + 12) != 0) return Malformed("reserved bytes set");
+  uint32_t body = Get32(header.data() + 8);
+  size_t limit = kind == FrameKind::kReadRequest ? kMaxBlockIdBytes : kMaxReplyMessageBytes;
+  if (body > limit) {
+    return Malformed("body of " + std::to_string(body) + " bytes (at most " +
+                     std::to_string(limit) + ")");
+  }
+  return body;
+}
+
+Result<BlockReadRequest> DecodeReadRequest(std::span<const char> frame) {
+  LC_ASSIGN_OR_RETURN(size_t body, CheckWhole(frame, FrameKind::kReadRequest));
+  if (frame[6] != 0) return Malformed("status code in a request");
+  BlockReadRequest request;
+  if (!request.block.ParseFromArray(frame.data() + kFrameHeaderBytes, static_cast<int>(body))) {
+    return Malformed("unparsable block id");
+  }
+  request.offset = Get64(frame.data() + 16);
+  request.length = Get64(frame.data() + 24);
+  return request;
+}
+
+Result<BlockReplyHeader> DecodeReplyHeader(std::span<const char> frame, uint64_t max_data_length) {
+  LC_ASSIGN_OR_RETURN(size_t body, CheckWhole(frame, FrameKind::kReadReply));
+  uint8_t code = static_cast<uint8_t>(frame[6]);
+  if (code >= kWireCodes.size()) return Malformed("unknown status code " + std::to_string(code));
+  if (Get64(frame.data() + 24) != 0) return Malformed("reserved bytes set");
+  BlockReplyHeader reply;
+  reply.data_length = Get64(frame.data() + 16);
+  std::string message(frame.data() + kFrameHeaderBytes, body);
+  if (kWireCodes[code] == StatusCode::kOk) {
+    if (body != 0) return Malformed("a message in a successful reply");
+  } else {
+    if (reply.data_length != 0) return Malformed("data after an error");
+    reply.status = Status(kWireCodes[code], std::move(message));
+  }
+  if (reply.data_length > max_data_length) {
+    return Malformed(std::to_string(reply.data_length) + " data bytes for a request of " +
+                     std::to_string(max_data_length));
+  }
+  return reply;
+}
+
+}  // namespace lakecache::rpc

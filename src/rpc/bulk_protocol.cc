@@ -1,0 +1,51 @@
+#include "rpc/bulk_protocol.h"
+
+#include <string>
+
+namespace lakecache::rpc {
+namespace {
+
+// Reads a frame's fixed header and body (`kind`) into *frame.
+Status ReadFrame(BulkConnection& connection, FrameKind kind, BulkConnection::Deadline deadline,
+                 std::string* frame, bool* closed) {
+  frame->resize(kFrameHeaderBytes);
+  LC_RETURN_IF_ERROR(connection.ReadFull(*frame, deadline, closed));
+  Result<size_t> body = FrameBodyBytes(*frame, kind);
+  if (!body.ok()) return body.status();
+  frame->resize(kFrameHeaderBytes + *body);
+  return connection.ReadFull(std::span<char>(*frame).subspan(kFrameHeaderBytes), deadline);
+}
+
+}  // namespace
+
+Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadRequest& request,
+                                  std::span<char> dst, BulkConnection::Deadline deadline) {
+  std::string frame = EncodeReadRequest(request);
+  std::span<const char> pieces[] = {frame};
+  LC_RETURN_IF_ERROR(connection.WriteAll(pieces, deadline));
+  Status read = ReadFrame(connection, FrameKind::kReadReply, deadline, &frame, nullptr);
+  Result<BlockReplyHeader> reply =
+      read.ok() ? DecodeReplyHeader(frame, dst.size()) : Result<BlockReplyHeader>(read);
+  if (!reply.ok()) {
+    if (reply.status().code() != StatusCode::kInvalidArgument) return reply.status();
+    return Status::Unavailable(connection.peer() + ": " + reply.status().message());
+  }
+  LC_RETURN_IF_ERROR(connection.ReadFull(dst.first(reply->data_length), deadline));
+  return reply;
+}
+
+Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection::Deadline deadline,
+                                     bool* closed) {
+  std::string frame;
+  LC_RETURN_IF_ERROR(ReadFrame(connection, FrameKind::kReadRequest, deadline, &frame, closed));
+  return DecodeReadRequest(frame);
+}
+
+Status SendReply(BulkConnection& connection, const Status& status, std::span<const char> data,
+                 BulkConnection::Deadline deadline) {
+  std::string header = EncodeReplyHeader(status, status.ok() ? data.size() : 0);
+  std::span<const char> pieces[] = {header, status.ok() ? data : std::span<const char>()};
+  return connection.WriteAll(pieces, deadline);
+}
+
+}  // namespace lakecache::rpc

@@ -1,0 +1,31 @@
+// The bulk data path's exchange on a BulkConnection (frames: block_frame.h), written once for the
+// worker's BulkServer, the client's BulkClient and bench/wire_bench: a client sends one request
+// and reads one reply into the caller's buffer; a server reads requests one after another and
+// answers each with a reply header and the bytes, sent from wherever they lie (no copy).
+#pragma once
+
+#include <span>
+
+#include "common/result.h"
+#include "rpc/block_frame.h"
+#include "rpc/bulk_connection.h"
+
+namespace lakecache::rpc {
+
+// Sends `request` and reads the reply; its data lands in dst (at most dst.size() bytes, else the
+// reply is refused). The Result fails on a transport or framing error (kUnavailable or
+// kDeadlineExceeded: drop the connection); otherwise it holds the worker's answer, whose status
+// may be an error (the connection stays usable then).
+Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadRequest& request,
+                                  std::span<char> dst, BulkConnection::Deadline deadline);
+
+// The next request on a server's connection. *closed is set when the client hung up cleanly
+// between requests; a framing error is kInvalidArgument (close the connection).
+Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection::Deadline deadline,
+                                     bool* closed);
+
+// Answers a request: `status`, and when it is OK the `data` bytes.
+Status SendReply(BulkConnection& connection, const Status& status, std::span<const char> data,
+                 BulkConnection::Deadline deadline);
+
+}  // namespace lakecache::rpc

@@ -1,0 +1,165 @@
+#include "worker/bulk_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "rpc/bulk_protocol.h"
+#include "rpc/lakecache.pb.h"
+
+namespace lakecache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kHandshakeTime = std::chrono::seconds(10);
+constexpr auto kReplyTime = std::chrono::seconds(60);  // a client that stops reading
+constexpr auto kIdleForever = std::chrono::hours(24 * 365);
+
+std::string PeerName(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    port = ntohs(a->sin6_port);
+  }
+  return "client " + std::string(host) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BulkServer>> BulkServer::Start(const BulkServerOptions& options,
+                                                      BlockReader* reader) {
+  std::unique_ptr<BulkServer> server(new BulkServer(options, reader));
+  Result<rpc::TcpListener> listener = rpc::ListenTcp(options.listen);
+  if (!listener.ok()) return listener.status().WithContext("--data-listen");
+  server->listen_fd_ = listener->fd;
+  server->address_ = listener->address;
+  server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+BulkServer::~BulkServer() { Shutdown(); }
+
+void BulkServer::Shutdown() {
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (rpc::BulkConnection* c : open_) c->Abort();
+  }
+  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+  if (acceptor_.joinable()) acceptor_.join();
+  ::close(listen_fd_);
+  MutexLock lock(&mu_);
+  while (threads_ > 0) idle_cv_.Wait(&mu_);
+}
+
+void BulkServer::AcceptLoop() {
+  bool warned = false;
+  for (;;) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    int error = errno;
+    MutexLock lock(&mu_);
+    if (stopping_) {
+      if (fd >= 0) ::close(fd);
+      return;
+    }
+    if (fd < 0) {
+      if (error != EINTR && error != ECONNABORTED && !warned) {
+        spdlog::warn("bulk server {}: accept: {}", address_, std::strerror(error));
+        warned = true;
+      }
+      continue;
+    }
+    if (threads_ >= kMaxConnections) {
+      if (!warned) {
+        spdlog::warn("bulk server {}: {} connections open, refusing more", address_,
+                     kMaxConnections);
+      }
+      warned = true;
+      ::close(fd);
+      continue;
+    }
+    ++threads_;
+    std::thread([this, fd, peer = PeerName(addr)] { Serve(fd, peer); }).detach();
+  }
+}
+
+bool BulkServer::Admitted(rpc::BulkConnection& connection) {
+  const rpc::TlsContext* tls = options_.tls.get();
+  if (tls == nullptr) return true;
+  Clock::time_point deadline = Clock::now() + kHandshakeTime;
+  char magic[4];
+  if (connection.Peek(magic, deadline) == sizeof(magic) && std::memcmp(magic, "LCBF", 4) == 0) {
+    Status refusal = Status::AccessDenied(
+        "worker data address " + address_ +
+        " requires TLS: give the client the cluster's credentials (--credentials DIR or "
+        "LAKECACHE_CREDENTIALS)");
+    (void)rpc::SendReply(connection, refusal, {}, deadline);
+    spdlog::warn("bulk server {}: refused a plain-text {} (TLS is required)", address_,
+                 connection.peer());
+    return false;
+  }
+  if (Status s = connection.StartTls(*tls, deadline); !s.ok()) {
+    spdlog::warn("bulk server {}: {}", address_, s.message());
+    return false;
+  }
+  return true;
+}
+
+void BulkServer::Serve(int fd, std::string peer) {
+  // Listed before the handshake, so that Shutdown can abort a client that never completes it.
+  std::unique_ptr<rpc::BulkConnection> connection = rpc::BulkConnection::Adopt(fd, peer);
+  bool serve = false;
+  {
+    MutexLock lock(&mu_);
+    serve = !stopping_;
+    if (serve) open_.push_back(connection.get());
+  }
+  if (serve && Admitted(*connection)) ServeRequests(*connection);
+  {
+    MutexLock lock(&mu_);
+    std::erase(open_, connection.get());
+  }
+  connection.reset();  // closes the socket before the count drops
+  MutexLock lock(&mu_);
+  --threads_;
+  idle_cv_.SignalAll();
+}
+
+void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
+  for (;;) {
+    bool closed = false;
+    Result<rpc::BlockReadRequest> request =
+        rpc::NextRequest(connection, Clock::now() + kIdleForever, &closed);
+    if (!request.ok()) {
+      if (!closed && request.status().code() == StatusCode::kInvalidArgument) {
+        spdlog::warn("bulk server {}: {}: {}", address_, connection.peer(),
+                     request.status().message());
+      }
+      return;
+    }
+    Result<BlockReader::Range> range =
+        reader_->Read(request->block, request->offset, request->length);
+    Status sent = range.ok()
+                      ? rpc::SendReply(connection, Status::Ok(),
+                                       std::span<const char>(range->data, range->length),
+                                       Clock::now() + kReplyTime)
+                      : rpc::SendReply(connection, range.status(), {}, Clock::now() + kReplyTime);
+    if (!sent.ok()) return;
+  }
+}
+
+}  // namespace lakecache

@@ -1,0 +1,40 @@
+#include "rpc/tls.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "support/test_servers.h"
+
+namespace lakecache::rpc {
+namespace {
+
+TEST(TlsContextTest, LoadsACredentialsFolderAndNamesWhatIsMissing) {
+  testing::TempDir dir;
+  auto missing = TlsContext::Load(dir.path(), TlsContext::Side::kServer);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(dir.path() + "/ca.crt is missing"), std::string::npos)
+      << missing.status().message();
+  std::string command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + dir.path();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  for (auto side : {TlsContext::Side::kServer, TlsContext::Side::kClient}) {
+    auto loaded = TlsContext::Load(dir.path(), side);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ((*loaded)->side(), side);
+  }
+  // A key that is not the certificate's: refused, naming the files, never showing the key.
+  testing::TempDir other;
+  command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + other.path();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::filesystem::copy_file(other.path() + "/tls.key", dir.path() + "/tls.key",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto mismatched = TlsContext::Load(dir.path(), TlsContext::Side::kClient);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("tls.key"), std::string::npos)
+      << mismatched.status().message();
+  EXPECT_EQ(mismatched.status().message().find("PRIVATE KEY"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lakecache::rpc
