@@ -174,8 +174,8 @@ BlockRef ShmArena::Publish(const BlockKey& key, const Block& block) {
   // The extent and slot are ours alone until published.
   std::memcpy(dst, block.data(), block.size());
   std::shared_ptr<ShmArena> self = shared_from_this();
-  std::shared_ptr<Block> published =
-      Block::View(dst, block.size(), [self, dst] { self->Released(dst); });
+  std::shared_ptr<Block> published = Block::View(
+      dst, block.size(), [self, dst] { self->Released(dst); }, arenas_[e.arena]->fd, e.offset);
   MutexLock lock(&mu_);
   live_[dst] = e;
   published_bytes_ += e.bytes;

@@ -68,7 +68,7 @@ struct ClusterClientOptions {
   // memory (node socket), its cache files opened and verified here. False: over the network.
   bool short_circuit = true;
   // Map each shared block's pages on first use (see ShmReader::Map).
-  bool prefault = true;
+  bool prefault = false;
   // How blocks are streamed: kBulk, the worker's bulk data path (framed TCP, see BulkClient) when
   // it advertises one, else gRPC; kGrpc: always ReadBlock over gRPC.
   enum class Transport { kBulk, kGrpc };

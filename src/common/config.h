@@ -67,8 +67,9 @@ struct ClientConfig {
   // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
   // cache files).
   bool short_circuit = true;
-  // Map a shared block's pages on first use rather than fault them in page by page.
-  bool shm_prefault = true;
+  // Map a shared block's pages on first use rather than fault them in page by page. Off by
+  // default: replies are spliced from the worker's memfd, which never touches the mapping.
+  bool shm_prefault = false;
   // Cluster mode: how blocks come from a worker: "bulk" (its bulk data path, framed TCP; gRPC for
   // a worker that has none) or "grpc" (ReadBlock over gRPC).
   std::string transport = "bulk";

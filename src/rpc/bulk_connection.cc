@@ -8,6 +8,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -248,6 +249,37 @@ Status BulkConnection::WriteAll(std::span<const std::span<const char>> pieces, D
       if (n == 0) return Failed("connection closed");
       piece = piece.subspan(static_cast<size_t>(n));
     }
+  }
+  return Status::Ok();
+}
+
+Status BulkConnection::WriteFile(std::span<const char> head, int fd, uint64_t offset,
+                                 uint64_t length, Deadline deadline) {
+  while (!head.empty()) {
+    ssize_t n = ::send(fd_, head.data(), head.size(), MSG_NOSIGNAL | MSG_MORE);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return Failed(std::string("write: ") + std::strerror(errno));
+      }
+      LC_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
+      continue;
+    }
+    head = head.subspan(static_cast<size_t>(n));
+  }
+  auto at = static_cast<off_t>(offset);
+  for (uint64_t left = length; left > 0;) {
+    ssize_t n = ::sendfile(fd_, fd, &at, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        return Failed(std::string("sendfile: ") + std::strerror(errno));
+      }
+      LC_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
+      continue;
+    }
+    if (n == 0) return Failed("sendfile: the file ended early");
+    left -= static_cast<uint64_t>(n);
   }
   return Status::Ok();
 }

@@ -50,6 +50,11 @@ class BulkConnection {
   Status ReadFull(std::span<char> dst, Deadline deadline, bool* eof_at_start = nullptr);
   // Sends every piece, in order (one writev for a plain socket).
   Status WriteAll(std::span<const std::span<const char>> pieces, Deadline deadline);
+  // Sends `head`, then `length` bytes of file `fd` from `offset` with sendfile: the kernel sends
+  // the file's pages without a copy in user space. REQUIRES: plain (no TLS). The pages are sent
+  // after this returns: the caller must not change them until the peer has read them.
+  Status WriteFile(std::span<const char> head, int fd, uint64_t offset, uint64_t length,
+                   Deadline deadline);
   // Waits until bytes can be read (or the peer closed) by `deadline`: false when it passed.
   bool WaitReadable(Deadline deadline);
   // Wakes a thread blocked in this connection; its call and every later one fail. Thread-safe.

@@ -42,8 +42,11 @@ Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection:
 }
 
 Status SendReply(BulkConnection& connection, const Status& status, std::span<const char> data,
-                 BulkConnection::Deadline deadline) {
+                 BulkConnection::Deadline deadline, int fd, uint64_t fd_offset) {
   std::string header = EncodeReplyHeader(status, status.ok() ? data.size() : 0);
+  if (status.ok() && fd >= 0 && !connection.tls() && !data.empty()) {
+    return connection.WriteFile(header, fd, fd_offset, data.size(), deadline);
+  }
   std::span<const char> pieces[] = {header, status.ok() ? data : std::span<const char>()};
   return connection.WriteAll(pieces, deadline);
 }

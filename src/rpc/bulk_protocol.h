@@ -24,8 +24,10 @@ Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadReq
 Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection::Deadline deadline,
                                      bool* closed);
 
-// Answers a request: `status`, and when it is OK the `data` bytes.
+// Answers a request: `status`, and when it is OK the `data` bytes. With `fd` (a file that holds
+// the same bytes at `fd_offset`) a plain connection sends them with sendfile: then the caller
+// keeps the bytes unchanged until the peer has read them (its next request, or its hang-up).
 Status SendReply(BulkConnection& connection, const Status& status, std::span<const char> data,
-                 BulkConnection::Deadline deadline);
+                 BulkConnection::Deadline deadline, int fd = -1, uint64_t fd_offset = 0);
 
 }  // namespace lakecache::rpc

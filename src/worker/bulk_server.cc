@@ -140,6 +140,10 @@ void BulkServer::Serve(int fd, std::string peer) {
 }
 
 void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
+  // The block of the last reply, held until the client asks again (so has read every byte): a
+  // reply sent from the shared memory's file may still be in the socket, and the memory must not
+  // be reused under it.
+  BlockRef last;
   for (;;) {
     bool closed = false;
     Result<rpc::BlockReadRequest> request =
@@ -151,13 +155,21 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
       }
       return;
     }
+    last.reset();
     Result<BlockReader::Range> range =
         reader_->Read(request->block, request->offset, request->length);
-    Status sent = range.ok()
-                      ? rpc::SendReply(connection, Status::Ok(),
-                                       std::span<const char>(range->data, range->length),
-                                       Clock::now() + kReplyTime)
-                      : rpc::SendReply(connection, range.status(), {}, Clock::now() + kReplyTime);
+    Status sent;
+    if (range.ok()) {
+      const BlockRef& owner = range->owner;
+      int fd = owner != nullptr ? owner->fd() : -1;
+      uint64_t at = fd >= 0 ? owner->fd_offset() + (range->data - owner->data()) : 0;
+      sent = rpc::SendReply(connection, Status::Ok(),
+                            std::span<const char>(range->data, range->length),
+                            Clock::now() + kReplyTime, fd, at);
+      last = range->owner;
+    } else {
+      sent = rpc::SendReply(connection, range.status(), {}, Clock::now() + kReplyTime);
+    }
     if (!sent.ok()) return;
   }
 }

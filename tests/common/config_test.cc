@@ -650,10 +650,10 @@ TEST(ConfigClientTest, ReadsTheClientSectionAndDefaults) {
   ASSERT_TRUE(overridden.ok()) << overridden.status().ToString();
   EXPECT_EQ(overridden->client.read_ahead_max, 0u);
   EXPECT_TRUE(defaults->client.short_circuit);
-  EXPECT_TRUE(defaults->client.shm_prefault);
-  Result<Config> local = LoadYaml("", {"client.shm_prefault=false", "client.short_circuit=false"});
+  EXPECT_FALSE(defaults->client.shm_prefault);
+  Result<Config> local = LoadYaml("", {"client.shm_prefault=true", "client.short_circuit=false"});
   ASSERT_TRUE(local.ok()) << local.status().ToString();
-  EXPECT_FALSE(local->client.shm_prefault);
+  EXPECT_TRUE(local->client.shm_prefault);
   EXPECT_FALSE(local->client.short_circuit);
 }
 
