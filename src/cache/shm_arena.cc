@@ -218,10 +218,10 @@ void ShmArena::Released(const char* data) {
 }
 
 bool ShmArena::Anchored(uint32_t slot) const {
-  // Pairs with the reader's fence between its anchor and its second look at the state.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Sequentially consistent, as the invalidation before it and a reader's anchor and second look
+  // at the state: in their one order, either the reader sees the slot invalid or this sees it.
   for (const auto& s : sessions_) {
-    if (s->anchors[slot].load(std::memory_order_acquire) != 0) return true;
+    if (s->anchors[slot].load(std::memory_order_seq_cst) != 0) return true;
   }
   return false;
 }

@@ -15,12 +15,13 @@
 //  - Publish (worker): write the slot's key and location, then store state = kValid | generation
 //    (release), generation one more than the slot's last.
 //  - Read (mount): load state (acquire); if valid and the key matches: anchor (increment its own
-//    count), full fence, load state again; equal: the bytes are the block's until it unanchors;
-//    otherwise unanchor, not found.
-//  - Unpublish (worker): store state = generation without kValid, full fence; the memory may be
-//    reused once every session's count for the slot is 0 (and the worker itself holds no
-//    reference). The two fences make sure that either the reader sees the slot invalid, or the
-//    worker sees its anchor.
+//    count), load state again; equal: the bytes are the block's until it unanchors; otherwise
+//    unanchor, not found.
+//  - Unpublish (worker): store state = generation without kValid; the memory may be reused once
+//    every session's count for the slot is 0 (and the worker itself holds no reference). The
+//    anchor, the second look, the invalidation and the worker's reading of the counts are all
+//    sequentially consistent, so in their one order either the reader sees the slot invalid or
+//    the worker sees its anchor.
 // The counts and the state words are lock-free atomics (address-free on every platform we run on),
 // used across processes.
 #pragma once

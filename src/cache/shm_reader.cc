@@ -125,10 +125,10 @@ BlockRef ShmReader::Find(const BlockKey& key) {
     const shm::Slot& slot = slots_[i];
     uint64_t state = slot.state.load(std::memory_order_acquire);
     if ((state & shm::kValid) == 0 || !shm::SlotHolds(slot, key)) continue;
-    anchors_[i].fetch_add(1, std::memory_order_relaxed);
-    // Pairs with the worker's fence between invalidating a slot and reading its anchors.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (slot.state.load(std::memory_order_acquire) != state || !shm::SlotHolds(slot, key)) {
+    // Sequentially consistent, as the worker's invalidation and its reading of the anchors: in
+    // their one order, either this anchor is seen or the invalidation is.
+    anchors_[i].fetch_add(1, std::memory_order_seq_cst);
+    if (slot.state.load(std::memory_order_seq_cst) != state || !shm::SlotHolds(slot, key)) {
       anchors_[i].fetch_sub(1, std::memory_order_release);
       continue;
     }
