@@ -136,10 +136,19 @@ BlockRef BlockStore::Lookup(const BlockRequest& request) {
   return nullptr;
 }
 
+bool BlockStore::Shadowed(const BlockKey& key) const {
+  return std::any_of(tiers_.begin(), tiers_.end(),
+                     [&key](const auto& tier) { return tier->Shadows(key); });
+}
+
+bool BlockStore::HasRoomInMemory(uint64_t bytes) const {
+  return std::any_of(tiers_.begin(), tiers_.end(), [bytes](const auto& tier) {
+    return tier->resident() && tier->HasRoom(bytes);
+  });
+}
+
 void BlockStore::Offer(const BlockRequest& request, const BlockRef& block, size_t end) {
-  for (const auto& tier : tiers_) {
-    if (tier->Shadows(request.key)) return;
-  }
+  if (Shadowed(request.key)) return;
   for (size_t i = 0; i < end; ++i) tiers_[i]->Insert(request, block);
 }
 

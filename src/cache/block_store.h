@@ -98,6 +98,11 @@ class BlockStore {
 
   MemoryBudget& budget() { return *budget_; }
   bool Contains(const BlockKey& key) const;
+  // True when a tier stands for a cache outside this store that holds the block (see
+  // CacheTier::Shadows): this store keeps no copy of it.
+  bool Shadowed(const BlockKey& key) const;
+  // True when a resident (memory) tier would keep a new block of `bytes` without evicting another.
+  bool HasRoomInMemory(uint64_t bytes) const;
   void Erase(const BlockKey& key);
   BlockStoreStats Stats() const;
 

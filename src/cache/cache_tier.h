@@ -56,6 +56,12 @@ class CacheTier {
   // True if the tier holds the block (no hit/miss counted).
   virtual bool Contains(const BlockKey& key) const = 0;
 
+  // True if the tier would keep a new block of `bytes` without evicting anything for it.
+  virtual bool HasRoom(uint64_t bytes) const {
+    (void)bytes;
+    return false;
+  }
+
   // Drops the block if present.
   virtual void Erase(const BlockKey& key) = 0;
 

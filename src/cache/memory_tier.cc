@@ -128,6 +128,10 @@ bool MemoryTier::Contains(const BlockKey& key) const {
   return shard.blocks.contains(key);
 }
 
+bool MemoryTier::HasRoom(uint64_t bytes) const {
+  return used_bytes_.load(std::memory_order_relaxed) + bytes <= policy_->capacity_bytes();
+}
+
 void MemoryTier::Erase(const BlockKey& key) {
   MutexLock lock(&mutate_mu_);
   if (Drop(key)) policy_->Remove(key);

@@ -333,6 +333,13 @@ bool FileSystem::ReadRangeOnly(Handle& h, const BlockKey& key) {
     if (h.read_ahead.sequential()) return false;
   }
   if (blocks_->Contains(key)) return false;
+  // A block of a worker on this host: fetched whole into the node's cache (the worker's memory,
+  // read here in place), never into this mount's.
+  if (blocks_->Shadowed(key)) return false;
+  // Fetched whole only when this mount keeps it: a block that would evict another (the mount's
+  // cache is full, as with a random reader over more data than it holds) is read by range; the
+  // workers cache it.
+  if (!blocks_->HasRoomInMemory(h.block_size)) return true;
   // Second touch: a block a random reader comes back to is worth caching whole here.
   uint64_t hash = StableKeyHash(key) | 1;
   std::atomic<uint64_t>& seen = range_read_[hash % kRangeReadSlots];

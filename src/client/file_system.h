@@ -45,7 +45,9 @@ struct FileSystemOptions {
   // Cluster mode: a block a random reader misses for the first time is not fetched whole into this
   // mount's cache; only the range read comes from its worker (which caches the whole block), so a
   // 128 KiB pread moves 128 KiB, not a block. A block read again (a small table of recently
-  // range-read blocks remembers it) and sequential readers take whole blocks.
+  // range-read blocks remembers it) is fetched whole if the mount's memory cache has room for it
+  // (no eviction), else read by range again; a block a worker on this host owns goes through the
+  // node's cache; sequential readers take whole blocks.
   bool range_reads_when_random = false;
 };
 

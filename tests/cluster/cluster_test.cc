@@ -610,6 +610,45 @@ std::string ReadFile(FileSystem& fs, const std::string& path, size_t size) {
   return out;
 }
 
+// A random reader over more than the mount's memory holds: once the cache is full, a block read
+// again is read by range too (fetching it whole would evict another block, for a read of 512
+// bytes); the worker keeps the whole block.
+TEST_F(ClusterTest, RandomReadersOfAFullMountReadByRange) {
+  FileSystemOptions options;
+  options.range_reads_when_random = true;
+  std::unique_ptr<FileSystem> made = ClusterFileSystem(client_, Namespace(), options, false);
+  ASSERT_NE(made, nullptr);
+  FileSystem& fs = *made;
+  const std::string& big = files_["big.bin"];
+  OpenedFile opened;
+  ASSERT_NO_FATAL_FAILURE(OpenBig(fs, &opened));
+  std::string all(big.size(), '\0');
+  for (size_t at = 0; at < big.size();) {  // sequential 128 KiB reads: whole blocks, 1 MiB kept
+    size_t want = std::min<size_t>(128 << 10, big.size() - at);
+    Result<size_t> n = fs.Read(opened.fh, at, std::span<char>(all.data() + at, want));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    at += *n;
+  }
+  fs.Release(opened.fh);
+  EXPECT_EQ(all, big);
+  EXPECT_FALSE(fs.blocks().HasRoomInMemory(kBlock));
+  ASSERT_NO_FATAL_FAILURE(OpenBig(fs, &opened));
+  uint64_t fetches = fs.blocks().Stats().fetches;
+  const uint64_t bs = Namespace().block_size;
+  // The first blocks were evicted by the later ones; each is read twice, far apart.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t block : {7, 300, 11, 150}) {
+      std::string got(512, '\0');
+      uint64_t offset = block * bs + 100;
+      Result<size_t> n = fs.Read(opened.fh, offset, std::span<char>(got.data(), got.size()));
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      EXPECT_EQ(got, big.substr(offset, got.size()));
+    }
+  }
+  fs.Release(opened.fh);
+  EXPECT_EQ(fs.blocks().Stats().fetches, fetches) << "a block was fetched whole into a full cache";
+}
+
 TierStats TierNamed(FileSystem& fs, const std::string& name) {
   for (const TierStats& t : fs.blocks().Stats().tiers) {
     if (t.tier == name) return t;
