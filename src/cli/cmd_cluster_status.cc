@@ -73,6 +73,12 @@ Json WorkerJson(const WorkerStatus& w) {
     out["blocks_served"] = w.stats->blocks_served();
     out["bytes_served"] = w.stats->bytes_served();
     out["blocks_located"] = w.stats->blocks_located();  // short-circuit reads by local clients
+    // The memory tier shared with the mounts on the worker's host.
+    out["shared_memory"] = {{"sessions", w.stats->shm_sessions()},
+                            {"published_bytes", w.stats->shm_published_bytes()},
+                            {"deferred_bytes", w.stats->shm_deferred_bytes()},
+                            {"refused", w.stats->shm_refused()},
+                            {"publish_failures", w.stats->shm_publish_failures()}};
     for (const rpc::TierStatsProto& t : w.stats->tiers()) {
       tiers.push_back({{"tier", t.tier()},
                        {"blocks", t.blocks()},

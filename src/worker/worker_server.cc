@@ -318,6 +318,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
         stats->set_shm_sessions(s.sessions);
         stats->set_shm_published_bytes(s.published_bytes);
         stats->set_shm_deferred_bytes(s.deferred_bytes);
+        stats->set_shm_publish_failures(s.publish_failures);
         if (self->node_ != nullptr) stats->set_shm_refused(self->node_->peers_refused());
       });
   if (!options.data_listen.empty()) {

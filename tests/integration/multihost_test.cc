@@ -519,6 +519,10 @@ TEST_F(MultihostTest, ClusterAcrossHostsReadsExactlyFromWorkersAndSurvivesAWorke
   status = ClusterStatus();
   EXPECT_EQ(Sum(status, "fetches"), blocks) << "the second read went to the object store";
   EXPECT_GE(Sum(status, "blocks_served") - served, blocks);
+  for (const json& w : Workers(status)) {  // a mount of another host maps no worker's memory
+    EXPECT_EQ(w["shared_memory"]["sessions"], 0) << w.dump();
+    EXPECT_EQ(w["shared_memory"]["deferred_bytes"], 0) << w.dump();
+  }
   report("second read, from the workers");
 
   // Epoch 3: w2 SIGKILLed; its blocks come from the next worker in rendezvous order, which
