@@ -72,7 +72,7 @@ namespace {
 // needed; those staged longer than kStagedExpiry are dropped anyway.
 constexpr auto kStagedPatience = std::chrono::milliseconds(500);
 constexpr auto kStagedExpiry = std::chrono::seconds(30);
-constexpr uint64_t kDefaultBudget = ClientConfig{}.memory_budget;
+constexpr uint64_t kDefaultBudget = kDefaultMemoryBudget;
 // Blocks queued for the disk writer, so readers never wait for the disk. They are mostly the memory
 // tier's own blocks (shared, not copied); at worst this much more memory stays pinned.
 constexpr uint64_t kDiskWriteBehindBytes = 32ull << 20;

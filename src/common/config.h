@@ -60,10 +60,12 @@ struct CacheConfig {
 
 // How a mount reads (`client` section): adaptive read-ahead and the memory it may hold outside
 // the cache tiers.
+inline constexpr uint64_t kDefaultMemoryBudget = 512ull << 20;
+
 struct ClientConfig {
-  uint64_t read_ahead_max = 64ull << 20;  // largest read-ahead window per stream; 0: none
-  uint64_t memory_budget = 512ull << 20;  // in-flight and prefetched block bytes, all files; > 0
-  uint32_t prefetch_threads = 16;         // parallel ranged GETs of read-ahead; > 0
+  uint64_t read_ahead_max = 64ull << 20;          // largest read-ahead window per stream; 0: none
+  uint64_t memory_budget = kDefaultMemoryBudget;  // in-flight and prefetched block bytes; > 0
+  uint32_t prefetch_threads = 16;                 // parallel ranged GETs of read-ahead; > 0
   // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
   // cache files).
   bool short_circuit = true;

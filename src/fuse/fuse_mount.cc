@@ -111,7 +111,9 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
   if (!bytes.ok()) return ReplyError(req, bytes.status(), "read");
   if (pin != nullptr && pin->fd() >= 0 && SpliceReplies() && bytes->data() >= pin->data() &&
       bytes->data() + bytes->size() <= pin->data() + pin->size()) {
-    fuse_bufvec bufv = FUSE_BUFVEC_INIT(bytes->size());
+    fuse_bufvec bufv{};  // FUSE_BUFVEC_INIT is a C compound literal
+    bufv.count = 1;
+    bufv.buf[0].size = bytes->size();
     bufv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
     bufv.buf[0].fd = pin->fd();
     bufv.buf[0].pos = static_cast<off_t>(pin->fd_offset() + (bytes->data() - pin->data()));
