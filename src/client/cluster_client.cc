@@ -450,6 +450,11 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   Status last;
   for (size_t i : order) {
     const Worker& worker = view->workers[i];
+    // A reader's deadline bounds the whole read, failovers included.
+    if (!last.ok() && Clock::now() >= deadline) {
+      return Status::DeadlineExceeded("reading " + what +
+                                      ": the deadline passed; last: " + last.message());
+    }
     worker_calls_.fetch_add(1, std::memory_order_relaxed);
     Result<size_t> got =
         worker.peer->bulk != nullptr
