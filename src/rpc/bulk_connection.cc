@@ -222,11 +222,7 @@ Status BulkConnection::ReadFull(std::span<char> dst, Deadline deadline, bool* eo
     } else {
       n = ::recv(fd_, dst.data() + got, want, 0);
       if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          return Failed(std::string("read: ") + std::strerror(errno));
-        }
-        LC_RETURN_IF_ERROR(Wait(POLLIN, deadline));
+        LC_RETURN_IF_ERROR(AfterError(POLLIN, "read", deadline));
         continue;
       }
     }
@@ -255,27 +251,13 @@ Status BulkConnection::WriteAll(std::span<const std::span<const char>> pieces, D
 
 Status BulkConnection::WriteFile(std::span<const char> head, int fd, uint64_t offset,
                                  uint64_t length, Deadline deadline) {
-  while (!head.empty()) {
-    ssize_t n = ::send(fd_, head.data(), head.size(), MSG_NOSIGNAL | MSG_MORE);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        return Failed(std::string("write: ") + std::strerror(errno));
-      }
-      LC_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
-      continue;
-    }
-    head = head.subspan(static_cast<size_t>(n));
-  }
+  std::span<const char> pieces[] = {head};
+  LC_RETURN_IF_ERROR(WritePlain(pieces, deadline, MSG_MORE));  // the file's pages follow
   auto at = static_cast<off_t>(offset);
   for (uint64_t left = length; left > 0;) {
     ssize_t n = ::sendfile(fd_, fd, &at, left);
     if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        return Failed(std::string("sendfile: ") + std::strerror(errno));
-      }
-      LC_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
+      LC_RETURN_IF_ERROR(AfterError(POLLOUT, "sendfile", deadline));
       continue;
     }
     if (n == 0) return Failed("sendfile: the file ended early");
@@ -284,8 +266,16 @@ Status BulkConnection::WriteFile(std::span<const char> head, int fd, uint64_t of
   return Status::Ok();
 }
 
-Status BulkConnection::WritePlain(std::span<const std::span<const char>> pieces,
-                                  Deadline deadline) {
+Status BulkConnection::AfterError(short events, const char* what, Deadline deadline) {
+  if (errno == EINTR) return Status::Ok();
+  if (errno != EAGAIN && errno != EWOULDBLOCK) {
+    return Failed(std::string(what) + ": " + std::strerror(errno));
+  }
+  return Wait(events, deadline);
+}
+
+Status BulkConnection::WritePlain(std::span<const std::span<const char>> pieces, Deadline deadline,
+                                  int flags) {
   std::vector<iovec> iov;
   for (std::span<const char> p : pieces) {
     if (!p.empty()) iov.push_back({const_cast<char*>(p.data()), p.size()});
@@ -295,13 +285,9 @@ Status BulkConnection::WritePlain(std::span<const std::span<const char>> pieces,
     msghdr msg{};
     msg.msg_iov = iov.data() + first;
     msg.msg_iovlen = std::min(iov.size() - first, kMaxIov);
-    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | flags);
     if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        return Failed(std::string("write: ") + std::strerror(errno));
-      }
-      LC_RETURN_IF_ERROR(Wait(POLLOUT, deadline));
+      LC_RETURN_IF_ERROR(AfterError(POLLOUT, "write", deadline));
       continue;
     }
     for (size_t left = static_cast<size_t>(n); left > 0;) {  // drop what was sent

@@ -71,7 +71,12 @@ class BulkConnection {
   template <typename Op>
   Result<int> DriveTls(Op op, const char* what, Deadline deadline);
   Status Handshake(bool server, Deadline deadline);
-  Status WritePlain(std::span<const std::span<const char>> pieces, Deadline deadline);
+  // `flags`: more sendmsg flags (MSG_MORE: more bytes follow at once).
+  Status WritePlain(std::span<const std::span<const char>> pieces, Deadline deadline,
+                    int flags = 0);
+  // After a call on the socket failed (errno): Ok to call it again (interrupted, or the socket is
+  // ready for `events` now), else the failure, naming `what`.
+  Status AfterError(short events, const char* what, Deadline deadline);
   Status Failed(const std::string& what) const;  // kUnavailable naming the peer
 
   int fd_;
