@@ -17,14 +17,16 @@ Result<AdminServiceImpl::Job> AdminServiceImpl::StartJob(const std::string& ns,
   return job;
 }
 
-grpc::Status AdminServiceImpl::Hello(grpc::ServerContext*, const rpc::HelloRequest*,
+grpc::Status AdminServiceImpl::Hello(grpc::ServerContext* context, const rpc::HelloRequest*,
                                      rpc::HelloResponse* response) {
+  if (grpc::Status denied = Allow(context, "AdminService/Hello"); !denied.ok()) return denied;
   *response = backend_->Hello();
   return grpc::Status::OK;
 }
 
 grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::LoadRequest* request,
                                     grpc::ServerWriter<rpc::LoadProgress>* writer) {
+  if (grpc::Status denied = Allow(context, "AdminService/Load"); !denied.ok()) return denied;
   Result<Job> job = StartJob(request->ns(), request->path(), request->replicas());
   if (!job.ok()) return ToGrpcStatus(job.status());
   LoadOptions options;
@@ -41,16 +43,19 @@ grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::Loa
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::GetReport(grpc::ServerContext*, const rpc::ReportRequest*,
+grpc::Status AdminServiceImpl::GetReport(grpc::ServerContext* context, const rpc::ReportRequest*,
                                          rpc::Report* response) {
+  if (grpc::Status denied = Allow(context, "AdminService/GetReport"); !denied.ok()) return denied;
   auto report = backend_->GetReport();
   if (!report.ok()) return ToGrpcStatus(report.status());
   *response = std::move(*report);
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext*, const rpc::FreePathRequest* request,
+grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext* context,
+                                        const rpc::FreePathRequest* request,
                                         rpc::FreePathResponse* response) {
+  if (grpc::Status denied = Allow(context, "AdminService/FreePath"); !denied.ok()) return denied;
   Result<Job> job = StartJob(request->ns(), request->path(), 1);
   if (!job.ok()) return ToGrpcStatus(job.status());
   auto freed = lakecache::FreePath(*job->ns, request->path(), request->recursive(), *job->sink);
@@ -60,8 +65,10 @@ grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext*, const rpc::FreePat
   return grpc::Status::OK;
 }
 
-grpc::Status AdminServiceImpl::StatPath(grpc::ServerContext*, const rpc::StatPathRequest* request,
+grpc::Status AdminServiceImpl::StatPath(grpc::ServerContext* context,
+                                        const rpc::StatPathRequest* request,
                                         rpc::StatPathResponse* response) {
+  if (grpc::Status denied = Allow(context, "AdminService/StatPath"); !denied.ok()) return denied;
   Result<Job> job = StartJob(request->ns(), request->path(), 1);
   if (!job.ok()) return ToGrpcStatus(job.status());
   auto status = lakecache::StatPath(*job->ns, request->path(), *job->sink);

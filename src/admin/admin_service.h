@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "jobs/load_job.h"
 #include "meta/namespace_table.h"
+#include "rpc/auth.h"
 #include "rpc/lakecache.grpc.pb.h"
 
 namespace lakecache {
@@ -27,7 +28,11 @@ class AdminBackend {
 
 class AdminServiceImpl final : public rpc::AdminService::Service {
  public:
-  explicit AdminServiceImpl(AdminBackend* backend) : backend_(backend) {}
+  // `authorizer`: every call needs the admin role's token; null (a mount's control socket, where
+  // the peer's uid is the check, or a loopback master without credentials): none.
+  explicit AdminServiceImpl(AdminBackend* backend,
+                            std::shared_ptr<const rpc::Authorizer> authorizer = nullptr)
+      : backend_(backend), authorizer_(std::move(authorizer)) {}
 
   grpc::Status Hello(grpc::ServerContext*, const rpc::HelloRequest*,
                      rpc::HelloResponse* response) override;
@@ -49,7 +54,12 @@ class AdminServiceImpl final : public rpc::AdminService::Service {
   // The namespace a request names (its path checked) and a sink for `replicas` (0: one).
   Result<Job> StartJob(const std::string& ns, const std::string& path, uint32_t replicas) const;
 
+  grpc::Status Allow(const grpc::ServerContext* context, std::string_view method) const {
+    return rpc::Authorize(authorizer_.get(), context, rpc::Roles(rpc::Role::kAdmin), method);
+  }
+
   AdminBackend* backend_;
+  std::shared_ptr<const rpc::Authorizer> authorizer_;
 };
 
 }  // namespace lakecache

@@ -19,6 +19,7 @@
 
 #include "cli/admin_target.h"
 #include "cli/commands.h"
+#include "cli/credentials_flag.h"
 #include "common/mutex.h"
 #include "common/units.h"
 #include "rpc/grpc_util.h"
@@ -63,8 +64,15 @@ Result<AdminTarget> CacheTarget(const std::string& command, const std::string& p
   return target;
 }
 
-std::unique_ptr<rpc::AdminService::Stub> Connect(const AdminTarget& target) {
-  return rpc::AdminService::NewStub(rpc::OpenChannel(target.address));
+// A mount's control socket is plain (its peer's uid is the check); a cluster's master is called
+// over TLS as the admin role when the command has credentials.
+Result<std::unique_ptr<rpc::AdminService::Stub>> Connect(const AdminTarget& target,
+                                                         const AdminCommand& cmd,
+                                                         const std::string& command) {
+  if (target.mount()) return rpc::AdminService::NewStub(rpc::OpenChannel(target.address));
+  LC_ASSIGN_OR_RETURN(auto credentials,
+                      OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
+  return rpc::AdminService::NewStub(rpc::MasterChannel(target.address, credentials.get()));
 }
 
 std::string TargetKind(const AdminTarget& target) { return target.mount() ? "mount" : "cluster"; }
@@ -378,7 +386,9 @@ int RunLoad(const LoadCommand& cmd) {
   InterruptWatcher interrupts;
   auto target = CacheTarget("load", cmd.path, cmd.master, /*need_namespace=*/true);
   if (!target.ok()) return ReportError(target.status());
-  auto stub = Connect(*target);
+  auto connected = Connect(*target, cmd, "load");
+  if (!connected.ok()) return ReportError(connected.status());
+  auto stub = std::move(*connected);
   rpc::LoadRequest request;
   request.set_ns(target->ns);
   request.set_path(target->path);
@@ -424,7 +434,9 @@ int RunReport(const AdminCommand& cmd) {
   if (target->kind == AdminTarget::Kind::kStore) {
     return UsageError("report " + cmd.path + ": an object-store URI has no cache");
   }
-  auto stub = Connect(*target);
+  auto connected = Connect(*target, cmd, "report");
+  if (!connected.ok()) return ReportError(connected.status());
+  auto stub = std::move(*connected);
   grpc::ClientContext ctx;
   rpc::SetTimeout(&ctx, kCallTimeout);
   rpc::Report report;
@@ -442,7 +454,9 @@ int RunReport(const AdminCommand& cmd) {
 int RunFree(const AdminCommand& cmd) {
   auto target = CacheTarget("free", cmd.path, cmd.master, /*need_namespace=*/true);
   if (!target.ok()) return ReportError(target.status());
-  auto stub = Connect(*target);
+  auto connected = Connect(*target, cmd, "free");
+  if (!connected.ok()) return ReportError(connected.status());
+  auto stub = std::move(*connected);
   rpc::FreePathRequest request;
   request.set_ns(target->ns);
   request.set_path(target->path);
@@ -469,7 +483,9 @@ int RunFree(const AdminCommand& cmd) {
 int RunPathStat(const AdminCommand& cmd) {
   auto target = CacheTarget("stat", cmd.path, cmd.master, /*need_namespace=*/true);
   if (!target.ok()) return ReportError(target.status());
-  auto stub = Connect(*target);
+  auto connected = Connect(*target, cmd, "stat");
+  if (!connected.ok()) return ReportError(connected.status());
+  auto stub = std::move(*connected);
   rpc::StatPathRequest request;
   request.set_ns(target->ns);
   request.set_path(target->path);

@@ -20,6 +20,8 @@
 
 #include "cli/cluster_launcher.h"
 #include "cli/commands.h"
+#include "cli/credentials_flag.h"
+#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -102,9 +104,10 @@ class ClusterStart {
   // Waits for `name`'s address file; the address.
   Result<std::string> WaitForAddress(const std::string& name, Clock::time_point deadline);
   // Waits until every worker wrote its address and the master lists them all.
-  Status WaitForWorkers(const std::string& master_address, Clock::time_point deadline);
-  // One line per server, then the master's address alone.
-  void PrintReady() const;
+  Status WaitForWorkers(const std::string& master_address, const std::string& credentials,
+                        Clock::time_point deadline);
+  // One line per server (and where the credentials are), then the master's address alone.
+  void PrintReady(const std::string& credentials) const;
   // Reports `why` with the log of the process to blame, stops everything, forgets the cluster.
   int Fail(const Status& why);
 
@@ -179,9 +182,12 @@ Result<std::string> ClusterStart::WaitForAddress(const std::string& name,
   }
 }
 
-Status ClusterStart::WaitForWorkers(const std::string& master_address, Clock::time_point deadline) {
+Status ClusterStart::WaitForWorkers(const std::string& master_address,
+                                    const std::string& credentials, Clock::time_point deadline) {
   // Opened after the last fork: gRPC's threads and forking do not mix.
-  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(master_address));
+  LC_ASSIGN_OR_RETURN(auto admin,
+                      OpenCredentials(credentials, rpc::Role::kAdmin, "lakecache cluster up"));
+  auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_address, admin.get()));
   int workers = static_cast<int>(started_.size()) - 1;
   std::string last;  // what the last look found, for the timeout message
   while (true) {
@@ -212,10 +218,16 @@ Status ClusterStart::WaitForWorkers(const std::string& master_address, Clock::ti
   }
 }
 
-void ClusterStart::PrintReady() const {
+void ClusterStart::PrintReady(const std::string& credentials) const {
   for (const Started& s : started_) {
     std::printf("%s %s pid %d log %s\n", s.process.name.c_str(), s.address.c_str(), s.process.pid,
                 LogFilePath(dir_, s.process.name).c_str());
+  }
+  if (credentials.empty()) {
+    std::printf("plain text, no authentication (--insecure): loopback only\n");
+  } else {
+    std::printf("TLS and role tokens on every call; clients take --credentials %s (or %s=%s)\n",
+                credentials.c_str(), kCredentialsEnv, credentials.c_str());
   }
   std::printf("%s\n", started_.front().address.c_str());
   std::fflush(stdout);
@@ -317,11 +329,22 @@ Status CheckRequest(const GlobalFlags& flags, const ClusterUpRequest& request,
 }
 
 int StartCluster(ClusterStart& start, const ClusterUpRequest& request, const std::string& dir) {
-  if (Status s = start.Start(kMaster, {kMaster, "--listen", kLoopbackAnyPort, "--address-file",
-                                       AddressFilePath(dir, kMaster)});
-      !s.ok()) {
-    return start.Fail(s);
+  // TLS unless asked not to: the CA, the master's certificate and the role tokens live in DIR
+  // (made on the first `up`, kept after), and every server and client command is given DIR.
+  std::string credentials;
+  std::vector<std::string> secure;
+  if (!request.insecure) {
+    credentials = dir;
+    rpc::CredentialOptions options;
+    if (Status s = rpc::MakeCredentials(credentials, options); !s.ok()) {
+      return start.Fail(s.WithContext("credentials in " + credentials));
+    }
+    secure = {"--credentials", credentials};
   }
+  std::vector<std::string> master_args = {kMaster, "--listen", kLoopbackAnyPort, "--address-file",
+                                          AddressFilePath(dir, kMaster)};
+  master_args.insert(master_args.end(), secure.begin(), secure.end());
+  if (Status s = start.Start(kMaster, master_args); !s.ok()) return start.Fail(s);
   Result<std::string> master = start.WaitForAddress(kMaster, Clock::now() + kMasterStartTimeout);
   if (!master.ok()) return start.Fail(master.status());
   for (int k = 1; k <= request.workers; ++k) {
@@ -342,12 +365,14 @@ int StartCluster(ClusterStart& start, const ClusterUpRequest& request, const std
     const CacheFlags& cache = request.cache_flags;
     if (!cache.cache_size.empty()) args.insert(args.end(), {"--cache-size", cache.cache_size});
     if (!cache.mem_cache.empty()) args.insert(args.end(), {"--mem-cache", cache.mem_cache});
+    args.insert(args.end(), secure.begin(), secure.end());
     if (Status s = start.Start(name, args); !s.ok()) return start.Fail(s);
   }
-  if (Status s = start.WaitForWorkers(*master, Clock::now() + kWorkersJoinTimeout); !s.ok()) {
+  if (Status s = start.WaitForWorkers(*master, credentials, Clock::now() + kWorkersJoinTimeout);
+      !s.ok()) {
     return start.Fail(s);
   }
-  start.PrintReady();
+  start.PrintReady(credentials);
   return kExitOk;
 }
 

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/credentials_flag.h"
 #include "common/units.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -33,9 +35,10 @@ struct WorkerStatus {
   std::string error;                      // why, when it did not
 };
 
-WorkerStatus AskWorker(const rpc::WorkerInfo& listed) {
+WorkerStatus AskWorker(const rpc::WorkerInfo& listed, const rpc::ClusterCredentials* credentials) {
   WorkerStatus out{listed, std::nullopt, ""};
-  auto stub = rpc::WorkerService::NewStub(rpc::OpenChannel(listed.address()));
+  auto stub =
+      rpc::WorkerService::NewStub(rpc::WorkerChannel(listed.address(), listed.id(), credentials));
   grpc::ClientContext context;
   rpc::SetTimeout(&context, kStatusCallTimeout);
   rpc::WorkerStats stats;
@@ -52,10 +55,11 @@ WorkerStatus AskWorker(const rpc::WorkerInfo& listed) {
 }
 
 // All workers at once: N silent workers cost one timeout, not N.
-std::vector<WorkerStatus> AskWorkers(const rpc::ClusterView& view) {
+std::vector<WorkerStatus> AskWorkers(const rpc::ClusterView& view,
+                                     const rpc::ClusterCredentials* credentials) {
   std::vector<std::future<WorkerStatus>> pending;
   for (const rpc::WorkerInfo& w : view.workers()) {
-    pending.push_back(std::async(std::launch::async, AskWorker, w));
+    pending.push_back(std::async(std::launch::async, AskWorker, w, credentials));
   }
   std::vector<WorkerStatus> out;
   for (std::future<WorkerStatus>& p : pending) out.push_back(p.get());
@@ -182,7 +186,10 @@ int RunClusterStatus(const ClusterStatusRequest& request) {
   if (Status s = rpc::CheckListenAddress("--master", request.master); !s.ok()) {
     return ReportError(s);
   }
-  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(request.master));
+  auto credentials =
+      OpenCredentials(request.credentials, rpc::Role::kAdmin, "lakecache cluster status");
+  if (!credentials.ok()) return ReportError(credentials.status());
+  auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(request.master, credentials->get()));
   grpc::ClientContext context;
   rpc::SetTimeout(&context, kStatusCallTimeout);
   rpc::ClusterView view;
@@ -193,7 +200,7 @@ int RunClusterStatus(const ClusterStatusRequest& request) {
                  request.master.c_str(), s.error_message().c_str());
     return kExitFailure;
   }
-  std::vector<WorkerStatus> workers = AskWorkers(view);
+  std::vector<WorkerStatus> workers = AskWorkers(view, credentials->get());
   if (request.json) {
     PrintJson(view, workers);
   } else {

@@ -46,7 +46,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
     return ReportError(Status::InvalidArgument(flags.config_file + ": no namespaces to serve"));
   }
 
-  MasterOptions options{req.listen, ctx.MakeStoreOptions()};
+  MasterOptions options{req.listen, ctx.MakeStoreOptions(), req.credentials};
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return ReportError(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;

@@ -14,6 +14,7 @@
 #include "cache/block_store.h"
 #include "cache/memory_tier.h"
 #include "cli/commands.h"
+#include "cli/credentials_flag.h"
 #include "cli/mount_options.h"
 #include "cli/mount_table.h"
 #include "client/cluster_client.h"
@@ -24,7 +25,6 @@
 #include "common/logging.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
-#include "rpc/tls.h"
 #include "ufs/retrying_store.h"
 
 namespace lakecache::cli {
@@ -218,11 +218,8 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   client_options.transport = config->client.transport == "grpc"
                                  ? ClusterClientOptions::Transport::kGrpc
                                  : ClusterClientOptions::Transport::kBulk;
-  client_options.tls_server_name = config->client.tls_server_name;
-  if (!req.credentials.empty()) {
-    LC_ASSIGN_OR_RETURN(client_options.tls,
-                        rpc::TlsContext::Load(req.credentials, rpc::TlsContext::Side::kClient));
-  }
+  LC_ASSIGN_OR_RETURN(client_options.credentials,
+                      OpenCredentials(req.credentials, rpc::Role::kClient, "lakecache mount"));
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
                       ClusterClient::Connect(req.master, client_options));
   *out = client;

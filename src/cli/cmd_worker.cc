@@ -7,7 +7,6 @@
 #include "cli/server_main.h"
 #include "common/cache_flags.h"
 #include "rpc/grpc_util.h"
-#include "rpc/tls.h"
 #include "worker/worker_server.h"
 
 namespace lakecache::cli {
@@ -36,11 +35,7 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.node_socket = req.node_socket;
   options.shm_uids.assign(req.shm_uids.begin(), req.shm_uids.end());
   options.data_listen = req.data_listen;
-  if (!req.credentials.empty()) {
-    auto tls = rpc::TlsContext::Load(req.credentials, rpc::TlsContext::Side::kServer);
-    if (!tls.ok()) return ReportError(tls.status());
-    options.tls = *tls;
-  }
+  options.credentials = req.credentials;
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());

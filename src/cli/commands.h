@@ -26,12 +26,13 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
 constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
 constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
-// Stands in for --credentials DIR (ca.crt, tls.crt, tls.key: TLS of the bulk data path).
+// Stands in for --credentials DIR (the cluster's CA, certificates and role tokens: rpc/auth.h).
 constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 
 struct MasterRequest {
   std::string listen = kDefaultMasterListen;
   std::string address_file;  // when set, the bound HOST:PORT is written there once listening
+  std::string credentials;   // --credentials DIR: TLS, role tokens, worker certificates
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);
@@ -45,7 +46,7 @@ struct WorkerRequest {
   std::vector<uint32_t> shm_uids;  // --shm-uid (repeatable)
   bool no_shared_memory = false;   // --no-shared-memory
   std::string data_listen;         // the bulk data path's HOST:PORT; empty: listen's host, any port
-  std::string credentials;  // --credentials DIR: TLS on the bulk data path; empty: plain text
+  std::string credentials;         // --credentials DIR: TLS and the worker role; empty: plain text
 };
 // Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);
@@ -54,6 +55,7 @@ struct ClusterUpRequest {
   std::string dir;  // state, caches and logs of the local cluster
   int workers = 1;
   CacheFlags cache_flags;  // per worker; the cache dirs are DIR/worker-N/cache
+  bool insecure = false;   // --insecure: plain text, no tokens (else DIR holds the credentials)
 };
 // Starts a master and N workers on loopback and returns once the master sees them all; prints
 // the master's HOST:PORT alone on the last line of stdout.
@@ -62,8 +64,9 @@ int RunClusterUp(const GlobalFlags& flags, const ClusterUpRequest& request);
 int RunClusterDown(const std::string& dir);
 
 struct ClusterStatusRequest {
-  std::string master;  // HOST:PORT of the master (--master or LAKECACHE_MASTER)
-  bool json = false;   // one JSON object instead of a table
+  std::string master;       // HOST:PORT of the master (--master or LAKECACHE_MASTER)
+  bool json = false;        // one JSON object instead of a table
+  std::string credentials;  // --credentials DIR: calls as the admin role
 };
 // The master's view (epoch, live workers) and each worker's Stats: capacity, usage, blocks per
 // tier, object-store fetches, blocks served. A worker that does not answer is listed as
@@ -79,7 +82,7 @@ struct MountRequest {
   std::string memory_budget;  // --memory-budget SIZE; empty: the config's client.memory_budget
   bool background = false;
   std::string master;       // cluster mode: HOST:PORT of the master; empty: standalone
-  std::string credentials;  // cluster mode: --credentials DIR, TLS to the workers' bulk path
+  std::string credentials;  // cluster mode: --credentials DIR, calls as the client role
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.
@@ -92,7 +95,8 @@ std::string DefaultMountLogFile();
 // that mount, otherwise /NAMESPACE/PATH of the cluster at `master`.
 struct AdminCommand {
   std::string path;
-  std::string master;  // --master or LAKECACHE_MASTER
+  std::string master;       // --master or LAKECACHE_MASTER
+  std::string credentials;  // --credentials DIR: a cluster is called as the admin role
   bool recursive = false;
   bool json = false;
 };

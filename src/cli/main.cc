@@ -61,12 +61,20 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
   app.add_option("--log-file", f.log_file, "Write logs to this file instead of stderr");
 }
 
+void AddCredentialsFlag(CLI::App* cmd, std::string& dir, const std::string& what) {
+  cmd->add_option("--credentials", dir,
+                  "Folder with " + what + " (or " + std::string(kCredentialsEnv) +
+                      "; `lakecache cert` or `cluster up --dir` makes one)")
+      ->envname(kCredentialsEnv);
+}
+
 void AddAdminFlags(CLI::App* cmd, AdminCommand& c) {
   cmd->add_option(
          "--master", c.master,
          "HOST:PORT of the master, for /NAMESPACE/PATH (or " + std::string(kMasterEnv) + ")")
       ->envname(kMasterEnv);
   cmd->add_flag("--json", c.json, "Print one JSON object (schema: docs/admin.md)");
+  AddCredentialsFlag(cmd, c.credentials, "the cluster's credentials; calls as the admin role");
 }
 
 // Network buffers (gRPC's, curl's) of a MiB or more come and go by the thousand per second in a
@@ -140,23 +148,22 @@ int Main(int argc, char** argv) {
                    "Cluster mode: read through the workers of the master at HOST:PORT (or " +
                        std::string(kMasterEnv) + "); `mount --master ADDR MOUNTPOINT`")
       ->envname(kMasterEnv);
-  mount
-      ->add_option("--credentials", mount_req.credentials,
-                   "Cluster mode: folder with ca.crt, tls.crt, tls.key: TLS to the workers' bulk "
-                   "data path (or " +
-                       std::string(kCredentialsEnv) + ")")
-      ->envname(kCredentialsEnv);
+  AddCredentialsFlag(mount, mount_req.credentials,
+                     "the cluster's credentials (cluster mode); calls as the client role");
 
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(
       "master", "Run the master: namespaces, worker membership, shared metadata (needs --config)");
   master
       ->add_option("--listen", master_req.listen,
-                   "HOST:PORT to serve on (loopback by default: there is no authentication "
-                   "yet)")
+                   "HOST:PORT to serve on (beyond loopback only with --credentials, or "
+                   "--insecure)")
       ->capture_default_str();
   master->add_option("--address-file", master_req.address_file,
                      "Write the bound HOST:PORT to this file once listening");
+  AddCredentialsFlag(master, master_req.credentials,
+                     "the cluster's CA (with ca.key), tls.crt/tls.key and role tokens: TLS and "
+                     "authentication on every call");
 
   WorkerRequest worker_req;
   CLI::App* worker = app.add_subcommand(
@@ -168,8 +175,8 @@ int Main(int argc, char** argv) {
       ->required();
   worker
       ->add_option("--listen", worker_req.listen,
-                   "HOST:PORT to serve on; port 0 picks a free one (loopback by default: "
-                   "there is no authentication yet)")
+                   "HOST:PORT to serve on; port 0 picks a free one (beyond loopback only with "
+                   "--credentials, or --insecure)")
       ->capture_default_str();
   worker->add_option("--node-socket", worker_req.node_socket,
                      "Unix socket where mounts on this host map the memory cache (default "
@@ -190,12 +197,9 @@ int Main(int argc, char** argv) {
   worker->add_option("--data-listen", worker_req.data_listen,
                      "HOST:PORT of the bulk data path (block reads over framed TCP; default: the "
                      "--listen host, any free port)");
-  worker
-      ->add_option("--credentials", worker_req.credentials,
-                   "Folder with ca.crt, tls.crt, tls.key: the bulk data path requires mutual TLS "
-                   "(or " +
-                       std::string(kCredentialsEnv) + "; gRPC stays plain text for now)")
-      ->envname(kCredentialsEnv);
+  AddCredentialsFlag(worker, worker_req.credentials,
+                     "ca.crt and worker.token: the worker gets its own certificate from the "
+                     "master and serves TLS");
 
   ClusterUpRequest up_req;
   std::string down_dir;
@@ -213,6 +217,9 @@ int Main(int argc, char** argv) {
                  "Disk cache of each worker, in DIR/worker-N/cache (default 10GiB)");
   up->add_option("--mem-cache", up_req.cache_flags.mem_cache,
                  "Memory cache of each worker (default 1GiB)");
+  up->add_flag("--insecure", up_req.insecure,
+               "Plain text, no tokens (loopback only); by default DIR gets a CA, certificates and "
+               "role tokens, and clients take --credentials DIR");
   CLI::App* down = cluster->add_subcommand("down", "Stop the cluster started in --dir");
   down->add_option("--dir", down_dir, "The folder given to `cluster up`")->required();
   ClusterStatusRequest status_req;
@@ -223,6 +230,8 @@ int Main(int argc, char** argv) {
                    "HOST:PORT of the master (or " + std::string(kMasterEnv) + ")")
       ->envname(kMasterEnv);
   cluster_status->add_flag("--json", status_req.json, "Print one JSON object instead of a table");
+  AddCredentialsFlag(cluster_status, status_req.credentials,
+                     "the cluster's credentials; calls as the admin role");
 
   LoadCommand load_cmd;
   CLI::App* load = app.add_subcommand(

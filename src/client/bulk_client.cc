@@ -50,6 +50,11 @@ Result<BulkClient::Connection> BulkClient::Take(std::chrono::steady_clock::time_
   }
   Result<Connection> made =
       rpc::BulkConnection::Connect(address_, options_.tls.get(), options_.server_name, deadline);
+  if (made.ok() && options_.credentials != nullptr) {
+    Result<std::string> token = options_.credentials->Token();
+    Status hello = token.ok() ? rpc::CallHello(**made, *token, deadline) : token.status();
+    if (!hello.ok()) made = hello;
+  }
   if (!made.ok()) GiveBack(nullptr);
   return made;
 }

@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "common/result.h"
+#include "rpc/auth.h"
 #include "rpc/bulk_connection.h"
 #include "rpc/tls.h"
 
@@ -29,6 +30,8 @@ struct BulkClientOptions {
   size_t max_connections = 4;                  // per worker; > 0
   std::shared_ptr<const rpc::TlsContext> tls;  // a client context; null: plain text
   std::string server_name;                     // the name its certificate must show; "": HOST
+  // Whose token every new connection presents in its hello (the client role's); null: none.
+  std::shared_ptr<const rpc::ClusterCredentials> credentials;
 };
 
 class BulkClient {

@@ -136,7 +136,10 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
                                                               ClusterClientOptions options) {
   LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--master", master));
   std::shared_ptr<ClusterClient> client(new ClusterClient(master, options));
-  auto channel = rpc::OpenChannel(master);
+  if (options.credentials != nullptr) {
+    LC_ASSIGN_OR_RETURN(client->bulk_tls_, rpc::TlsContext::Client(options.credentials->ca_path()));
+  }
+  auto channel = rpc::MasterChannel(master, options.credentials.get());
   client->stub_->stub = rpc::MasterService::NewStub(channel);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
     return Status::Unavailable("cannot reach the master at " + master + " within " +
@@ -225,13 +228,16 @@ std::shared_ptr<const ClusterClient::View> ClusterClient::BuildView(const rpc::C
     }
     if (worker.peer == nullptr) {
       worker.peer = std::make_shared<Peer>();
-      worker.peer->channel = rpc::OpenChannel(info.address());
+      worker.peer->channel =
+          rpc::WorkerChannel(info.address(), info.id(), options_.credentials.get());
       worker.peer->stub = rpc::WorkerService::NewStub(worker.peer->channel);
       if (options_.transport == ClusterClientOptions::Transport::kBulk &&
           !worker.data_address.empty()) {
         worker.peer->bulk = std::make_unique<BulkClient>(
             worker.data_address,
-            BulkClientOptions{options_.bulk_connections, options_.tls, options_.tls_server_name});
+            BulkClientOptions{options_.bulk_connections, bulk_tls_,
+                              options_.credentials != nullptr ? rpc::WorkerTlsName(info.id()) : "",
+                              options_.credentials});
       }
     }
     if (options_.short_circuit && worker.shm == nullptr && !info.node_socket().empty() &&
@@ -466,7 +472,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
         streamed_reads_.fetch_add(1, std::memory_order_relaxed);
       } else if (bulk_reads_.fetch_add(1, std::memory_order_relaxed) == 0) {
         spdlog::info("reading blocks over the workers' bulk data path ({})",
-                     options_.tls != nullptr ? "TLS" : "plain text");
+                     bulk_tls_ != nullptr ? "TLS" : "plain text");
       }
       // A worker on this host now holds the block in its memory: map its pages here, off the
       // next reader's path (this read waited for a fetch anyway).

@@ -26,6 +26,8 @@
 #include "common/rendezvous.h"
 #include "common/result.h"
 #include "common/units.h"
+#include "rpc/auth.h"
+#include "rpc/tls.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -73,9 +75,10 @@ struct ClusterClientOptions {
   // it advertises one, else gRPC; kGrpc: always ReadBlock over gRPC.
   enum class Transport { kBulk, kGrpc };
   Transport transport = Transport::kBulk;
-  size_t bulk_connections = 4;                 // per worker
-  std::shared_ptr<const rpc::TlsContext> tls;  // client credentials of the bulk path; null: plain
-  std::string tls_server_name;                 // "": each worker's host
+  size_t bulk_connections = 4;  // per worker
+  // The client role's credentials (rpc/auth.h): TLS to the master and to every worker (each
+  // verified against its own name), the token on every call and bulk connection. Null: plain.
+  std::shared_ptr<const rpc::ClusterCredentials> credentials;
 };
 
 class ClusterClient {
@@ -157,6 +160,7 @@ class ClusterClient {
 
   const std::string master_;
   const ClusterClientOptions options_;
+  std::shared_ptr<const rpc::TlsContext> bulk_tls_;  // from options_.credentials; null: plain
   struct MasterStub;
   std::unique_ptr<MasterStub> stub_;
   std::vector<ClusterNamespace> namespaces_;

@@ -433,13 +433,16 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;
-  out << YAML::Key << "tls_server_name" << YAML::Value << config.client.tls_server_name;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value
       << FormatDuration(config.cluster.heartbeat_interval);
   out << YAML::Key << "heartbeat_timeout" << YAML::Value
       << FormatDuration(config.cluster.heartbeat_timeout);
+  out << YAML::Key << "max_worker_capacity" << YAML::Value
+      << FormatByteSize(config.cluster.max_worker_capacity);
+  out << YAML::Key << "worker_certificate_validity" << YAML::Value
+      << FormatDuration(config.cluster.worker_certificate_validity);
   out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

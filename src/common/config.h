@@ -75,9 +75,6 @@ struct ClientConfig {
   // Cluster mode: how blocks come from a worker: "bulk" (its bulk data path, framed TCP; gRPC for
   // a worker that has none) or "grpc" (ReadBlock over gRPC).
   std::string transport = "bulk";
-  // Cluster mode with --credentials: the name the workers' certificates must show; "": each
-  // worker's host.
-  std::string tls_server_name;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker
@@ -86,6 +83,11 @@ struct ClientConfig {
 struct ClusterConfig {
   Duration heartbeat_interval = std::chrono::seconds(1);  // > 0
   Duration heartbeat_timeout = std::chrono::seconds(5);   // > heartbeat_interval
+  // The most capacity the master believes of one worker (its weight in placement): a worker that
+  // claims more is registered with this much, and warned about.
+  uint64_t max_worker_capacity = 64ull << 40;
+  // How long the certificate the master issues a worker is valid; the worker renews it halfway.
+  Duration worker_certificate_validity = std::chrono::hours(24);  // >= 10 s
 };
 
 struct Config {

@@ -155,7 +155,7 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
   if (!node.IsMap()) {
     return ctx.Error("client",
                      "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
-                     "short_circuit, shm_prefault, transport, tls_server_name");
+                     "short_circuit, shm_prefault, transport");
   }
   return ForEachEntry(
       ctx, "client", node,
@@ -172,7 +172,6 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
           return Status::Ok();
         }
         if (name == "transport") return ReadTransport(ctx, key, v, &client->transport);
-        if (name == "tls_server_name") return ReadScalar(ctx, key, v, &client->tls_server_name);
         if (name != "memory_budget") return ctx.Error(key, "unknown key");
         LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
         if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");
@@ -183,7 +182,9 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
 Status ReadCluster(const ErrorContext& ctx, const YAML::Node& node, ClusterConfig* cluster) {
   if (node.IsNull()) return Status::Ok();
   if (!node.IsMap()) {
-    return ctx.Error("cluster", "expected a map of heartbeat_interval, heartbeat_timeout");
+    return ctx.Error("cluster",
+                     "expected a map of heartbeat_interval, heartbeat_timeout, "
+                     "max_worker_capacity, worker_certificate_validity");
   }
   LC_RETURN_IF_ERROR(ForEachEntry(
       ctx, "cluster", node,
@@ -194,6 +195,12 @@ Status ReadCluster(const ErrorContext& ctx, const YAML::Node& node, ClusterConfi
         if (name == "heartbeat_timeout") {
           return ReadDuration(ctx, key, v, &cluster->heartbeat_timeout);
         }
+        if (name == "max_worker_capacity") {
+          return ReadSize(ctx, key, v, &cluster->max_worker_capacity);
+        }
+        if (name == "worker_certificate_validity") {
+          return ReadDuration(ctx, key, v, &cluster->worker_certificate_validity);
+        }
         return ctx.Error(key, "unknown key");
       }));
   if (cluster->heartbeat_interval <= Duration::zero()) {
@@ -203,6 +210,12 @@ Status ReadCluster(const ErrorContext& ctx, const YAML::Node& node, ClusterConfi
     return ctx.Error("cluster.heartbeat_timeout",
                      "must be longer than cluster.heartbeat_interval (" +
                          FormatDuration(cluster->heartbeat_interval) + ")");
+  }
+  if (cluster->worker_certificate_validity < std::chrono::seconds(10)) {
+    return ctx.Error("cluster.worker_certificate_validity", "must be at least 10s");
+  }
+  if (cluster->max_worker_capacity == 0) {
+    return ctx.Error("cluster.max_worker_capacity", "must be more than 0");
   }
   return Status::Ok();
 }

@@ -28,6 +28,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "Unimplemented";
     case StatusCode::kInternal:
       return "Internal";
+    case StatusCode::kUnauthenticated:
+      return "Unauthenticated";
   }
   return "Unknown";
 }
@@ -46,6 +48,7 @@ bool IsPeerFailure(StatusCode code) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kNotFound:
     case StatusCode::kAccessDenied:
+    case StatusCode::kUnauthenticated:
     case StatusCode::kNoSpace:
     case StatusCode::kPreconditionFailed:
     case StatusCode::kUnimplemented:

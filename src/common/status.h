@@ -27,6 +27,7 @@ enum class StatusCode : int {
   kPreconditionFailed,  // the object changed (If-Match failed)
   kUnimplemented,
   kInternal,  // a bug or an unexpected answer (e.g. unparsable XML from the server)
+  kUnauthenticated,  // a call without valid credentials (no token, or not one of the cluster's)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -61,6 +62,9 @@ class [[nodiscard]] Status {
     return {StatusCode::kUnimplemented, std::move(msg)};
   }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  static Status Unauthenticated(std::string msg) {
+    return {StatusCode::kUnauthenticated, std::move(msg)};
+  }
 
   bool ok() const { return state_ == nullptr; }
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }

@@ -11,6 +11,7 @@ int StatusToErrno(const Status& status) {
     case StatusCode::kNotFound:
       return ENOENT;
     case StatusCode::kAccessDenied:
+    case StatusCode::kUnauthenticated:
       return EACCES;
     case StatusCode::kInvalidArgument:
       return EINVAL;

@@ -208,10 +208,13 @@ class ClusterSink final : public BlockSink {
 
 }  // namespace
 
-std::shared_ptr<rpc::WorkerService::Stub> ClusterAdmin::Stub(const std::string& address) {
+std::shared_ptr<rpc::WorkerService::Stub> ClusterAdmin::Stub(const rpc::WorkerInfo& worker) {
   MutexLock lock(&mu_);
-  auto& stub = stubs_[address];
-  if (stub == nullptr) stub = rpc::WorkerService::NewStub(rpc::OpenChannel(address));
+  auto& stub = stubs_[worker.id() + "@" + worker.address()];
+  if (stub == nullptr) {
+    stub = rpc::WorkerService::NewStub(
+        rpc::WorkerChannel(worker.address(), worker.id(), credentials_.get()));
+  }
   return stub;
 }
 
@@ -221,7 +224,7 @@ Result<std::unique_ptr<BlockSink>> ClusterAdmin::MakeSink(uint32_t replicas, uin
   for (const rpc::WorkerInfo& info : view.workers()) {
     auto target = std::make_unique<Target>();
     target->info = info;
-    target->stub = Stub(info.address());
+    target->stub = Stub(info);
     targets.push_back(std::move(target));
   }
   uint32_t asked = std::max<uint32_t>(1, replicas);
@@ -236,7 +239,7 @@ Result<rpc::Report> ClusterAdmin::GetReport() {
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, kCallTimeout);
     rpc::WorkerStats stats;
-    grpc::Status status = Stub(info.address())->Stats(&ctx, rpc::WorkerStatsRequest(), &stats);
+    grpc::Status status = Stub(info)->Stats(&ctx, rpc::WorkerStatsRequest(), &stats);
     if (status.ok()) {
       *report.add_workers() = std::move(stats);
     } else {

@@ -14,6 +14,7 @@
 #include "admin/admin_service.h"
 #include "common/mutex.h"
 #include "meta/namespace_table.h"
+#include "rpc/auth.h"
 
 namespace lakecache {
 
@@ -21,20 +22,23 @@ class WorkerRegistry;
 
 class ClusterAdmin final : public AdminBackend {
  public:
-  ClusterAdmin(const NamespaceTable& namespaces, WorkerRegistry& registry)
-      : namespaces_(namespaces), registry_(registry) {}
+  // `credentials`: the master role's, for its calls to the workers; null: plain text.
+  ClusterAdmin(const NamespaceTable& namespaces, WorkerRegistry& registry,
+               std::shared_ptr<const rpc::ClusterCredentials> credentials = nullptr)
+      : namespaces_(namespaces), registry_(registry), credentials_(std::move(credentials)) {}
 
   const NamespaceTable& namespaces() const override { return namespaces_; }
   Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) override;
   Result<rpc::Report> GetReport() override;
   rpc::HelloResponse Hello() override { return {}; }
 
-  // The stub for a worker's address, its channel shared by every job.
-  std::shared_ptr<rpc::WorkerService::Stub> Stub(const std::string& address);
+  // The stub for a worker (by address and id), its channel shared by every job.
+  std::shared_ptr<rpc::WorkerService::Stub> Stub(const rpc::WorkerInfo& worker);
 
  private:
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
+  std::shared_ptr<const rpc::ClusterCredentials> credentials_;
   Mutex mu_;
   std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_ GUARDED_BY(mu_);
 };

@@ -4,14 +4,19 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string_view>
 
 #include "admin/admin_service.h"
 #include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/x509.h"
 
 namespace lakecache {
 namespace {
@@ -34,35 +39,100 @@ void FillEntry(const std::string& key, const DirEntry& entry, rpc::ObjectEntry* 
 
 class MasterServer::Service final : public rpc::MasterService::Service {
  public:
-  Service(const NamespaceTable& namespaces, WorkerRegistry& registry)
-      : namespaces_(namespaces), registry_(registry) {}
+  // `authorizer` and `credentials_dir` are null / empty for a master without credentials.
+  Service(const NamespaceTable& namespaces, WorkerRegistry& registry, const ClusterConfig& cluster,
+          const rpc::Authorizer* authorizer, std::string credentials_dir)
+      : namespaces_(namespaces),
+        registry_(registry),
+        cluster_(cluster),
+        authorizer_(authorizer),
+        credentials_dir_(std::move(credentials_dir)) {}
 
-  grpc::Status Register(grpc::ServerContext*, const rpc::RegisterRequest* req,
+  grpc::Status Register(grpc::ServerContext* ctx, const rpc::RegisterRequest* req,
                         rpc::RegisterResponse* resp) override {
-    if (req->worker().id().empty() || req->worker().address().empty()) {
+    rpc::WorkerInfo worker = req->worker();
+    if (grpc::Status denied = CheckWorker(ctx, "MasterService/Register", &worker); !denied.ok()) {
+      return denied;
+    }
+    if (worker.id().empty() || worker.address().empty()) {
       return InvalidArgument("Register: the worker needs an id and an address");
     }
-    resp->set_epoch(registry_.Register(req->worker()));
+    resp->set_epoch(registry_.Register(worker));
     resp->set_heartbeat_interval_ms(static_cast<uint32_t>(registry_.heartbeat_interval().count()));
+    if (authorizer_ != nullptr) authorizer_->FillDigests(resp->mutable_tokens());
     return grpc::Status::OK;
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext*, const rpc::HeartbeatRequest* req,
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const rpc::HeartbeatRequest* req,
                          rpc::HeartbeatResponse* resp) override {
-    std::optional<uint64_t> epoch = registry_.Heartbeat(req->worker());
+    rpc::WorkerInfo worker = req->worker();
+    if (grpc::Status denied = CheckWorker(ctx, "MasterService/Heartbeat", &worker); !denied.ok()) {
+      return denied;
+    }
+    std::optional<uint64_t> epoch = registry_.Heartbeat(worker);
     resp->set_registered(epoch.has_value());
     resp->set_epoch(epoch ? *epoch : registry_.View().epoch());
+    if (authorizer_ != nullptr) authorizer_->FillDigests(resp->mutable_tokens());
     return grpc::Status::OK;
   }
 
-  grpc::Status GetClusterView(grpc::ServerContext*, const rpc::ClusterViewRequest*,
+  // A worker's own certificate, for the key whose request it sends: named after that key, so a
+  // worker can be given no id but its own.
+  grpc::Status IssueCertificate(grpc::ServerContext* ctx, const rpc::CertificateRequest* req,
+                                rpc::CertificateResponse* resp) override {
+    if (grpc::Status denied =
+            Allow(ctx, rpc::Roles(rpc::Role::kWorker), "MasterService/IssueCertificate");
+        !denied.ok()) {
+      return denied;
+    }
+    if (credentials_dir_.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "IssueCertificate: this master runs without credentials and issues no "
+                          "certificates");
+    }
+    Result<std::string> fingerprint = rpc::CsrFingerprint(req->csr_pem());
+    if (!fingerprint.ok()) return rpc::ToGrpcStatus(fingerprint.status());
+    std::string id = rpc::WorkerIdFromFingerprint(*fingerprint);
+    rpc::CertificateAuthority ca;
+    for (auto [name, out] : {std::pair{"ca.crt", &ca.cert_pem}, std::pair{"ca.key", &ca.key_pem}}) {
+      std::ifstream in(credentials_dir_ + "/" + name);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in || text.str().empty()) {
+        return grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            std::string("IssueCertificate: the master's credentials folder has no ") + name);
+      }
+      *out = text.str();
+    }
+    auto validity =
+        std::chrono::duration_cast<std::chrono::seconds>(cluster_.worker_certificate_validity);
+    Result<std::string> cert = rpc::SignCsr(ca, req->csr_pem(), {rpc::WorkerTlsName(id)}, validity);
+    if (!cert.ok()) return rpc::ToGrpcStatus(cert.status());
+    resp->set_worker_id(id);
+    resp->set_certificate_pem(*cert);
+    resp->set_not_after_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               (std::chrono::system_clock::now() + validity).time_since_epoch())
+                               .count());
+    spdlog::info("issued worker {} a certificate for {}, valid {}", id, rpc::WorkerTlsName(id),
+                 FormatDuration(cluster_.worker_certificate_validity));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetClusterView(grpc::ServerContext* ctx, const rpc::ClusterViewRequest*,
                               rpc::ClusterView* resp) override {
+    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetClusterView"); !denied.ok()) {
+      return denied;
+    }
     *resp = registry_.View();
     return grpc::Status::OK;
   }
 
-  grpc::Status GetNamespaces(grpc::ServerContext*, const rpc::NamespacesRequest*,
+  grpc::Status GetNamespaces(grpc::ServerContext* ctx, const rpc::NamespacesRequest*,
                              rpc::NamespacesResponse* resp) override {
+    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetNamespaces"); !denied.ok()) {
+      return denied;
+    }
     for (const std::string& name : namespaces_.names()) {
       const Namespace& ns = *namespaces_.Find(name);
       rpc::NamespaceInfo* info = resp->add_namespaces();
@@ -76,8 +146,11 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status ListDir(grpc::ServerContext*, const rpc::ListDirRequest* req,
+  grpc::Status ListDir(grpc::ServerContext* ctx, const rpc::ListDirRequest* req,
                        rpc::ListDirResponse* resp) override {
+    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/ListDir"); !denied.ok()) {
+      return denied;
+    }
     const std::string& dir = req->dir();
     Result<Namespace*> found = Find(req->ns(), "ListDir: dir", dir);
     if (!found.ok()) return rpc::ToGrpcStatus(found.status());
@@ -98,8 +171,11 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Stat(grpc::ServerContext*, const rpc::StatRequest* req,
+  grpc::Status Stat(grpc::ServerContext* ctx, const rpc::StatRequest* req,
                     rpc::StatResponse* resp) override {
+    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/Stat"); !denied.ok()) {
+      return denied;
+    }
     const std::string& path = req->path();
     Result<Namespace*> found = Find(req->ns(), "Stat: path", path);
     if (!found.ok()) return rpc::ToGrpcStatus(found.status());
@@ -123,8 +199,45 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     return ns;
   }
 
+  // Listings and the view: mounts, admin commands, and the workers' own tools.
+  static constexpr rpc::RoleSet kReaders = rpc::Roles(rpc::Role::kClient, rpc::Role::kAdmin);
+
+  grpc::Status Allow(const grpc::ServerContext* ctx, rpc::RoleSet roles,
+                     std::string_view method) const {
+    return rpc::Authorize(authorizer_, ctx, roles, method);
+  }
+
+  // A worker's Register or Heartbeat: the worker role's token, over a connection whose client
+  // certificate is the one the master issued for this id; a claimed capacity above the bound is
+  // cut to it.
+  grpc::Status CheckWorker(const grpc::ServerContext* ctx, std::string_view method,
+                           rpc::WorkerInfo* worker) const {
+    if (grpc::Status denied = Allow(ctx, rpc::Roles(rpc::Role::kWorker), method); !denied.ok()) {
+      return denied;
+    }
+    if (authorizer_ != nullptr &&
+        !rpc::PeerCertificateNames(ctx, rpc::WorkerTlsName(worker->id()))) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          std::string(method) + ": worker id '" + worker->id() +
+                              "' is not the id of the certificate this worker presented (a "
+                              "worker registers only under the id of its own key)");
+    }
+    if (worker->capacity_bytes() > cluster_.max_worker_capacity) {
+      if (method.ends_with("Register")) {
+        spdlog::warn("worker {} claims {} of cache; counted as {} (cluster.max_worker_capacity)",
+                     worker->id(), FormatByteSize(worker->capacity_bytes()),
+                     FormatByteSize(cluster_.max_worker_capacity));
+      }
+      worker->set_capacity_bytes(cluster_.max_worker_capacity);
+    }
+    return grpc::Status::OK;
+  }
+
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
+  const ClusterConfig& cluster_;
+  const rpc::Authorizer* authorizer_;
+  std::string credentials_dir_;
 };
 
 Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
@@ -139,12 +252,35 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                       NamespaceTable::Open(config, options.store, /*probe=*/true));
   master->registry_ = std::make_unique<WorkerRegistry>(config.cluster.heartbeat_interval,
                                                        config.cluster.heartbeat_timeout);
-  master->service_ = std::make_unique<Service>(*master->namespaces_, *master->registry_);
-  master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_);
-  master->admin_ = std::make_unique<AdminServiceImpl>(master->admin_backend_.get());
+  std::shared_ptr<grpc::ServerCredentials> tls;
+  if (!options.credentials.empty()) {
+    const std::string& dir = options.credentials;
+    for (const char* file : {"ca.crt", "ca.key", "tls.crt", "tls.key"}) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(dir + "/" + file, ec)) {
+        return Status::InvalidArgument("credentials folder " + dir + " has no " + file +
+                                       " (the master needs ca.crt, ca.key, tls.crt, tls.key and "
+                                       "the role tokens: `lakecache cert --dir " +
+                                       dir + "` makes them)");
+      }
+    }
+    LC_ASSIGN_OR_RETURN(master->credentials_,
+                        rpc::ClusterCredentials::Open(dir, rpc::Role::kMaster, "lakecache master"));
+    master->authorizer_ = rpc::Authorizer::FromFolder(dir);
+    tls = rpc::ServerTls(dir + "/tls.key", dir + "/tls.crt", dir + "/ca.crt",
+                         /*verify_clients=*/true);
+  }
+  master->config_ = config;
+  master->service_ =
+      std::make_unique<Service>(*master->namespaces_, *master->registry_, master->config_.cluster,
+                                master->authorizer_.get(), options.credentials);
+  master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
+                                                          master->credentials_);
+  master->admin_ =
+      std::make_unique<AdminServiceImpl>(master->admin_backend_.get(), master->authorizer_);
   LC_ASSIGN_OR_RETURN(
       rpc::StartedServer started,
-      rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}));
+      rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}, tls));
   master->server_ = std::move(started.server);
   master->address_ = std::move(started.address);
   MasterServer* m = master.get();

@@ -28,10 +28,17 @@ class NamespaceTable;
 class WorkerRegistry;
 class ClusterAdmin;
 class AdminServiceImpl;
+namespace rpc {
+class Authorizer;
+class ClusterCredentials;
+}  // namespace rpc
 
 struct MasterOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
   StoreOptions store;  // how the namespaces' object stores are reached
+  // The credentials folder (rpc/auth.h): TLS with tls.crt/tls.key, every call checked against
+  // the role tokens, worker certificates issued with ca.key. Empty: plain text, no checks.
+  std::string credentials;
 };
 
 class MasterServer {
@@ -58,8 +65,11 @@ class MasterServer {
   void SweepWorkers(std::stop_token stop, Duration interval);
 
   // Destroyed bottom-up: the server stops before the service and what it serves go.
+  Config config_;
   std::unique_ptr<NamespaceTable> namespaces_;
   std::unique_ptr<WorkerRegistry> registry_;
+  std::shared_ptr<const rpc::Authorizer> authorizer_;
+  std::shared_ptr<const rpc::ClusterCredentials> credentials_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<ClusterAdmin> admin_backend_;
   std::unique_ptr<AdminServiceImpl> admin_;

@@ -10,7 +10,7 @@ constexpr char kMagic[4] = {'L', 'C', 'B', 'F'};
 constexpr uint8_t kVersion = 1;
 
 // The wire value of each status code is its index here: fixed, whatever the enum's order.
-constexpr std::array<StatusCode, 12> kWireCodes = {
+constexpr std::array<StatusCode, 13> kWireCodes = {
     StatusCode::kOk,
     StatusCode::kInvalidArgument,
     StatusCode::kNotFound,
@@ -23,13 +23,14 @@ constexpr std::array<StatusCode, 12> kWireCodes = {
     StatusCode::kPreconditionFailed,
     StatusCode::kUnimplemented,
     StatusCode::kInternal,
+    StatusCode::kUnauthenticated,
 };
 
 uint8_t WireCode(StatusCode code) {
   for (size_t i = 0; i < kWireCodes.size(); ++i) {
     if (kWireCodes[i] == code) return static_cast<uint8_t>(i);
   }
-  return static_cast<uint8_t>(kWireCodes.size() - 1);  // kInternal
+  return 11;  // kInternal
 }
 
 void Put32(char* at, uint32_t v) {
@@ -84,6 +85,8 @@ std::string EncodeReadRequest(const BlockReadRequest& request) {
                request.length);
 }
 
+std::string EncodeHello(std::string_view token) { return Frame(FrameKind::kHello, 0, token, 0, 0); }
+
 std::string EncodeReplyHeader(const Status& status, uint64_t data_length) {
   if (!status.ok()) data_length = 0;
   std::string_view message(status.ok() ? std::string_view() : status.message());
@@ -104,7 +107,9 @@ Result<size_t> FrameBodyBytes(std::span<const char> header, FrameKind kind) {
   }
   if (header[7] != 0 || Get32(header.data() + 12) != 0) return Malformed("reserved bytes set");
   uint32_t body = Get32(header.data() + 8);
-  size_t limit = kind == FrameKind::kReadRequest ? kMaxBlockIdBytes : kMaxReplyMessageBytes;
+  size_t limit = kind == FrameKind::kReadRequest ? kMaxBlockIdBytes
+                 : kind == FrameKind::kHello     ? kMaxHelloBytes
+                                                 : kMaxReplyMessageBytes;
   if (body > limit) {
     return Malformed("body of " + std::to_string(body) + " bytes (at most " +
                      std::to_string(limit) + ")");
@@ -122,6 +127,14 @@ Result<BlockReadRequest> DecodeReadRequest(std::span<const char> frame) {
   request.offset = Get64(frame.data() + 16);
   request.length = Get64(frame.data() + 24);
   return request;
+}
+
+Result<std::string> DecodeHello(std::span<const char> frame) {
+  LC_ASSIGN_OR_RETURN(size_t body, CheckWhole(frame, FrameKind::kHello));
+  if (frame[6] != 0 || Get64(frame.data() + 16) != 0 || Get64(frame.data() + 24) != 0) {
+    return Malformed("fields set in a hello");
+  }
+  return std::string(frame.data() + kFrameHeaderBytes, body);
 }
 
 Result<BlockReplyHeader> DecodeReplyHeader(std::span<const char> frame, uint64_t max_data_length) {

@@ -95,7 +95,7 @@ Result<std::unique_ptr<BulkConnection>> BulkConnection::Connect(const std::strin
   TuneSocket(fd);
   if (tls == nullptr) return c;
   IgnoreSigpipe();
-  c->ssl_ = SSL_new(tls->get());
+  c->ssl_ = tls->NewSsl();
   if (c->ssl_ == nullptr || SSL_set_fd(c->ssl_, fd) != 1) return c->Failed("TLS: " + TlsErrors());
   const std::string& name = server_name.empty() ? host : server_name;
   in6_addr ip{};
@@ -133,7 +133,7 @@ std::unique_ptr<BulkConnection> BulkConnection::Adopt(int fd, std::string peer) 
 
 Status BulkConnection::StartTls(const TlsContext& tls, Deadline deadline) {
   IgnoreSigpipe();
-  ssl_ = SSL_new(tls.get());
+  ssl_ = tls.NewSsl();
   if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) return Failed("TLS: " + TlsErrors());
   return Handshake(true, deadline);
 }

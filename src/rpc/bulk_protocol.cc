@@ -34,6 +34,27 @@ Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadReq
   return reply;
 }
 
+Status CallHello(BulkConnection& connection, std::string_view token,
+                 BulkConnection::Deadline deadline) {
+  std::string frame = EncodeHello(token);
+  std::span<const char> pieces[] = {frame};
+  LC_RETURN_IF_ERROR(connection.WriteAll(pieces, deadline));
+  Status read = ReadFrame(connection, FrameKind::kReadReply, deadline, &frame, nullptr);
+  Result<BlockReplyHeader> reply =
+      read.ok() ? DecodeReplyHeader(frame, 0) : Result<BlockReplyHeader>(read);
+  if (!reply.ok()) {
+    if (reply.status().code() != StatusCode::kInvalidArgument) return reply.status();
+    return Status::Unavailable(connection.peer() + ": " + reply.status().message());
+  }
+  return reply->status;
+}
+
+Result<std::string> NextHello(BulkConnection& connection, BulkConnection::Deadline deadline) {
+  std::string frame;
+  LC_RETURN_IF_ERROR(ReadFrame(connection, FrameKind::kHello, deadline, &frame, nullptr));
+  return DecodeHello(frame);
+}
+
 Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection::Deadline deadline,
                                      bool* closed) {
   std::string frame;

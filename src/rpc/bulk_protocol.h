@@ -19,6 +19,15 @@ namespace lakecache::rpc {
 Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadRequest& request,
                                   std::span<char> dst, BulkConnection::Deadline deadline);
 
+// Presents `token` (the client role's) on a new connection: OK, the worker's refusal, or a
+// transport error (kUnavailable / kDeadlineExceeded).
+Status CallHello(BulkConnection& connection, std::string_view token,
+                 BulkConnection::Deadline deadline);
+
+// The token of the hello that must start a connection to a server with credentials; a frame of
+// another kind is kInvalidArgument.
+Result<std::string> NextHello(BulkConnection& connection, BulkConnection::Deadline deadline);
+
 // The next request on a server's connection. *closed is set when the client hung up cleanly
 // between requests; a framing error is kInvalidArgument (close the connection).
 Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection::Deadline deadline,

@@ -40,6 +40,7 @@ constexpr CodePair kCodes[] = {
     {StatusCode::kPreconditionFailed, grpc::StatusCode::FAILED_PRECONDITION},
     {StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
     {StatusCode::kInternal, grpc::StatusCode::INTERNAL},
+    {StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED},
 };
 
 // Codes our servers never send, which gRPC itself gives a call: a peer that went away mid-call
@@ -47,7 +48,6 @@ constexpr CodePair kCodes[] = {
 constexpr CodePair kChannelCodes[] = {
     {StatusCode::kUnavailable, grpc::StatusCode::CANCELLED},
     {StatusCode::kUnavailable, grpc::StatusCode::ABORTED},
-    {StatusCode::kAccessDenied, grpc::StatusCode::UNAUTHENTICATED},
     {StatusCode::kInvalidArgument, grpc::StatusCode::OUT_OF_RANGE},
     {StatusCode::kInternal, grpc::StatusCode::ALREADY_EXISTS},
 };
@@ -84,7 +84,14 @@ Status FromGrpcStatus(const grpc::Status& status, std::string_view peer) {
 }
 
 std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address) {
+  return OpenChannel(address, grpc::InsecureChannelCredentials(), "");
+}
+
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& peer_name) {
   grpc::ChannelArguments args;
+  if (!peer_name.empty()) args.SetSslTargetNameOverride(peer_name);
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // A restarted peer is found again within half a second, not after gRPC's default 20 s+.
@@ -97,7 +104,7 @@ std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address) {
   // Our own channel for each peer, not one shared by gRPC across the process: a dead worker's
   // connection state must not leak into another channel to the same address after it restarts.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 void SetTimeout(grpc::ClientContext* context, std::chrono::milliseconds timeout) {
@@ -122,11 +129,14 @@ Status CheckListenAddress(std::string_view flag, const std::string& address) {
 }
 
 Result<StartedServer> StartServer(const std::string& address,
-                                  const std::vector<grpc::Service*>& services) {
+                                  const std::vector<grpc::Service*>& services,
+                                  std::shared_ptr<grpc::ServerCredentials> credentials) {
   LC_RETURN_IF_ERROR(CheckListenAddress("listen address", address));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address,
+                           credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
+                           &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // A port in TIME_WAIT after a restart is fine to take again; a port another process listens on

@@ -13,6 +13,8 @@
 
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/support/status.h>
 
@@ -31,8 +33,13 @@ grpc::Status ToGrpcStatus(const Status& status);
 // `peer` names the other side in the message: "worker 127.0.0.1:7001", "master 10.0.0.1:7000".
 Status FromGrpcStatus(const grpc::Status& status, std::string_view peer);
 
-// An insecure channel (see docs/architecture.md: listen on loopback until authentication lands)
-// that reconnects quickly after its peer restarts and accepts messages up to 64 MiB.
+// A channel that reconnects quickly after its peer restarts and accepts messages up to 64 MiB,
+// with `credentials` (rpc/auth.h: TLS and a role's token) verifying the peer's certificate
+// against `peer_name` instead of the address dialled (empty: the address).
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address,
+                                           std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                           const std::string& peer_name);
+// The same in plain text: a loopback cluster without credentials, or a Unix socket.
 std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address);
 
 // Sets the call's deadline `timeout` from now.
@@ -46,10 +53,11 @@ struct StartedServer {
   std::string address;  // HOST:PORT actually bound (the chosen port when 0 was asked)
 };
 
-// Builds and starts a server for `services` on `address`; fails with a clear message when the
-// address cannot be bound (in use, not local).
+// Builds and starts a server for `services` on `address` (TLS with `credentials`, else plain
+// text); fails with a clear message when the address cannot be bound (in use, not local).
 Result<StartedServer> StartServer(const std::string& address,
-                                  const std::vector<grpc::Service*>& services);
+                                  const std::vector<grpc::Service*>& services,
+                                  std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 // The same on a Unix socket at `path` (mode 0600: only its owner may connect). A stale socket file
 // left by a dead process is replaced; a live one is an error.

@@ -3,6 +3,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 namespace lakecache::rpc {
@@ -19,45 +21,107 @@ std::string TlsErrors() {
   return out.empty() ? "unknown TLS error" : out;
 }
 
+Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const std::string& key_path,
+                                                             const std::string& cert_path) {
+  std::shared_ptr<TlsContext> made(new TlsContext(Side::kServer, {key_path, cert_path}));
+  LC_ASSIGN_OR_RETURN(SSL_CTX * ctx, made->Build());
+  MutexLock lock(&made->mu_);
+  made->ctx_ = ctx;
+  made->stamps_ = made->Stamps();
+  made->checked_ = std::chrono::steady_clock::now();
+  return std::shared_ptr<const TlsContext>(std::move(made));
+}
+
+Result<std::shared_ptr<const TlsContext>> TlsContext::Client(const std::string& ca_path) {
+  std::shared_ptr<TlsContext> made(new TlsContext(Side::kClient, {ca_path}));
+  LC_ASSIGN_OR_RETURN(SSL_CTX * ctx, made->Build());
+  MutexLock lock(&made->mu_);
+  made->ctx_ = ctx;
+  made->stamps_ = made->Stamps();
+  made->checked_ = std::chrono::steady_clock::now();
+  return std::shared_ptr<const TlsContext>(std::move(made));
+}
+
 Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const std::string& dir, Side side) {
-  const std::string ca = dir + "/ca.crt", cert = dir + "/tls.crt", key = dir + "/tls.key";
-  for (const std::string& file : {ca, cert, key}) {
+  if (side == Side::kServer) return Server(dir + "/tls.key", dir + "/tls.crt");
+  return Client(dir + "/ca.crt");
+}
+
+std::string TlsContext::Stamps() const {
+  std::string out;
+  for (const std::string& file : files_) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0) {
+      out += std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+             std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+    }
+    out += ";";
+  }
+  return out;
+}
+
+Result<SSL_CTX*> TlsContext::Build() const {
+  for (const std::string& file : files_) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec)) {
-      return Status::InvalidArgument("credentials: " + file +
-                                     " is missing (a credentials folder holds ca.crt, tls.crt "
-                                     "and tls.key)");
+      return Status::InvalidArgument("credentials: " + file + " is missing");
     }
   }
   ERR_clear_error();
-  SSL_CTX* ctx = SSL_CTX_new(side == Side::kServer ? TLS_server_method() : TLS_client_method());
+  SSL_CTX* ctx = SSL_CTX_new(side_ == Side::kServer ? TLS_server_method() : TLS_client_method());
   if (ctx == nullptr) return Status::Internal("cannot make a TLS context: " + TlsErrors());
-  std::shared_ptr<const TlsContext> made(new TlsContext(ctx, side, dir));
-  auto fail = [](const std::string& what) {
-    return Status::InvalidArgument("credentials: " + what + ": " + TlsErrors());
+  auto fail = [ctx](const std::string& what) {
+    Status s = Status::InvalidArgument("credentials: " + what + ": " + TlsErrors());
+    SSL_CTX_free(ctx);
+    return s;
   };
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
-  if (SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1)
-    return fail("cannot load " + ca);
-  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
-    return fail("cannot load " + cert);
-  }
-  if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return fail("cannot load the key " + key);
-  }
-  if (SSL_CTX_check_private_key(ctx) != 1) return fail(key + " is not the key of " + cert);
-  int verify = SSL_VERIFY_PEER;
-  if (side == Side::kServer) {
-    verify |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+  if (side_ == Side::kServer) {
+    const std::string& key = files_[0];
+    const std::string& cert = files_[1];
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
+      return fail("cannot load " + cert);
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return fail("cannot load the key " + key);
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) return fail(key + " is not the key of " + cert);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_num_tickets(ctx, 0);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+  } else {
+    const std::string& ca = files_[0];
+    if (SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1) {
+      return fail("cannot load " + ca);
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   }
-  SSL_CTX_set_verify(ctx, verify, nullptr);
   // A peer that closes without close_notify reads as a plain end of stream, not an error.
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-  return made;
+  return ctx;
 }
 
-TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+SSL* TlsContext::NewSsl() const {
+  MutexLock lock(&mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (now - checked_ >= std::chrono::seconds(1)) {
+    checked_ = now;
+    std::string stamps = Stamps();
+    if (stamps != stamps_) {
+      Result<SSL_CTX*> fresh = Build();
+      if (fresh.ok()) {
+        SSL_CTX_free(ctx_);  // connections made from it hold their own reference
+        ctx_ = *fresh;
+        stamps_ = stamps;
+      }  // else a file is half-written: keep the last good context, look again in a second
+    }
+  }
+  return SSL_new(ctx_);
+}
+
+TlsContext::~TlsContext() {
+  MutexLock lock(&mu_);
+  SSL_CTX_free(ctx_);
+}
 
 }  // namespace lakecache::rpc

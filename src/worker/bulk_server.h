@@ -18,6 +18,7 @@
 
 #include "common/mutex.h"
 #include "common/result.h"
+#include "rpc/auth.h"
 #include "rpc/bulk_connection.h"
 #include "rpc/tls.h"
 #include "worker/block_reader.h"
@@ -27,6 +28,8 @@ namespace lakecache {
 struct BulkServerOptions {
   std::string listen = "127.0.0.1:0";          // HOST:PORT; port 0: any free port
   std::shared_ptr<const rpc::TlsContext> tls;  // a server context; null: plain text
+  // With it, a connection starts with a hello carrying the client role's token; null: none.
+  std::shared_ptr<const rpc::Authorizer> authorizer;
 };
 
 class BulkServer {

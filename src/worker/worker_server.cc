@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "cache/block_key.h"
 #include "jobs/store_sink.h"
@@ -19,6 +21,7 @@
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/x509.h"
 #include "worker/block_reader.h"
 
 namespace lakecache {
@@ -31,19 +34,13 @@ constexpr size_t kReadThreads = 32;
 // Object-store fetches of LoadBlocks batches at once (the master sends at most a few batches).
 constexpr size_t kLoadThreads = 16;
 constexpr std::chrono::milliseconds kRpcTimeout{5000};
+// How long a starting worker waits for the master to issue its certificate.
+constexpr auto kBootstrapWait = std::chrono::seconds(30);
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string RandomId() {
-  std::random_device rd;
-  std::uniform_int_distribution<uint64_t> dist;
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(dist(rd)));
-  return buf;
 }
 
 // A wildcard listen address cannot be dialled: advertise the host name instead.
@@ -67,23 +64,89 @@ void WaitForMaster(grpc::ClientContext* ctx, std::chrono::milliseconds interval)
 
 }  // namespace
 
-Result<std::string> LoadOrCreateWorkerId(const std::string& dir) {
-  if (dir.empty()) return RandomId();
-  std::string path = dir + "/worker-id";
-  std::ifstream in(path);
-  std::string id;
-  if (in && std::getline(in, id) && !id.empty()) return id;
-  id = RandomId();
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << id << "\n";
-    if (!out.flush()) return Status::IoError("cannot write worker id file " + tmp);
+Result<WorkerIdentity> LoadOrCreateWorkerIdentity(const std::string& dir, std::string* temp_dir) {
+  std::string folder = dir;
+  if (folder.empty()) {
+    std::string made =
+        (std::filesystem::temp_directory_path() / "lakecache-worker-XXXXXX").string();
+    if (::mkdtemp(made.data()) == nullptr) {
+      return Status::IoError("cannot make a folder for the worker's key: " +
+                             std::string(std::strerror(errno)));
+    }
+    *temp_dir = folder = made;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::IoError("cannot write worker id file " + path + ": " + ec.message());
-  return id;
+  WorkerIdentity identity;
+  identity.key_path = folder + "/worker.key";
+  identity.cert_path = folder + "/worker.crt";
+  std::string key;
+  {
+    std::ifstream in(identity.key_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    key = text.str();
+  }
+  if (key.empty()) {
+    LC_ASSIGN_OR_RETURN(key, rpc::GenerateKeyPem());
+    LC_RETURN_IF_ERROR(rpc::WriteFileAtomically(identity.key_path, key, 0600));
+  }
+  Result<std::string> fingerprint = rpc::KeyFingerprint(key);
+  if (!fingerprint.ok()) {
+    return fingerprint.status().WithContext("the worker key " + identity.key_path +
+                                            " is unusable (remove it to make a new one)");
+  }
+  identity.id = rpc::WorkerIdFromFingerprint(*fingerprint);
+  return identity;
+}
+
+bool WorkerServer::KeptCertificateUsable() {
+  std::ifstream in(identity_.cert_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return false;
+  std::ifstream key_in(identity_.key_path);
+  std::stringstream key;
+  key << key_in.rdbuf();
+  Result<rpc::CertificateInfo> cert = rpc::ParseCertificate(text.str());
+  Result<std::string> fingerprint = rpc::KeyFingerprint(key.str());
+  if (!cert.ok() || !fingerprint.ok() || cert->key_fingerprint != *fingerprint) return false;
+  if (cert->dns_names.empty() || cert->dns_names[0] != rpc::WorkerTlsName(id_)) return false;
+  auto half = cert->not_before + (cert->not_after - cert->not_before) / 2;
+  if (std::chrono::system_clock::now() >= half) return false;
+  renew_at_ = half;
+  return true;
+}
+
+Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point deadline) {
+  std::ifstream key_in(identity_.key_path);
+  std::stringstream key;
+  key << key_in.rdbuf();
+  LC_ASSIGN_OR_RETURN(std::string csr, rpc::MakeCsr(key.str(), rpc::WorkerTlsName(id_)));
+  auto stub =
+      rpc::MasterService::NewStub(credentials_->Channel(options_.master, rpc::kMasterTlsName));
+  rpc::CertificateRequest request;
+  request.set_csr_pem(csr);
+  rpc::CertificateResponse response;
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(deadline);
+  grpc::Status status = stub->IssueCertificate(&ctx, request, &response);
+  if (!status.ok()) {
+    return rpc::FromGrpcStatus(status, "master " + options_.master)
+        .WithContext("worker " + id_ + ": no certificate from the master");
+  }
+  if (response.worker_id() != id_) {
+    return Status::Internal("the master named worker " + id_ + " '" + response.worker_id() + "'");
+  }
+  LC_RETURN_IF_ERROR(
+      rpc::WriteFileAtomically(identity_.cert_path, response.certificate_pem(), 0644));
+  auto not_after =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(response.not_after_ms()));
+  auto now = std::chrono::system_clock::now();
+  renew_at_ = now + (not_after - now) / 2;
+  spdlog::info("worker {}: certificate from master {} for {}, renewed in {} s", id_,
+               options_.master, rpc::WorkerTlsName(id_),
+               std::chrono::duration_cast<std::chrono::seconds>(renew_at_ - now).count());
+  return Status::Ok();
 }
 
 class WorkerServer::Service final
@@ -105,16 +168,22 @@ class WorkerServer::Service final
   // over the pinned block itself (the slice holds a BlockRef until gRPC has sent it), behind a
   // few bytes of protobuf framing, so the worker copies nothing; the kernel's send is the only
   // copy. The block is looked up (or fetched) on the read pool, never on gRPC's callback threads.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadBlock(grpc::CallbackServerContext*,
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ReadBlock(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request) override {
     auto* writer = new BlockWriter();
+    if (grpc::Status denied = Allow(ctx, kClient, "WorkerService/ReadBlock"); !denied.ok()) {
+      writer->Refuse(denied);
+      return writer;
+    }
     auto raw = std::make_shared<grpc::ByteBuffer>(*request);  // refcounted slices, no copy
     read_pool_->Post([this, writer, raw] { writer->Finish(Serve(raw.get())); });
     return writer;
   }
 
-  grpc::Status LocateBlock(grpc::ServerContext*, const rpc::LocateBlockRequest* request,
+  grpc::Status LocateBlock(grpc::ServerContext* ctx, const rpc::LocateBlockRequest* request,
                            rpc::LocateBlockResponse* response) override {
+    if (grpc::Status denied = Allow(ctx, kClient, "WorkerService/LocateBlock"); !denied.ok())
+      return denied;
     BlockKey key{{request->content_hi(), request->content_lo()}, request->index()};
     if (request->has_block()) {
       Namespace* ns = nullptr;
@@ -132,8 +201,10 @@ class WorkerServer::Service final
     return grpc::Status::OK;
   }
 
-  grpc::Status Prefetch(grpc::ServerContext*, const rpc::PrefetchRequest* request,
+  grpc::Status Prefetch(grpc::ServerContext* ctx, const rpc::PrefetchRequest* request,
                         rpc::PrefetchResponse* response) override {
+    if (grpc::Status denied = Allow(ctx, kMaster, "WorkerService/Prefetch"); !denied.ok())
+      return denied;
     uint32_t started = 0, cached = 0;
     for (const rpc::BlockId& id : request->blocks()) {
       Namespace* ns = nullptr;
@@ -156,8 +227,10 @@ class WorkerServer::Service final
     return grpc::Status::OK;
   }
 
-  grpc::Status Stats(grpc::ServerContext*, const rpc::WorkerStatsRequest*,
+  grpc::Status Stats(grpc::ServerContext* ctx, const rpc::WorkerStatsRequest*,
                      rpc::WorkerStats* response) override {
+    if (grpc::Status denied = Allow(ctx, kMasterOrAdmin, "WorkerService/Stats"); !denied.ok())
+      return denied;
     fill_info_(response->mutable_worker());
     rpc::FillStats(blocks_->Stats(), reader_->index().CachedBytes(*blocks_), response);
     response->set_blocks_served(reader_->blocks_served());
@@ -167,8 +240,10 @@ class WorkerServer::Service final
     return grpc::Status::OK;
   }
 
-  grpc::Status Free(grpc::ServerContext*, const rpc::FreeRequest* request,
+  grpc::Status Free(grpc::ServerContext* ctx, const rpc::FreeRequest* request,
                     rpc::FreeResponse* response) override {
+    if (grpc::Status denied = Allow(ctx, kMaster, "WorkerService/Free"); !denied.ok())
+      return denied;
     uint64_t freed = 0;
     for (const rpc::ObjectVersion& v : request->objects()) {
       rpc::BlockId id;
@@ -189,8 +264,10 @@ class WorkerServer::Service final
     return grpc::Status::OK;
   }
 
-  grpc::Status LoadBlocks(grpc::ServerContext*, const rpc::LoadBlocksRequest* request,
+  grpc::Status LoadBlocks(grpc::ServerContext* ctx, const rpc::LoadBlocksRequest* request,
                           rpc::LoadBlocksResponse* response) override {
+    if (grpc::Status denied = Allow(ctx, kMaster, "WorkerService/LoadBlocks"); !denied.ok())
+      return denied;
     // Batches name one namespace in practice; group runs of the same one for the sink.
     std::vector<BlockSpec> run;
     std::string run_ns;
@@ -233,6 +310,7 @@ class WorkerServer::Service final
       WriteNext();
     }
     void OnDone() override { delete this; }
+    void Refuse(const grpc::Status& status) { ServerWriteReactor::Finish(status); }
 
    private:
     void WriteNext() {
@@ -265,6 +343,19 @@ class WorkerServer::Service final
     return messages;
   }
 
+  static constexpr rpc::RoleSet kClient = rpc::Roles(rpc::Role::kClient);
+  static constexpr rpc::RoleSet kMaster = rpc::Roles(rpc::Role::kMaster);
+  static constexpr rpc::RoleSet kMasterOrAdmin = rpc::Roles(rpc::Role::kMaster, rpc::Role::kAdmin);
+
+  grpc::Status Allow(const grpc::ServerContextBase* ctx, rpc::RoleSet roles,
+                     std::string_view method) const {
+    return rpc::Authorize(authorizer_.get(), ctx, roles, method);
+  }
+
+ public:
+  std::shared_ptr<const rpc::Authorizer> authorizer_;  // null: no checks (set before serving)
+
+ private:
   std::shared_ptr<BlockStore> blocks_;
   BlockReader* reader_;
   ThreadPool* pool_;
@@ -293,8 +384,21 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   if (!blocks.ok()) return blocks.status();
   w->blocks_ = std::move(*blocks);
   LC_ASSIGN_OR_RETURN(
-      w->id_, LoadOrCreateWorkerId(config.cache.disks.empty() ? std::string()
-                                                              : config.cache.disks.front().path));
+      w->identity_,
+      LoadOrCreateWorkerIdentity(
+          config.cache.disks.empty() ? std::string() : config.cache.disks.front().path,
+          &w->temp_dir_));
+  w->id_ = w->identity_.id;
+  if (!options.credentials.empty()) {
+    LC_ASSIGN_OR_RETURN(
+        w->credentials_,
+        rpc::ClusterCredentials::Open(options.credentials, rpc::Role::kWorker, "lakecache worker"));
+    if (!w->KeptCertificateUsable()) {
+      // A master that is still starting gets a while; a refusal (a wrong token) fails at once.
+      LC_RETURN_IF_ERROR(w->ObtainCertificate(std::chrono::system_clock::now() + kBootstrapWait));
+    }
+    w->authorizer_ = rpc::Authorizer::Pushed();
+  }
   LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));
   if (w->arena_ != nullptr) {
     std::string path = options.node_socket.empty() ? "/tmp/lakecache-node-" + w->id_ + ".sock"
@@ -328,19 +432,28 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   bulk.listen = options.data_listen.empty()
                     ? options.listen.substr(0, options.listen.rfind(':')) + ":0"
                     : options.data_listen;
-  bulk.tls = options.tls;
+  std::shared_ptr<grpc::ServerCredentials> tls;
+  if (w->credentials_ != nullptr) {
+    LC_ASSIGN_OR_RETURN(bulk.tls,
+                        rpc::TlsContext::Server(w->identity_.key_path, w->identity_.cert_path));
+    bulk.authorizer = w->authorizer_;
+    w->service_->authorizer_ = w->authorizer_;
+    tls = rpc::ServerTls(w->identity_.key_path, w->identity_.cert_path, w->credentials_->ca_path(),
+                         /*verify_clients=*/false);
+  }
   LC_ASSIGN_OR_RETURN(w->bulk_, BulkServer::Start(bulk, w->reader_.get()));
   w->data_address_ = Advertised(w->bulk_->address());
   {
     MutexLock lock(&self->address_mu_);
     LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
-                        rpc::StartServer(options.listen, {self->service_.get()}));
+                        rpc::StartServer(options.listen, {self->service_.get()}, tls));
     self->server_ = std::move(started.server);
     self->address_ = Advertised(started.address);
   }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
   spdlog::info("worker {} serving on {}, data on {} ({}; {} namespaces), master {}", w->id_,
-               w->address(), w->data_address_, options.tls != nullptr ? "TLS" : "plain text",
+               w->address(), w->data_address_,
+               w->credentials_ != nullptr ? "TLS, role tokens checked" : "plain text",
                w->namespaces_->names().size(), options.master);
   return w;
 }
@@ -352,7 +465,11 @@ std::string WorkerServer::address() const {
 
 std::string WorkerServer::data_address() const { return data_address_; }
 
-WorkerServer::~WorkerServer() { Shutdown(); }
+WorkerServer::~WorkerServer() {
+  Shutdown();
+  std::error_code ec;
+  if (!temp_dir_.empty()) std::filesystem::remove_all(temp_dir_, ec);
+}
 
 void WorkerServer::Shutdown() {
   {
@@ -392,7 +509,11 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
 }
 
 void WorkerServer::HeartbeatLoop() {
-  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(options_.master));
+  // With credentials the worker shows the master its own certificate: the proof of its id.
+  auto stub = rpc::MasterService::NewStub(
+      credentials_ == nullptr ? rpc::OpenChannel(options_.master)
+                              : credentials_->Channel(options_.master, rpc::kMasterTlsName,
+                                                      identity_.key_path, identity_.cert_path));
   auto interval =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.cluster.heartbeat_interval);
   bool warned = false;  // one warning per stretch of failures
@@ -406,6 +527,7 @@ void WorkerServer::HeartbeatLoop() {
       WaitForMaster(&ctx, interval);
       status = stub->Register(&ctx, req, &resp);
       if (status.ok()) {
+        if (authorizer_ != nullptr) authorizer_->Update(resp.tokens());
         registered_ = true;
         if (resp.heartbeat_interval_ms() > 0) {
           interval = std::chrono::milliseconds(resp.heartbeat_interval_ms());
@@ -420,6 +542,7 @@ void WorkerServer::HeartbeatLoop() {
       grpc::ClientContext ctx;
       WaitForMaster(&ctx, interval);
       status = stub->Heartbeat(&ctx, req, &resp);
+      if (status.ok() && authorizer_ != nullptr) authorizer_->Update(resp.tokens());
       if (status.ok() && !resp.registered()) {
         registered_ = false;  // the master restarted or dropped us: register again at once
         spdlog::info("master {} does not know worker {}: registering again", options_.master, id_);
@@ -433,6 +556,11 @@ void WorkerServer::HeartbeatLoop() {
     } else if (status.ok() && warned) {
       spdlog::info("master {} reachable again", options_.master);
       warned = false;
+    }
+    if (credentials_ != nullptr && std::chrono::system_clock::now() >= renew_at_) {
+      Status renewed = ObtainCertificate(std::chrono::system_clock::now() + interval);
+      if (!renewed.ok())
+        spdlog::warn("{} (retrying every {} ms)", renewed.message(), interval.count());
     }
     // A call that waited its whole interval for the master has done this round's waiting.
     bool waited = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;

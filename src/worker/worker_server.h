@@ -4,10 +4,14 @@
 // (the BlockStore's single-flight). Registers with the master and heartbeats its capacity and
 // usage; when the master does not know it (the master restarted) it registers again.
 //
-// Identity: a worker's id is kept in its first cache directory (`worker-id`), so a restarted worker
-// is the same node for placement and its disk cache serves again. A memory-only worker gets a new
-// id each start. Thread-safe; Shutdown (or the destructor) stops serving, stops heartbeating and
-// writes the disk tier's queued blocks.
+// Identity: a worker is its key, kept in its first cache directory (`worker.key`, mode 0600); its
+// id is the key's fingerprint (rpc/auth.h), so a restarted worker is the same node for placement
+// and its disk cache serves again, and no worker can claim another's id without its key. A
+// memory-only worker gets a new key each start. With credentials the worker asks the master for
+// a certificate of its own for that key (kept beside it, `worker.crt`, renewed halfway through
+// its life) and serves TLS with it; callers are checked against the token digests the master
+// sends. Thread-safe; Shutdown (or the destructor) stops serving, stops heartbeating and writes
+// the disk tier's queued blocks.
 #pragma once
 
 #include <atomic>
@@ -22,6 +26,7 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
+#include "rpc/auth.h"
 #include "rpc/tls.h"
 #include "ufs/store_factory.h"
 #include "worker/block_reader.h"
@@ -50,8 +55,21 @@ struct WorkerOptions {
   std::vector<uid_t> shm_uids;  // who may map it; empty: this process's uid
   // The bulk data path (BulkServer): HOST:PORT; "" is the host of `listen`, any free port.
   std::string data_listen;
-  std::shared_ptr<const rpc::TlsContext> tls;  // a server context for the bulk path; null: plain
+  // The credentials folder (rpc/auth.h; the worker needs ca.crt and worker.token): TLS on the
+  // gRPC and bulk paths with the worker's own certificate, every call checked. Empty: plain text.
+  std::string credentials;
 };
+
+// A worker's key and what it names: its id, and where its certificate is kept.
+struct WorkerIdentity {
+  std::string id;
+  std::string key_path;   // DIR/worker.key
+  std::string cert_path;  // DIR/worker.crt (with credentials)
+};
+
+// The worker key kept in `dir` (made on first use), or for an empty dir a fresh key in a private
+// temporary folder (*temp_dir set: the caller removes it).
+Result<WorkerIdentity> LoadOrCreateWorkerIdentity(const std::string& dir, std::string* temp_dir);
 
 class WorkerServer {
  public:
@@ -79,11 +97,21 @@ class WorkerServer {
  private:
   WorkerServer() = default;
   void HeartbeatLoop() EXCLUDES(mu_);
+  // With credentials: a certificate for the worker's key from the master, written to
+  // identity_.cert_path; sets renew_at_. Waits for a master that is down until `deadline`.
+  Status ObtainCertificate(std::chrono::system_clock::time_point deadline);
+  // A still-good certificate kept from the last run (more than half its life left), if any.
+  bool KeptCertificateUsable();
   void FillInfo(rpc::WorkerInfo* info) const EXCLUDES(address_mu_);
 
   Config config_;
   WorkerOptions options_;
   std::string id_;
+  WorkerIdentity identity_;
+  std::string temp_dir_;  // a memory-only worker's key lives here; removed at destruction
+  std::shared_ptr<const rpc::ClusterCredentials> credentials_;  // the worker role's; or null
+  std::shared_ptr<rpc::Authorizer> authorizer_;                 // with credentials
+  std::chrono::system_clock::time_point renew_at_{};            // heartbeat thread only
   // Known once the server listens, which is when calls (Stats: FillInfo) start: Start holds the
   // lock from before the server starts until the address is set.
   mutable Mutex address_mu_;
@@ -108,9 +136,5 @@ class WorkerServer {
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread heartbeat_;
 };
-
-// The worker id kept in `dir` (created on first use: 16 random hex digits), or a fresh random id
-// when dir is empty.
-Result<std::string> LoadOrCreateWorkerId(const std::string& dir);
 
 }  // namespace lakecache

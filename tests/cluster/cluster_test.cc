@@ -21,8 +21,10 @@
 #include "client/file_system.h"
 #include "client/node_tier.h"
 #include "master/master_server.h"
+#include "rpc/auth.h"
 #include "rpc/block_frame.h"
 #include "rpc/bulk_protocol.h"
+#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/lakecache.pb.h"
@@ -65,19 +67,24 @@ class ClusterTest : public ::testing::Test {
     // Workers must not miss it under a sanitizer's load either.
     config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600) * testing::kSlowdown;
     store_options_.retries = false;
-    auto master = MasterServer::Start(config_, {"127.0.0.1:0", store_options_});
+    auto master = MasterServer::Start(config_, {"127.0.0.1:0", store_options_, credentials_});
     ASSERT_TRUE(master.ok()) << master.status().ToString();
     master_ = std::move(*master);
     // Capacities 16, 16 and 32 MiB: the third worker should own half of the blocks.
     for (uint64_t mib : {16, 16, 32}) StartWorker(mib << 20);
-    auto client = ClusterClient::Connect(master_->address());
+    ClusterClientOptions client_options;
+    if (!credentials_.empty()) {
+      auto opened = rpc::ClusterCredentials::Open(credentials_, rpc::Role::kClient, "the test");
+      ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+      client_options.credentials = *opened;
+    }
+    auto client = ClusterClient::Connect(master_->address(), client_options);
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = *client;
     WaitForWorkers(3);
   }
 
-  void StartWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true,
-                   std::shared_ptr<const rpc::TlsContext> tls = nullptr) {
+  void StartWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true) {
     Config config = config_;
     config.cache.memory_capacity = memory;
     config.cache.policy = "lru";
@@ -86,7 +93,7 @@ class ClusterTest : public ::testing::Test {
     options.master = master_->address();
     options.store = store_options_;
     options.shared_memory = shared_memory;
-    options.tls = std::move(tls);
+    options.credentials = credentials_;
     auto worker = WorkerServer::Start(config, options);
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     workers_.push_back(std::move(*worker));
@@ -129,6 +136,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   TempDir data_;
+  std::string credentials_;  // set before SetUp: a cluster with credentials (rpc/auth.h)
   Config config_;
   StoreOptions store_options_;
   std::map<std::string, std::string> files_;
@@ -351,37 +359,31 @@ TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
   EXPECT_EQ(stuck.requests(), 1);
 }
 
-// A credentials folder (ca.crt, tls.crt, tls.key) of a new CA, made by scripts/make-credentials.sh.
+// A credentials folder of a new CA (ca.crt, ca.key, the master's certificate, role tokens).
 std::string MakeCredentials(const TempDir& dir) {
-  std::string command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + dir.path();
-  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  Status made = rpc::MakeCredentials(dir.path());
+  EXPECT_TRUE(made.ok()) << made.ToString();
   return dir.path();
 }
 
-std::shared_ptr<const rpc::TlsContext> LoadTls(const std::string& dir, rpc::TlsContext::Side side) {
-  auto tls = rpc::TlsContext::Load(dir, side);
-  EXPECT_TRUE(tls.ok()) << tls.status().ToString();
-  return tls.ok() ? *tls : nullptr;
-}
-
+// The same cluster with credentials: TLS on every connection, role tokens on every call, each
+// worker with a certificate of its own from the master.
 class ClusterTlsTest : public ClusterTest {
  protected:
   void SetUp() override {
-    ClusterTest::SetUp();
-    for (auto& w : workers_) w->Shutdown();
-    workers_.clear();
     credentials_ = MakeCredentials(dir_);
-    StartWorker(16 << 20, "", true, LoadTls(credentials_, rpc::TlsContext::Side::kServer));
-    WaitForWorkers(1);
+    ClusterTest::SetUp();
   }
 
-  // A client of the cluster whose bulk path uses `tls_dir`'s credentials ("": plain text).
-  std::shared_ptr<ClusterClient> Client(const std::string& tls_dir) {
-    ClusterClientOptions options;
-    if (!tls_dir.empty()) options.tls = LoadTls(tls_dir, rpc::TlsContext::Side::kClient);
-    auto client = ClusterClient::Connect(master_->address(), options);
-    EXPECT_TRUE(client.ok()) << client.status().ToString();
-    return client.ok() ? *client : nullptr;
+  // A connection to worker 0's bulk path: TLS trusting `ca` (empty: plain text).
+  Result<std::unique_ptr<rpc::BulkConnection>> Connect(const std::string& ca) {
+    std::shared_ptr<const rpc::TlsContext> tls;
+    if (!ca.empty()) {
+      LC_ASSIGN_OR_RETURN(tls, rpc::TlsContext::Client(ca));
+    }
+    return rpc::BulkConnection::Connect(
+        workers_[0]->data_address(), tls.get(), rpc::WorkerTlsName(workers_[0]->id()),
+        std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown);
   }
 
   Result<size_t> ReadB(const std::shared_ptr<ClusterClient>& client, std::string* out) {
@@ -391,31 +393,65 @@ class ClusterTlsTest : public ClusterTest {
   }
 
   TempDir dir_;
-  std::string credentials_;
 };
 
 TEST_F(ClusterTlsTest, BulkReadsAreExactWithTlsOn) {
-  std::shared_ptr<ClusterClient> client = Client(credentials_);
-  ASSERT_NE(client, nullptr);
   std::string got;
-  Result<size_t> n = ReadB(client, &got);
+  Result<size_t> n = ReadB(client_, &got);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(got, files_["dir/sub/b.bin"]);
-  EXPECT_EQ(client->bulk_reads(), 3u);
-  EXPECT_EQ(client->streamed_reads(), 0u);
+  EXPECT_EQ(client_->bulk_reads(), 3u);
+  EXPECT_EQ(client_->streamed_reads(), 0u);
 }
 
-TEST_F(ClusterTlsTest, AClientOfAnotherCaIsRefused) {
+TEST_F(ClusterTlsTest, ABulkClientOfAnotherCaIsRefused) {
   TempDir other;
-  std::shared_ptr<ClusterClient> client = Client(MakeCredentials(other));
-  ASSERT_NE(client, nullptr);
-  std::string got;
-  Result<size_t> n = ReadB(client, &got);
-  ASSERT_FALSE(n.ok()) << "read through a worker whose certificate our CA did not sign";
-  EXPECT_NE(n.status().message().find("TLS handshake"), std::string::npos) << n.status().message();
-  EXPECT_NE(n.status().message().find("certificate verify failed"), std::string::npos)
-      << n.status().message();
-  EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);  // nothing was served
+  auto c = Connect(MakeCredentials(other) + "/ca.crt");
+  ASSERT_FALSE(c.ok()) << "a TLS handshake with a worker whose certificate our CA did not sign";
+  EXPECT_NE(c.status().message().find("TLS handshake"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("certificate verify failed"), std::string::npos)
+      << c.status().message();
+}
+
+// A bulk connection must start with the client role's token: none, an unknown one and another
+// role's are refused with the role named, never the token; the client's own is accepted.
+TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
+  auto deadline = [] {
+    return std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
+  };
+  {
+    auto c = Connect(credentials_ + "/ca.crt");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    rpc::BlockReadRequest request;
+    std::string buf(16, '\0');
+    auto reply = rpc::CallRead(**c, request, buf, deadline());
+    ASSERT_FALSE(reply.ok() && reply->status.ok()) << "served a read without a hello";
+  }
+  std::string admin =
+      *rpc::ClusterCredentials::Open(credentials_, rpc::Role::kAdmin, "t").value()->Token();
+  std::string client =
+      *rpc::ClusterCredentials::Open(credentials_, rpc::Role::kClient, "t").value()->Token();
+  struct Case {
+    std::string token;
+    StatusCode code;
+    std::string says;
+  };
+  for (const Case& k : {Case{"", StatusCode::kUnauthenticated, "carried no token"},
+                        Case{std::string(64, 'a'), StatusCode::kUnauthenticated, "not one of"},
+                        Case{admin, StatusCode::kAccessDenied, "is the admin role's"},
+                        Case{client, StatusCode::kOk, ""}}) {
+    auto c = Connect(credentials_ + "/ca.crt");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    Status hello = rpc::CallHello(**c, k.token, deadline());
+    EXPECT_EQ(hello.code(), k.code) << hello.ToString();
+    EXPECT_NE(hello.message().find(k.says), std::string::npos) << hello.message();
+    if (!k.token.empty()) {
+      EXPECT_EQ(hello.message().find(k.token), std::string::npos);
+    }
+    if (!hello.ok()) {
+      EXPECT_NE(hello.message().find("needs the client role"), std::string::npos);
+    }
+  }
 }
 
 // A client that connects and never says anything (no TLS handshake) does not hold up a worker's
@@ -432,14 +468,16 @@ TEST_F(ClusterTlsTest, ASilentClientDoesNotDelayShutdown) {
 }
 
 TEST_F(ClusterTlsTest, APlainTextClientIsRefusedWithAClearError) {
-  std::shared_ptr<ClusterClient> client = Client("");
-  ASSERT_NE(client, nullptr);
-  std::string got;
-  Result<size_t> n = ReadB(client, &got);
-  ASSERT_FALSE(n.ok()) << "a TLS worker served a plain-text client";
-  EXPECT_EQ(n.status().code(), StatusCode::kAccessDenied) << n.status().ToString();
-  EXPECT_NE(n.status().message().find("requires TLS"), std::string::npos) << n.status().message();
-  EXPECT_EQ(workers_[0]->blocks().Stats().fetches, 0u);
+  auto c = Connect("");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  rpc::BlockReadRequest request;
+  std::string buf(16, '\0');
+  auto reply =
+      rpc::CallRead(**c, request, buf, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->status.code(), StatusCode::kAccessDenied) << reply->status.ToString();
+  EXPECT_NE(reply->status.message().find("requires TLS"), std::string::npos)
+      << reply->status.message();
 }
 
 // Many readers share a BulkClient's few connections: never more are open than its bound, and
@@ -448,7 +486,7 @@ TEST_F(ClusterTest, BulkClientReadersShareABoundedPoolOfConnections) {
   ClusterStore store(client_, Namespace());
   Result<ObjectInfo> head = store.Head("big.bin", {});
   ASSERT_TRUE(head.ok()) << head.status().ToString();
-  BulkClient bulk(workers_[0]->data_address(), BulkClientOptions{2, nullptr, ""});
+  BulkClient bulk(workers_[0]->data_address(), BulkClientOptions{2, nullptr, "", nullptr});
   const std::string& big = files_["big.bin"];
   std::atomic<size_t> most_open{0};
   std::atomic<int> bad{0};
@@ -836,14 +874,27 @@ TEST_F(ClusterTest, WorkerDropsAReplyOfAnotherVersion) {
   EXPECT_EQ(buf, new_bytes.substr(kBlock, kBlock));
 }
 
+// A worker is its key: the id is the key's, kept in the cache directory across restarts.
 TEST(WorkerIdTest, KeptInTheCacheDirectoryAcrossRestarts) {
   TempDir a, b;
-  Result<std::string> first = LoadOrCreateWorkerId(a.path());
+  std::string none;
+  Result<WorkerIdentity> first = LoadOrCreateWorkerIdentity(a.path(), &none);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
-  EXPECT_EQ(first->size(), 16u);
-  EXPECT_EQ(*LoadOrCreateWorkerId(a.path()), *first);
-  EXPECT_NE(*LoadOrCreateWorkerId(b.path()), *first);
-  EXPECT_NE(*LoadOrCreateWorkerId(""), *LoadOrCreateWorkerId(""));
+  EXPECT_EQ(first->id.size(), 16u);
+  EXPECT_EQ(first->key_path, a.path() + "/worker.key");
+  EXPECT_EQ(std::filesystem::status(first->key_path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(LoadOrCreateWorkerIdentity(a.path(), &none)->id, first->id);
+  EXPECT_NE(LoadOrCreateWorkerIdentity(b.path(), &none)->id, first->id);
+  EXPECT_TRUE(none.empty());
+  std::string temp1, temp2;
+  auto m1 = LoadOrCreateWorkerIdentity("", &temp1);
+  auto m2 = LoadOrCreateWorkerIdentity("", &temp2);
+  ASSERT_TRUE(m1.ok() && m2.ok());
+  EXPECT_NE(m1->id, m2->id);
+  EXPECT_FALSE(temp1.empty());
+  std::filesystem::remove_all(temp1);
+  std::filesystem::remove_all(temp2);
 }
 
 }  // namespace

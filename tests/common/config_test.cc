@@ -661,12 +661,9 @@ TEST(ConfigClientTest, TransportIsBulkByDefaultOrGrpc) {
   Result<Config> defaults = LoadYaml("client:\n");
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ(defaults->client.transport, "bulk");
-  EXPECT_EQ(defaults->client.tls_server_name, "");
-  Result<Config> grpc =
-      LoadYaml("", {"client.transport=grpc", "client.tls_server_name=workers.lake.internal"});
+  Result<Config> grpc = LoadYaml("", {"client.transport=grpc"});
   ASSERT_TRUE(grpc.ok()) << grpc.status().ToString();
   EXPECT_EQ(grpc->client.transport, "grpc");
-  EXPECT_EQ(grpc->client.tls_server_name, "workers.lake.internal");
   EXPECT_EQ(ErrorOf(LoadYaml("client:\n  transport: http\n")),
             "lake.yaml: client.transport: unknown transport 'http' (expected bulk or grpc)");
   Result<Config> reloaded = LoadYaml(RenderConfig(*grpc));

@@ -204,6 +204,11 @@ class MultihostTest : public ::testing::Test {
     fs::create_directory(mountpoint_);
     endpoint_ = "http://" + lab_.Ip("store") + ":" + kStorePort;
     master_address_ = lab_.Ip("master") + ":" + kMasterPort;
+    // The cluster runs with TLS and role tokens across the namespaces, as across hosts.
+    credentials_ = dir_->path() + "/credentials";
+    RunResult cert =
+        RunCommand({LAKECACHE_BINARY, "cert", "--dir", credentials_}, kEnv, seconds(30));
+    ASSERT_EQ(cert.exit_code, 0) << cert.out << cert.err;
   }
 
   void TearDown() override {
@@ -320,7 +325,7 @@ class MultihostTest : public ::testing::Test {
   void StartCluster() {
     ASSERT_NO_FATAL_FAILURE(WriteConfig());
     std::vector<std::string> argv = Lakecache("master");
-    argv.insert(argv.end(), {"master", "--listen", master_address_});
+    argv.insert(argv.end(), {"master", "--listen", master_address_, "--credentials", credentials_});
     auto started = StartIn("master", argv, "master");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     master_ = std::move(started).value();
@@ -334,7 +339,7 @@ class MultihostTest : public ::testing::Test {
       std::vector<std::string> worker = Lakecache(w);
       worker.insert(worker.end(), {"worker", "--listen", lab_.Ip(w) + ":" + kWorkerPort, "--master",
                                    master_address_, "--cache-dir", cache_dir, "--cache-size",
-                                   "1GiB", "--mem-cache", "64MiB"});
+                                   "1GiB", "--mem-cache", "64MiB", "--credentials", credentials_});
       argv.insert(argv.end(), worker.begin(), worker.end());
       started = StartIn(w, argv, w);
       ASSERT_TRUE(started.ok()) << started.status().ToString();
@@ -365,8 +370,8 @@ class MultihostTest : public ::testing::Test {
 
   // `lakecache cluster status --json`, run in `client`; null when it failed.
   json ClusterStatus(bool expect_ok = true) {
-    RunResult r = RunIn(
-        "client", {LAKECACHE_BINARY, "cluster", "status", "--json", "--master", master_address_});
+    RunResult r = RunIn("client", {LAKECACHE_BINARY, "cluster", "status", "--json", "--master",
+                                   master_address_, "--credentials", credentials_});
     json status = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
     bool ok = r.exit_code == 0 && status.is_object();
     if (expect_ok) {
@@ -391,12 +396,12 @@ class MultihostTest : public ::testing::Test {
 
   // `lakecache mount --master` with only its network namespace changed, so the mount shows here.
   void Mount() {
-    std::vector<std::string> argv =
-        lab_.Nsenter("client", {LAKECACHE_BINARY, "--log-level", "info", "--log-file", Log("mount"),
-                                "mount", "--master", master_address_, mountpoint_,
-                                // Another host: its kernel is this one, its disk and memory are
-                                // not the workers'.
-                                "-o", "client.short_circuit=false"});
+    std::vector<std::string> argv = lab_.Nsenter(
+        "client", {LAKECACHE_BINARY, "--log-level", "info", "--log-file", Log("mount"), "mount",
+                   "--master", master_address_, "--credentials", credentials_, mountpoint_,
+                   // Another host: its kernel is this one, its disk and memory are
+                   // not the workers'.
+                   "-o", "client.short_circuit=false"});
     auto started = ChildProcess::Start(argv, dir_->path() + "/mount.out", kEnv);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     mount_ = std::move(started).value();
@@ -473,6 +478,7 @@ class MultihostTest : public ::testing::Test {
   std::string mountpoint_;
   std::string endpoint_;
   std::string master_address_;
+  std::string credentials_;  // the cluster's folder (lakecache cert): TLS across the namespaces
   std::string config_;
   std::unique_ptr<ChildProcess> store_;
   std::unique_ptr<ChildProcess> master_;
