@@ -23,6 +23,7 @@
 #include "master/master_server.h"
 #include "rpc/block_frame.h"
 #include "rpc/bulk_protocol.h"
+#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/lakecache.pb.h"
@@ -351,10 +352,10 @@ TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
   EXPECT_EQ(stuck.requests(), 1);
 }
 
-// A credentials folder (ca.crt, tls.crt, tls.key) of a new CA, made by scripts/make-credentials.sh.
+// A credentials folder (ca.crt, tls.crt, tls.key, ...) of a new CA.
 std::string MakeCredentials(const TempDir& dir) {
-  std::string command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + dir.path();
-  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  Status made = rpc::MakeCredentials(dir.path());
+  EXPECT_TRUE(made.ok()) << made.ToString();
   return dir.path();
 }
 
