@@ -8,6 +8,7 @@
 
 #include "cli/cli_context.h"
 #include "common/cache_flags.h"
+#include "rpc/credentials_dir.h"
 
 namespace lakecache::cli {
 
@@ -113,6 +114,14 @@ int RunReport(const AdminCommand& cmd);
 int RunFree(const AdminCommand& cmd);
 // A path's size, ETag and cached blocks out of the total.
 int RunPathStat(const AdminCommand& cmd);
+
+struct CertRequest {
+  std::string dir;                 // --dir: the credentials folder
+  rpc::CredentialOptions options;  // --name, --days, --renew, --force
+};
+// Makes the credentials folder's missing files, or renews tls.crt (rpc/credentials_dir.h), and
+// prints which files it wrote and kept, never what is in them.
+int RunCert(const CertRequest& request);
 
 // Prints the effective config with secrets redacted.
 int RunConfigShow(const CliContext& ctx);

@@ -261,6 +261,28 @@ int Main(int argc, char** argv) {
   AddAdminFlags(free_path, free_cmd);
   free_path->add_flag("-R,--recursive", free_cmd.recursive, "The whole tree below the folder");
 
+  CertRequest cert_req;
+  CLI::App* cert = app.add_subcommand(
+      "cert",
+      "Make a cluster's credentials folder (CA, the master's certificate, a token per role), or "
+      "renew its certificate; prints the files it wrote, never their contents");
+  cert->add_option("--dir", cert_req.dir, "The credentials folder (made with mode 0700)")
+      ->required();
+  cert->add_option("--name", cert_req.options.names,
+                   "Another DNS name or IP address of the master, for tls.crt (repeatable; it "
+                   "always has lakecache-master, localhost, 127.0.0.1)")
+      ->allow_extra_args(false);
+  cert->add_option("--days", cert_req.options.days, "Validity of tls.crt in days")
+      ->check(CLI::Range(1, 36500))
+      ->capture_default_str();
+  CLI::Option* renew =
+      cert->add_flag("--renew", cert_req.options.renew,
+                     "Issue a new tls.crt and tls.key from the folder's CA (rotation)");
+  cert->add_flag("--force", cert_req.options.force,
+                 "Make everything new: CA, certificate and tokens (every node needs the new "
+                 "files)")
+      ->excludes(renew);
+
   std::string umount_point;
   CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
   umount->add_option("mountpoint", umount_point, "The folder it is mounted at")->required();
@@ -285,6 +307,7 @@ int Main(int argc, char** argv) {
     flags.overrides.insert(flags.overrides.end(), mount_o.begin(), mount_o.end());
     return RunMount(flags, mount_req);
   }
+  if (*cert) return RunCert(cert_req);
   if (*umount) return RunUmount(umount_point);
   if (*master) return RunMaster(flags, master_req);
   if (*worker) return RunWorker(flags, worker_req);

@@ -1,17 +1,15 @@
 #include "cli/server_main.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "common/mutex.h"
+#include "rpc/x509.h"
 
 namespace lakecache::cli {
 namespace {
@@ -23,21 +21,6 @@ sigset_t TerminationSignals() {
   sigaddset(&set, SIGTERM);
   return set;
 }
-
-Status WriteAll(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::IoError("writing " + path + ": " + std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-namespace {
 
 // One thread takes the signals. Until the server serves (a start-up that probes object stores can
 // take up to a minute), a signal ends the process at once: there is nothing to shut down cleanly
@@ -109,21 +92,7 @@ void WarnIfBeyondLoopback(const std::string& listen, bool log_file) {
 }
 
 Status WriteAddressFile(const std::string& path, const std::string& address) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Status::IoError("--address-file: cannot create " + tmp + ": " + std::strerror(errno));
-  }
-  Status written = WriteAll(fd, address, tmp);
-  if (::close(fd) != 0 && written.ok()) {
-    written = Status::IoError("--address-file: closing " + tmp + ": " + std::strerror(errno));
-  }
-  if (written.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    written = Status::IoError("--address-file: renaming " + tmp + " to " + path + ": " +
-                              std::strerror(errno));
-  }
-  if (!written.ok()) ::unlink(tmp.c_str());
-  return written;
+  return rpc::WriteFileAtomically(path, address, 0644).WithContext("--address-file");
 }
 
 }  // namespace lakecache::cli

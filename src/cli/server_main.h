@@ -34,8 +34,8 @@ bool IsLoopbackListen(const std::string& host_port);
 // byte to whoever reaches it: says so at start-up (Announce at warn).
 void WarnIfBeyondLoopback(const std::string& listen, bool log_file);
 
-// Writes `address` (no newline) to `path` through PATH.tmp and a rename, so a reader sees the
-// whole address or no file at all.
+// Writes `address` (no newline) to `path` atomically (rpc::WriteFileAtomically), so a reader sees
+// the whole address or no file at all.
 Status WriteAddressFile(const std::string& path, const std::string& address);
 
 }  // namespace lakecache::cli

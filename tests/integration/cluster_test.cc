@@ -194,12 +194,13 @@ TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {
   EXPECT_GE(served_by_workers() - served, kBlocks);
 }
 
-// --credentials on the worker and LAKECACHE_CREDENTIALS on the mount put the bulk data path under
-// TLS and reads are exact; a mount without credentials is refused with an error saying why.
+// --credentials on the worker and LAKECACHE_CREDENTIALS on the mount (a folder from `lakecache
+// cert`) put the bulk data path under TLS and reads are exact; a mount without credentials is
+// refused with an error saying why.
 TEST_F(ClusterProcessTest, CredentialsPutTheBulkPathUnderTlsAndPlainMountsAreRefused) {
   std::string credentials = dir_->path() + "/credentials";
-  std::string make = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + credentials;
-  ASSERT_EQ(std::system(make.c_str()), 0);
+  testing::RunResult made = testing::RunCommand({LAKECACHE_BINARY, "cert", "--dir", credentials});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
   StartMaster();
   WorkerProcess w;
   w.name = "worker-1";

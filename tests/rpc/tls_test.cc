@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 
+#include "rpc/credentials_dir.h"
 #include "support/test_servers.h"
 
 namespace lakecache::rpc {
@@ -16,8 +16,7 @@ TEST(TlsContextTest, LoadsACredentialsFolderAndNamesWhatIsMissing) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find(dir.path() + "/ca.crt is missing"), std::string::npos)
       << missing.status().message();
-  std::string command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + dir.path();
-  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_TRUE(MakeCredentials(dir.path()).ok());
   for (auto side : {TlsContext::Side::kServer, TlsContext::Side::kClient}) {
     auto loaded = TlsContext::Load(dir.path(), side);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -25,8 +24,7 @@ TEST(TlsContextTest, LoadsACredentialsFolderAndNamesWhatIsMissing) {
   }
   // A key that is not the certificate's: refused, naming the files, never showing the key.
   testing::TempDir other;
-  command = "sh " LAKECACHE_SOURCE_DIR "/scripts/make-credentials.sh " + other.path();
-  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_TRUE(MakeCredentials(other.path()).ok());
   std::filesystem::copy_file(other.path() + "/tls.key", dir.path() + "/tls.key",
                              std::filesystem::copy_options::overwrite_existing);
   auto mismatched = TlsContext::Load(dir.path(), TlsContext::Side::kClient);
