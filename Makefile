@@ -18,8 +18,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)
 
+# Then no secret the tests used (role tokens, the Swift secret) may appear in anything they printed.
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(CTEST_JOBS)
+	@scripts/scan-secrets.sh $(BUILD_DIR)/Testing/Temporary/LastTest.log
 
 # Everything built with clang, whose thread-safety analysis (-Werror=thread-safety) checks the lock
 # discipline of common/mutex.h; runs only the check that the analysis is on. Unoptimised (Debug):

@@ -142,9 +142,14 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
   auto channel = rpc::MasterChannel(master, options.credentials.get());
   client->stub_->stub = rpc::MasterService::NewStub(channel);
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
-    return Status::Unavailable("cannot reach the master at " + master + " within " +
-                               FormatDuration(options.connect_timeout) +
-                               " (is `lakecache master` running there?)");
+    return Status::Unavailable(
+        "cannot reach the master at " + master + " within " +
+        FormatDuration(options.connect_timeout) +
+        (options.credentials == nullptr
+             ? " (is `lakecache master` running there? A master with credentials needs "
+               "--credentials DIR or LAKECACHE_CREDENTIALS)"
+             : " (is `lakecache master` running there, with credentials of the same CA as " +
+                   options.credentials->dir() + "?)"));
   }
   grpc::ClientContext ctx;
   rpc::SetTimeout(&ctx, options.rpc_timeout);

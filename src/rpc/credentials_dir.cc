@@ -134,7 +134,7 @@ Result<std::vector<Pending>> Plan(const Folder& folder, const CredentialOptions&
   for (const char* token_file : kTokenFiles) {
     if (!options.force && folder.Has(token_file)) continue;
     LC_ASSIGN_OR_RETURN(std::string token, RandomToken());
-    plan.push_back({token_file, token + "\n", 0600});
+    plan.push_back({token_file, std::string(kTokenPrefix) + token + "\n", 0600});
   }
   return plan;
 }

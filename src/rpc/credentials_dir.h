@@ -24,6 +24,11 @@ inline constexpr const char* kTokenFiles[] = {"admin.token", "client.token", "wo
 // The names every master serving certificate carries, before CredentialOptions::names.
 inline constexpr const char* kMasterCertNames[] = {"lakecache-master", "localhost", "127.0.0.1"};
 
+// Every role token starts with this, then 64 hex digits: a token that leaks into a log, an
+// error or a test's output is easy to find (the test suite scans its output for it, as secret
+// scanners do for such prefixes).
+inline constexpr char kTokenPrefix[] = "lctok_";
+
 struct CredentialOptions {
   std::vector<std::string> names;  // tls.crt's names after kMasterCertNames (DNS names or IPs)
   int days = 365;                  // validity of tls.crt

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "support/test_servers.h"
@@ -54,9 +55,9 @@ constexpr auto kEofAfterExit = std::chrono::seconds(5);
 
 // Left out of every lakecache run's environment: credentials and endpoints come from the config.
 const std::vector<std::string>& CleanEnv() {
-  static const std::vector<std::string> env = {"-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY",
-                                               "-AWS_ENDPOINT_URL",  "-AWS_SESSION_TOKEN",
-                                               "-AWS_PROFILE",       "-LAKECACHE_MASTER"};
+  static const std::vector<std::string> env = {
+      "-AWS_ACCESS_KEY_ID", "-AWS_SECRET_ACCESS_KEY", "-AWS_ENDPOINT_URL",     "-AWS_SESSION_TOKEN",
+      "-AWS_PROFILE",       "-LAKECACHE_MASTER",      "-LAKECACHE_CREDENTIALS"};
   return env;
 }
 
@@ -210,8 +211,11 @@ std::vector<std::string> Lines(const std::string& text) {
 }
 
 // The number of live workers the master at `address` lists; -1 when it does not answer.
-int WorkersListedBy(const std::string& address) {
-  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(address));
+// `credentials`: the folder `cluster up --dir` made (TLS and the admin role).
+int WorkersListedBy(const std::string& address, const std::string& credentials) {
+  auto admin = rpc::ClusterCredentials::Open(credentials, rpc::Role::kAdmin, "the test");
+  if (!admin.ok()) return -2;
+  auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(address, admin->get()));
   grpc::ClientContext context;
   rpc::SetTimeout(&context, std::chrono::seconds(5));
   rpc::ClusterView view;
@@ -341,10 +345,12 @@ TEST_F(ClusterLauncherTest, UpReturnsOnceMasterListsAllWorkersWithStdoutOnAPipe)
   std::cout << "cluster up with 3 workers: " << took.count() << " ms\n";
 
   std::vector<std::string> lines = Lines(up.out);
-  ASSERT_EQ(lines.size(), 5u) << up.out;
+  ASSERT_EQ(lines.size(), 6u) << up.out;  // the servers, the credentials line, the address
+  EXPECT_NE(lines[4].find("--credentials " + dir_), std::string::npos) << lines[4];
+  EXPECT_TRUE(fs::exists(dir_ + "/ca.crt") && fs::exists(dir_ + "/client.token"));
   const std::string& address = lines.back();
   EXPECT_TRUE(std::regex_match(address, std::regex(R"(127\.0\.0\.1:[0-9]+)"))) << address;
-  EXPECT_EQ(WorkersListedBy(address), 3);
+  EXPECT_EQ(WorkersListedBy(address, dir_), 3);
 
   std::vector<std::pair<std::string, pid_t>> pids = ReadPids(dir_);
   ASSERT_EQ(pids.size(), 4u);
@@ -374,7 +380,7 @@ TEST_F(ClusterLauncherTest, SecondUpInSameFolderIsRefused) {
   EXPECT_NE(second.err.find("master pid " + std::to_string(master)), std::string::npos)
       << second.err;
   EXPECT_NE(second.err.find("lakecache cluster down --dir"), std::string::npos) << second.err;
-  EXPECT_EQ(WorkersListedBy(address), 1) << "the refused up disturbed the running cluster";
+  EXPECT_EQ(WorkersListedBy(address, dir_), 1) << "the refused up disturbed the running cluster";
   EXPECT_EQ(ReadPids(dir_).at(0).second, master);
 }
 
@@ -418,7 +424,7 @@ TEST_F(ClusterLauncherTest, StatusListsEveryWorkerAndAKilledOneAsUnreachable) {
   PipedRun up = Up(2, config_);
   ASSERT_EQ(up.exit_code, 0) << up.err;
   std::vector<std::string> lines = Lines(up.out);
-  ASSERT_EQ(lines.size(), 4u) << up.out;
+  ASSERT_EQ(lines.size(), 5u) << up.out;
   const std::string& master = lines.back();
   std::set<std::string> started;  // from "worker-N ADDRESS pid PID log FILE"
   for (size_t i = 1; i <= 2; ++i) {
@@ -427,7 +433,10 @@ TEST_F(ClusterLauncherTest, StatusListsEveryWorkerAndAKilledOneAsUnreachable) {
     started.insert(address);
   }
 
-  RunResult r = Lc({"cluster", "status", "--json", "--master", master});
+  // TLS by default: without the folder `up` wrote, the master cannot be asked.
+  RunResult plain = Lc({"cluster", "status", "--json", "--master", master});
+  EXPECT_EQ(plain.exit_code, 1) << plain.out << plain.err;
+  RunResult r = Lc({"cluster", "status", "--json", "--master", master, "--credentials", dir_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json status = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(status.is_object() && status.contains("workers")) << r.out;
@@ -446,6 +455,7 @@ TEST_F(ClusterLauncherTest, StatusListsEveryWorkerAndAKilledOneAsUnreachable) {
   // LAKECACHE_MASTER stands in for --master; the table has a row per worker.
   std::vector<std::string> env = CleanEnv();
   env.push_back(std::string("LAKECACHE_MASTER=") + master);
+  env.push_back("LAKECACHE_CREDENTIALS=" + dir_);
   RunResult table = RunCommand({LAKECACHE_BINARY, "cluster", "status"}, env, kUpTimeout);
   EXPECT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(table.out.starts_with("epoch ")) << table.out;
@@ -458,7 +468,7 @@ TEST_F(ClusterLauncherTest, StatusListsEveryWorkerAndAKilledOneAsUnreachable) {
   pid_t worker = ReadPids(dir_).at(1).second;
   ASSERT_EQ(::kill(worker, SIGKILL), 0);
   ASSERT_TRUE(GoneWithin(worker, kGoneTimeout));
-  RunResult after = Lc({"cluster", "status", "--master", master});
+  RunResult after = Lc({"cluster", "status", "--master", master, "--credentials", dir_});
   EXPECT_EQ(after.exit_code, 0) << after.err;
   EXPECT_NE(after.out.find("unreachable"), std::string::npos) << after.out;
 }

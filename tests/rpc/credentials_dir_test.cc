@@ -57,8 +57,9 @@ TEST_F(CredentialsDirTest, MakesEveryFileKeysAndTokensOwnerOnly) {
   }
   for (const char* token : kTokenFiles) {
     std::string text = Read(token);
-    EXPECT_EQ(text.size(), 65u) << token;
-    EXPECT_EQ(text.find_first_not_of("0123456789abcdef"), 64u) << token;
+    EXPECT_EQ(text.size(), 6u + 65u) << token;
+    EXPECT_TRUE(text.starts_with(kTokenPrefix)) << token;
+    EXPECT_EQ(text.find_first_not_of("0123456789abcdef", 6), 70u) << token;
     EXPECT_EQ(text.back(), '\n');
   }
   EXPECT_NE(Read("admin.token"), Read("client.token"));

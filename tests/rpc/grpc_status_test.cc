@@ -61,7 +61,7 @@ TEST(GrpcStatusTest, APeerThatWentAwayMidCallFailedAsThePeer) {
     EXPECT_TRUE(s.peer_failed()) << code;
   }
   EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no"), "m").code(),
-            StatusCode::kAccessDenied);
+            StatusCode::kUnauthenticated);
 }
 
 TEST(GrpcStatusTest, AnswersAboutTheRequestAreNotPeerFailures) {

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "support/fuse_mounts.h"
@@ -132,6 +133,7 @@ class ClusterProcessFixture : public ::testing::Test {
     std::string addr_file = dir_->path() + "/master.addr";
     std::filesystem::remove(addr_file);
     argv.insert(argv.end(), {"master", "--listen", listen, "--address-file", addr_file});
+    if (!credentials_.empty()) argv.insert(argv.end(), {"--credentials", credentials_});
     auto started = ChildProcess::Start(argv, dir_->path() + "/master.out");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     master_ = std::move(started).value();
@@ -174,7 +176,7 @@ class ClusterProcessFixture : public ::testing::Test {
   }
 
   rpc::ClusterView View() {
-    auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(master_address_));
+    auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_address_, Admin().get()));
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, std::chrono::seconds(5));
     rpc::ClusterView view;
@@ -195,7 +197,14 @@ class ClusterProcessFixture : public ::testing::Test {
   }
 
   rpc::WorkerStats Stats(const WorkerProcess& w) {
-    auto stub = rpc::WorkerService::NewStub(rpc::OpenChannel(w.address));
+    std::string id;  // its certificate's name, with credentials
+    if (!credentials_.empty()) {
+      rpc::ClusterView view = View();
+      for (const rpc::WorkerInfo& info : view.workers()) {
+        if (info.address() == w.address) id = info.id();
+      }
+    }
+    auto stub = rpc::WorkerService::NewStub(rpc::WorkerChannel(w.address, id, Admin().get()));
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, std::chrono::seconds(5));
     rpc::WorkerStats stats;
@@ -269,6 +278,16 @@ class ClusterProcessFixture : public ::testing::Test {
   std::string mountpoint_;
   std::unique_ptr<ChildProcess> master_;
   std::string master_address_;
+  // Set before StartMaster: the cluster's credentials folder (`lakecache cert`); the master gets
+  // --credentials and the fixture's own calls go over TLS as the admin role.
+  std::string credentials_;
+
+  std::shared_ptr<const rpc::ClusterCredentials> Admin() const {
+    if (credentials_.empty()) return nullptr;
+    auto opened = rpc::ClusterCredentials::Open(credentials_, rpc::Role::kAdmin, "the test");
+    EXPECT_TRUE(opened.ok()) << opened.status().ToString();
+    return opened.ok() ? *opened : nullptr;
+  }
   std::vector<WorkerProcess> workers_;
   std::unique_ptr<ChildProcess> mount_;
 };

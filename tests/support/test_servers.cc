@@ -516,7 +516,7 @@ location = us-east-1
 
 [filter:tempauth]
 use = egg:swift#tempauth
-user_test_tester = testing .admin
+user_test_tester = lcsecret-swift-5f0c2a .admin
 
 [filter:catch_errors]
 use = egg:swift#catch_errors
