@@ -80,6 +80,8 @@ struct MountRequest {
   bool background = false;
   std::string master;       // cluster mode: HOST:PORT of the master; empty: standalone
   std::string credentials;  // cluster mode: --credentials DIR, TLS to the workers' bulk path
+  std::vector<uint32_t>
+      allow_uids;  // --allow-uid (repeatable): who else may use the control socket
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.

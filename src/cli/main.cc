@@ -147,6 +147,13 @@ int Main(int argc, char** argv) {
                        std::string(kCredentialsEnv) + ")")
       ->envname(kCredentialsEnv);
 
+  mount
+      ->add_option("--allow-uid", mount_req.allow_uids,
+                   "A uid whose admin commands (load, free, report, stat) the mount's control "
+                   "socket serves, besides the mount's own and root (repeatable; adds to "
+                   "client.allow_uids)")
+      ->check(CLI::Range(0u, 4294967294u));
+
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(
       "master", "Run the master: namespaces, worker membership, shared metadata (needs --config)");

@@ -78,6 +78,8 @@ struct ClientConfig {
   // Cluster mode with --credentials: the name the workers' certificates must show; "": each
   // worker's host.
   std::string tls_server_name;
+  // Uids besides the mount's own and root whose admin commands its control socket serves.
+  std::vector<uint32_t> allow_uids;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker
