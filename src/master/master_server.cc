@@ -7,9 +7,11 @@
 #include <string_view>
 
 #include "admin/admin_service.h"
+#include "common/mutex.h"
 #include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
+#include "rpc/advertise.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 
@@ -34,8 +36,13 @@ void FillEntry(const std::string& key, const DirEntry& entry, rpc::ObjectEntry* 
 
 class MasterServer::Service final : public rpc::MasterService::Service {
  public:
-  Service(const NamespaceTable& namespaces, WorkerRegistry& registry)
-      : namespaces_(namespaces), registry_(registry) {}
+  Service(const NamespaceTable& namespaces, WorkerRegistry& registry, bool insecure)
+      : namespaces_(namespaces), registry_(registry), insecure_(insecure) {}
+
+  void set_address(const std::string& address) EXCLUDES(address_mu_) {
+    MutexLock lock(&address_mu_);
+    address_ = address;
+  }
 
   grpc::Status Register(grpc::ServerContext*, const rpc::RegisterRequest* req,
                         rpc::RegisterResponse* resp) override {
@@ -56,8 +63,11 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   }
 
   grpc::Status GetClusterView(grpc::ServerContext*, const rpc::ClusterViewRequest*,
-                              rpc::ClusterView* resp) override {
+                              rpc::ClusterView* resp) override EXCLUDES(address_mu_) {
     *resp = registry_.View();
+    resp->set_insecure(insecure_);
+    MutexLock lock(&address_mu_);
+    resp->set_address(address_);
     return grpc::Status::OK;
   }
 
@@ -125,11 +135,18 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
+  const bool insecure_;
+  // Known once the server listens, when calls may already come.
+  Mutex address_mu_;
+  std::string address_ GUARDED_BY(address_mu_);
 };
 
 Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                                           const MasterOptions& options) {
   LC_RETURN_IF_ERROR(rpc::CheckListenAddress("listen address", options.listen));
+  if (!options.advertise.empty()) {
+    LC_RETURN_IF_ERROR(rpc::CheckAdvertiseAddress("advertise address", options.advertise, true));
+  }
   if (config.namespaces.empty()) {
     std::string source = config.source.empty() ? "the config" : config.source;
     return Status::InvalidArgument(source + ": no namespaces to serve");
@@ -139,14 +156,16 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                       NamespaceTable::Open(config, options.store, /*probe=*/true));
   master->registry_ = std::make_unique<WorkerRegistry>(config.cluster.heartbeat_interval,
                                                        config.cluster.heartbeat_timeout);
-  master->service_ = std::make_unique<Service>(*master->namespaces_, *master->registry_);
+  master->service_ =
+      std::make_unique<Service>(*master->namespaces_, *master->registry_, options.insecure);
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_);
   master->admin_ = std::make_unique<AdminServiceImpl>(master->admin_backend_.get());
   LC_ASSIGN_OR_RETURN(
       rpc::StartedServer started,
       rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}));
   master->server_ = std::move(started.server);
-  master->address_ = std::move(started.address);
+  master->address_ = rpc::AdvertisedAddress(options.advertise, started.address, started.address);
+  master->service_->set_address(master->address_);
   MasterServer* m = master.get();
   Duration interval = config.cluster.heartbeat_interval;
   master->sweeper_ =

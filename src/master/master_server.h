@@ -32,6 +32,11 @@ class AdminServiceImpl;
 struct MasterOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
   StoreOptions store;  // how the namespaces' object stores are reached
+  // HOST:PORT announced instead of the bound address (port 0: the bound port); empty: the bound
+  // address.
+  std::string advertise;
+  bool insecure =
+      false;  // serves plain text beyond loopback (--insecure): the cluster view says so
 };
 
 class MasterServer {
@@ -44,7 +49,7 @@ class MasterServer {
   MasterServer(const MasterServer&) = delete;
   MasterServer& operator=(const MasterServer&) = delete;
 
-  // The HOST:PORT actually bound.
+  // The HOST:PORT it announces: the advertised address, else the one bound.
   const std::string& address() const { return address_; }
 
   // Stops accepting calls and gives those in flight about 2 s before cancelling them. Idempotent.

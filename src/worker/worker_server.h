@@ -51,6 +51,11 @@ struct WorkerOptions {
   // The bulk data path (BulkServer): HOST:PORT; "" is the host of `listen`, any free port.
   std::string data_listen;
   std::shared_ptr<const rpc::TlsContext> tls;  // a server context for the bulk path; null: plain
+  // HOST:PORT registered instead of the bound address (port 0: the bound port), and its host with
+  // the bulk path's bound port as the data address; empty: the bound addresses (a wildcard host
+  // replaced by this host's name).
+  std::string advertise;
+  bool insecure = false;  // serves plain text beyond loopback (--insecure): registered as such
 };
 
 class WorkerServer {
@@ -63,7 +68,7 @@ class WorkerServer {
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
 
-  std::string address() const EXCLUDES(address_mu_);  // bound HOST:PORT
+  std::string address() const EXCLUDES(address_mu_);  // the HOST:PORT it registers
   std::string data_address() const;                   // the bulk path's advertised HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }

@@ -320,7 +320,9 @@ class MultihostTest : public ::testing::Test {
   void StartCluster() {
     ASSERT_NO_FATAL_FAILURE(WriteConfig());
     std::vector<std::string> argv = Lakecache("master");
-    argv.insert(argv.end(), {"master", "--listen", master_address_});
+    // The lab's addresses are not loopback, and the servers have no credentials: --insecure (the
+    // lab's network is this test's own).
+    argv.insert(argv.end(), {"master", "--listen", master_address_, "--insecure"});
     auto started = StartIn("master", argv, "master");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     master_ = std::move(started).value();
@@ -332,9 +334,9 @@ class MultihostTest : public ::testing::Test {
       argv = {"sh", "-c", "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"",
               "sh", disk, cache_dir};
       std::vector<std::string> worker = Lakecache(w);
-      worker.insert(worker.end(), {"worker", "--listen", lab_.Ip(w) + ":" + kWorkerPort, "--master",
-                                   master_address_, "--cache-dir", cache_dir, "--cache-size",
-                                   "1GiB", "--mem-cache", "64MiB"});
+      worker.insert(worker.end(), {"worker", "--listen", lab_.Ip(w) + ":" + kWorkerPort,
+                                   "--insecure", "--master", master_address_, "--cache-dir",
+                                   cache_dir, "--cache-size", "1GiB", "--mem-cache", "64MiB"});
       argv.insert(argv.end(), worker.begin(), worker.end());
       started = StartIn(w, argv, w);
       ASSERT_TRUE(started.ok()) << started.status().ToString();
