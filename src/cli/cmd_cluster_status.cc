@@ -69,6 +69,7 @@ std::vector<WorkerStatus> AskWorkers(const rpc::ClusterView& view,
 Json WorkerJson(const WorkerStatus& w) {
   Json out = {{"id", w.info.id()},
               {"address", w.info.address()},
+              {"insecure", w.info.insecure()},
               {"capacity_bytes", w.info.capacity_bytes()},
               {"used_bytes", w.info.used_bytes()}};
   Json tiers = Json::array();
@@ -121,6 +122,8 @@ void PrintJson(const rpc::ClusterView& view, const std::vector<WorkerStatus>& wo
   for (const WorkerStatus& w : workers) workers_json.push_back(WorkerJson(w));
   Json out = {{"epoch", view.epoch()},
               {"epoch_time", EpochTime(view.epoch())},
+              {"master", view.address()},
+              {"insecure", view.insecure()},
               {"workers", std::move(workers_json)}};
   std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
 }
@@ -152,10 +155,28 @@ void PrintColumns(const std::vector<std::vector<std::string>>& rows) {
   }
 }
 
+// One line for each server that serves plain text beyond loopback (--insecure).
+void PrintInsecure(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
+  constexpr char kWhy[] =
+      "serves in plain text beyond loopback without authentication (--insecure): anyone who "
+      "reaches it can";
+  if (view.insecure()) {
+    std::printf("WARNING: master %s %s list every namespace and join workers\n",
+                view.address().c_str(), kWhy);
+  }
+  for (const WorkerStatus& w : workers) {
+    if (!w.info.insecure()) continue;
+    std::printf("WARNING: worker %s at %s %s read every cached byte\n", w.info.id().c_str(),
+                w.info.address().c_str(), kWhy);
+  }
+}
+
 void PrintTable(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
   std::printf("epoch %s (%s; %llu), %s\n", EpochTime(view.epoch()).c_str(),
               EpochAge(view.epoch()).c_str(), static_cast<unsigned long long>(view.epoch()),
               Counted(workers.size(), "worker").c_str());
+  if (!view.address().empty()) std::printf("master %s\n", view.address().c_str());
+  PrintInsecure(view, workers);
   if (workers.empty()) return;
   std::vector<std::vector<std::string>> rows = {
       {"ID", "ADDRESS", "CAPACITY", "USED", "BLOCKS", "FETCHES", "SERVED"}};

@@ -37,7 +37,13 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
         "lakecache master needs --config FILE: the namespaces and their credentials"));
   }
   if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
-  WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
+  Result<bool> exposed = CheckPlainTextExposure(
+      "lakecache master", {{"--listen", req.listen}}, !req.credentials.empty(), req.insecure,
+      "list every namespace and its metadata and join workers to the cluster",
+      !flags.log_file.empty());
+  if (!exposed.ok()) return ReportError(exposed.status());
+  Result<std::string> advertise = ResolveAdvertise(req.advertise);
+  if (!advertise.ok()) return ReportError(advertise.status());
   BlockTerminationSignals();  // before gRPC and the object stores start threads
   CliContext ctx(flags);
   Result<Config> config = ctx.LoadConfig();
@@ -46,7 +52,12 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
     return ReportError(Status::InvalidArgument(flags.config_file + ": no namespaces to serve"));
   }
 
-  MasterOptions options{req.listen, ctx.MakeStoreOptions(), req.credentials};
+  MasterOptions options;
+  options.listen = req.listen;
+  options.store = ctx.MakeStoreOptions();
+  options.advertise = *advertise;
+  options.insecure = *exposed;
+  options.credentials = req.credentials;
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return ReportError(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;

@@ -301,6 +301,10 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   if (ec) admin_options.mountpoint = std::filesystem::absolute(req.mountpoint).string();
   admin_options.socket_path = ControlSocketPath(admin_options.mountpoint);
   admin_options.master = req.master;
+  // --allow-uid adds to client.allow_uids.
+  admin_options.allow_uids.assign(config.client.allow_uids.begin(), config.client.allow_uids.end());
+  admin_options.allow_uids.insert(admin_options.allow_uids.end(), req.allow_uids.begin(),
+                                  req.allow_uids.end());
   if (fs_options.single_namespace_root) admin_options.root_namespace = fs->namespaces().names()[0];
   auto admin = MountAdmin::Start(fs, admin_options);
   if (!admin.ok()) {

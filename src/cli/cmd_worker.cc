@@ -22,11 +22,15 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   if (!config.ok()) return ReportError(config.status());
   if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return ReportError(s);
   if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
-  WarnIfBeyondLoopback(req.listen, !flags.log_file.empty());
-  // The bulk data path is safe beyond loopback only with TLS.
-  if (!req.data_listen.empty() && req.credentials.empty()) {
-    WarnIfBeyondLoopback(req.data_listen, !flags.log_file.empty());
-  }
+  // The bulk data path listens on --listen's host unless --data-listen says otherwise.
+  std::vector<ListenFlag> listens = {{"--listen", req.listen}};
+  if (!req.data_listen.empty()) listens.push_back({"--data-listen", req.data_listen});
+  Result<bool> exposed =
+      CheckPlainTextExposure("lakecache worker", listens, !req.credentials.empty(), req.insecure,
+                             "read every cached byte", !flags.log_file.empty());
+  if (!exposed.ok()) return ReportError(exposed.status());
+  Result<std::string> advertise = ResolveAdvertise(req.advertise);
+  if (!advertise.ok()) return ReportError(advertise.status());
   WorkerOptions options;
   options.listen = req.listen;
   options.master = req.master;
@@ -36,6 +40,8 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.shm_uids.assign(req.shm_uids.begin(), req.shm_uids.end());
   options.data_listen = req.data_listen;
   options.credentials = req.credentials;
+  options.advertise = *advertise;
+  options.insecure = *exposed;
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());

@@ -22,8 +22,8 @@ int RunStat(const CliContext& ctx, const std::string& uri);
 // Writes the object, or the inclusive byte range "A-B" / "A-", to stdout.
 int RunCat(const CliContext& ctx, const std::string& uri, const std::string& range);
 
-// Until authentication lands, servers listen on loopback by default: anyone who can reach a
-// worker's port can read every cached byte.
+// Servers listen on loopback by default: beyond it, without --credentials, anyone who can reach
+// a worker's port can read every cached byte (so that needs --insecure).
 constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
 constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
@@ -32,8 +32,10 @@ constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 
 struct MasterRequest {
   std::string listen = kDefaultMasterListen;
-  std::string address_file;  // when set, the bound HOST:PORT is written there once listening
+  std::string address_file;  // when set, the announced HOST:PORT is written there once listening
   std::string credentials;   // --credentials DIR: TLS, role tokens, worker certificates
+  bool insecure = false;     // --insecure: serve plain text beyond loopback anyway (warns)
+  std::string advertise;     // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);
@@ -41,13 +43,15 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& request);
 struct WorkerRequest {
   std::string master;  // HOST:PORT of the master (--master or LAKECACHE_MASTER)
   std::string listen = kDefaultWorkerListen;
-  std::string address_file;  // when set, the bound HOST:PORT is written there once listening
+  std::string address_file;  // when set, the announced HOST:PORT is written there once listening
   CacheFlags cache_flags;    // --cache-dir, --cache-size, --mem-cache over the config's `cache`
   std::string node_socket;   // --node-socket
   std::vector<uint32_t> shm_uids;  // --shm-uid (repeatable)
   bool no_shared_memory = false;   // --no-shared-memory
   std::string data_listen;         // the bulk data path's HOST:PORT; empty: listen's host, any port
   std::string credentials;         // --credentials DIR: TLS and the worker role; empty: plain text
+  bool insecure = false;           // --insecure: serve plain text beyond loopback anyway (warns)
+  std::string advertise;  // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
 };
 // Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);
@@ -84,6 +88,8 @@ struct MountRequest {
   bool background = false;
   std::string master;       // cluster mode: HOST:PORT of the master; empty: standalone
   std::string credentials;  // cluster mode: --credentials DIR, calls as the client role
+  std::vector<uint32_t>
+      allow_uids;  // --allow-uid (repeatable): who else may use the control socket
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.

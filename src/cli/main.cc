@@ -77,6 +77,19 @@ void AddAdminFlags(CLI::App* cmd, AdminCommand& c) {
   AddCredentialsFlag(cmd, c.credentials, "the cluster's credentials; calls as the admin role");
 }
 
+// --insecure and --advertise, the same on the master and the workers.
+void AddExposureFlags(CLI::App* cmd, bool& insecure, std::string& advertise,
+                      const std::string& who) {
+  cmd->add_flag("--insecure", insecure,
+                "Serve in plain text beyond loopback without --credentials (warns; `cluster "
+                "status` shows it): anyone who reaches the " +
+                    who + " can use it");
+  cmd->add_option("--advertise", advertise,
+                  "HOST:PORT the " + who +
+                      " announces to clients (IPv6 in brackets; default: $POD_IP with the "
+                      "bound port, else the bound address)");
+}
+
 // Network buffers (gRPC's, curl's) of a MiB or more come and go by the thousand per second in a
 // mount or worker. glibc would map each one afresh (and the kernel zero it page by page); kept in
 // the heap, freed buffers are reused. Blocks do not come from the heap (see cache/block.h).
@@ -151,19 +164,26 @@ int Main(int argc, char** argv) {
   AddCredentialsFlag(mount, mount_req.credentials,
                      "the cluster's credentials (cluster mode); calls as the client role");
 
+  mount
+      ->add_option("--allow-uid", mount_req.allow_uids,
+                   "A uid whose admin commands (load, free, report, stat) the mount's control "
+                   "socket serves, besides the mount's own and root (repeatable; adds to "
+                   "client.allow_uids)")
+      ->check(CLI::Range(0u, 4294967294u));
+
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(
       "master", "Run the master: namespaces, worker membership, shared metadata (needs --config)");
   master
       ->add_option("--listen", master_req.listen,
-                   "HOST:PORT to serve on (beyond loopback only with --credentials, or "
-                   "--insecure)")
+                   "HOST:PORT to serve on (beyond loopback: needs --credentials or --insecure)")
       ->capture_default_str();
   master->add_option("--address-file", master_req.address_file,
-                     "Write the bound HOST:PORT to this file once listening");
+                     "Write the announced HOST:PORT to this file once listening");
   AddCredentialsFlag(master, master_req.credentials,
                      "the cluster's CA (with ca.key), tls.crt/tls.key and role tokens: TLS and "
                      "authentication on every call");
+  AddExposureFlags(master, master_req.insecure, master_req.advertise, "master");
 
   WorkerRequest worker_req;
   CLI::App* worker = app.add_subcommand(
@@ -175,9 +195,10 @@ int Main(int argc, char** argv) {
       ->required();
   worker
       ->add_option("--listen", worker_req.listen,
-                   "HOST:PORT to serve on; port 0 picks a free one (beyond loopback only with "
-                   "--credentials, or --insecure)")
+                   "HOST:PORT to serve on; port 0 picks a free one (beyond loopback: needs "
+                   "--credentials or --insecure)")
       ->capture_default_str();
+  AddExposureFlags(worker, worker_req.insecure, worker_req.advertise, "worker");
   worker->add_option("--node-socket", worker_req.node_socket,
                      "Unix socket where mounts on this host map the memory cache (default "
                      "/tmp/lakecache-node-<worker id>.sock)");
@@ -187,7 +208,7 @@ int Main(int argc, char** argv) {
   worker->add_flag("--no-shared-memory", worker_req.no_shared_memory,
                    "Keep the memory cache private: co-located mounts read over the network");
   worker->add_option("--address-file", worker_req.address_file,
-                     "Write the bound HOST:PORT to this file once listening");
+                     "Write the announced HOST:PORT to this file once listening");
   worker->add_option("--cache-dir", worker_req.cache_flags.cache_dir,
                      "Disk cache directory (default: the config's cache.disks, else memory only)");
   worker->add_option("--cache-size", worker_req.cache_flags.cache_size,

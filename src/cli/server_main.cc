@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/mutex.h"
+#include "rpc/advertise.h"
 #include "rpc/x509.h"
 
 namespace lakecache::cli {
@@ -81,14 +82,44 @@ bool IsLoopbackListen(const std::string& host_port) {
   return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
-void WarnIfBeyondLoopback(const std::string& listen, bool log_file) {
-  if (IsLoopbackListen(listen)) return;
-  Announce(spdlog::level::warn,
-           "listening on " + listen +
-               ", beyond loopback: the protocol has no authentication yet, so anyone who can "
-               "reach this port can read every cached byte and change the cluster; keep it on a "
-               "trusted network",
-           log_file);
+Result<bool> CheckPlainTextExposure(const std::string& command,
+                                    const std::vector<ListenFlag>& listens, bool credentials,
+                                    bool insecure, const std::string& exposes, bool log_file) {
+  if (credentials) return false;
+  bool exposed = false;
+  for (const ListenFlag& l : listens) {
+    if (IsLoopbackListen(l.address)) continue;
+    std::string where = command + ": " + l.flag + " " + l.address + " is not a loopback address";
+    if (!insecure) {
+      return Status::InvalidArgument(
+          where + ", and without --credentials DIR anyone who reaches it can " + exposes +
+          "; give --credentials DIR (the cluster's CA, certificate and key; see "
+          "docs/configuration.md), or --insecure to serve in plain text anyway");
+    }
+    Announce(spdlog::level::warn,
+             "INSECURE: " + where +
+                 " and serves in plain text without authentication "
+                 "(--insecure): anyone who reaches it can " +
+                 exposes + "; give --credentials DIR instead",
+             log_file);
+    exposed = true;
+  }
+  return exposed;
+}
+
+Result<std::string> ResolveAdvertise(const std::string& flag_value) {
+  if (!flag_value.empty()) {
+    LC_RETURN_IF_ERROR(rpc::CheckAdvertiseAddress("--advertise", flag_value, false));
+    return flag_value;
+  }
+  const char* pod_ip = std::getenv("POD_IP");
+  if (pod_ip == nullptr || *pod_ip == '\0') return std::string();
+  std::string host = pod_ip;
+  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+  std::string advertise = host + ":0";
+  LC_RETURN_IF_ERROR(
+      rpc::CheckAdvertiseAddress("POD_IP (the default of --advertise)", advertise, true));
+  return advertise;
 }
 
 Status WriteAddressFile(const std::string& path, const std::string& address) {

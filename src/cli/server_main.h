@@ -8,8 +8,9 @@
 #include <spdlog/spdlog.h>
 
 #include <string>
+#include <vector>
 
-#include "common/status.h"
+#include "common/result.h"
 
 namespace lakecache::cli {
 
@@ -30,9 +31,25 @@ void Announce(spdlog::level::level_enum level, const std::string& line, bool log
 // True for 127.0.0.0/8, ::1 and localhost; `host_port` is HOST:PORT (IPv6 in brackets).
 bool IsLoopbackListen(const std::string& host_port);
 
-// Until the protocol has authentication, a server listening beyond loopback serves every cached
-// byte to whoever reaches it: says so at start-up (Announce at warn).
-void WarnIfBeyondLoopback(const std::string& listen, bool log_file);
+// An address a server listens on, and the flag that gave it ("--listen", "--data-listen").
+struct ListenFlag {
+  std::string flag;
+  std::string address;
+};
+
+// Whether `command` ("lakecache worker") may serve on `listens` without credentials, where anyone
+// who reaches it can do `exposes` ("read every cached byte"). Loopback always may; beyond it only
+// with --insecure (`insecure`), and then it is announced at warn. Returns whether it serves plain
+// text beyond loopback (the server reports itself insecure); without --insecure an
+// InvalidArgument (exit 2) that says how to fix it. With credentials: false.
+Result<bool> CheckPlainTextExposure(const std::string& command,
+                                    const std::vector<ListenFlag>& listens, bool credentials,
+                                    bool insecure, const std::string& exposes, bool log_file);
+
+// The address a server announces: --advertise (`flag_value`, HOST:PORT), else $POD_IP with the
+// bound port ("HOST:0"), else "" (the bound address). A malformed one is an InvalidArgument
+// naming --advertise or POD_IP.
+Result<std::string> ResolveAdvertise(const std::string& flag_value);
 
 // Writes `address` (no newline) to `path` atomically (rpc::WriteFileAtomically), so a reader sees
 // the whole address or no file at all.

@@ -1,11 +1,9 @@
 #include "client/mount_admin.h"
 
-#include <grpcpp/server.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
 #include "admin/admin_service.h"
 #include "common/mutex.h"
@@ -13,7 +11,7 @@
 #include "common/thread_pool.h"
 #include "jobs/store_sink.h"
 #include "rpc/convert.h"
-#include "rpc/grpc_util.h"
+#include "rpc/unix_server.h"
 
 namespace lakecache {
 namespace {
@@ -84,22 +82,20 @@ class MountAdmin::Backend final : public AdminBackend {
 Result<std::unique_ptr<MountAdmin>> MountAdmin::Start(std::shared_ptr<FileSystem> fs,
                                                       MountAdminOptions options) {
   std::unique_ptr<MountAdmin> admin(new MountAdmin());
-  admin->socket_path_ = options.socket_path;
+  rpc::UnixServerOptions socket;
+  socket.path = options.socket_path;
+  socket.allowed_uids = options.allow_uids;
+  socket.what = "use the control socket of the mount at " + options.mountpoint;
+  socket.how = "lakecache mount --allow-uid";
   admin->backend_ = std::make_unique<Backend>(std::move(fs), std::move(options));
   admin->service_ = std::make_unique<AdminServiceImpl>(admin->backend_.get());
   LC_ASSIGN_OR_RETURN(admin->server_,
-                      rpc::StartUnixServer(admin->socket_path_, {admin->service_.get()}));
+                      rpc::StartUnixServer(std::move(socket), {admin->service_.get()}));
   return admin;
 }
 
-MountAdmin::~MountAdmin() {
-  if (server_ != nullptr) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    server_->Wait();
-    std::error_code ec;
-    std::filesystem::remove(socket_path_, ec);
-  }
-}
+// The server goes first: no call reaches the backend after it.
+MountAdmin::~MountAdmin() { server_.reset(); }
 
 std::string ControlSocketPath(const std::string& mountpoint) {
   std::string dir;

@@ -5,24 +5,33 @@
 // takes the command there.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/file_system.h"
 #include "common/result.h"
 
 namespace grpc {
-class Server;
 class Service;
 }  // namespace grpc
 
 namespace lakecache {
+
+namespace rpc {
+class UnixServer;
+}  // namespace rpc
 
 struct MountAdminOptions {
   std::string socket_path;
   std::string mountpoint;
   std::string master;          // cluster mount: HOST:PORT of the master
   std::string root_namespace;  // quick form: the namespace shown at the mountpoint's root
+  // Uids whose commands the control socket serves besides the mount's own and root's
+  // (--allow-uid, client.allow_uids); others are refused.
+  std::vector<uid_t> allow_uids;
 };
 
 class MountAdmin {
@@ -30,6 +39,8 @@ class MountAdmin {
   static Result<std::unique_ptr<MountAdmin>> Start(std::shared_ptr<FileSystem> fs,
                                                    MountAdminOptions options);
   ~MountAdmin();  // stops serving and removes the socket
+  MountAdmin(const MountAdmin&) = delete;
+  MountAdmin& operator=(const MountAdmin&) = delete;
 
  private:
   class Backend;
@@ -37,8 +48,7 @@ class MountAdmin {
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<grpc::Service> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::string socket_path_;
+  std::unique_ptr<rpc::UnixServer> server_;
 };
 
 // Where the control socket of the mount at `mountpoint` (an absolute, canonical path) lives:

@@ -245,7 +245,9 @@ std::vector<std::string> SplitDottedKey(std::string_view key) {
 
 // Keys whose value is a list, so that an override can create it and address its entries by position
 // ("cache.disks.0.path") before the file has any.
-bool IsListKey(const std::string& key) { return key == "cache.disks"; }
+bool IsListKey(const std::string& key) {
+  return key == "cache.disks" || key == "client.allow_uids";
+}
 
 // The entry of `list` at position `part` ("0", "1", ...) for an override; the position one past the
 // end appends an entry. `*appended` tells which.
@@ -433,6 +435,7 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;
+  out << YAML::Key << "allow_uids" << YAML::Value << YAML::Flow << config.client.allow_uids;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value

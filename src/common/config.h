@@ -75,6 +75,8 @@ struct ClientConfig {
   // Cluster mode: how blocks come from a worker: "bulk" (its bulk data path, framed TCP; gRPC for
   // a worker that has none) or "grpc" (ReadBlock over gRPC).
   std::string transport = "bulk";
+  // Uids besides the mount's own and root whose admin commands its control socket serves.
+  std::vector<uint32_t> allow_uids;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

@@ -115,16 +115,36 @@ Status ReadDisks(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* c
   return Status::Ok();
 }
 
-Status ReadThreadCount(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
-                       uint32_t* out) {
+// An integer from `lo` to `hi`; the message names `what` it is ("thread count").
+Status ReadInteger(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                   uint32_t lo, uint32_t hi, std::string_view what, uint32_t* out) {
   std::string text;
   LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
   uint32_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > 1024) {
-    return ctx.Error(key, "invalid thread count '" + text + "' (expected 1 to 1024)");
+  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) {
+    return ctx.Error(key, "invalid " + std::string(what) + " '" + text + "' (expected " +
+                              std::to_string(lo) + " to " + std::to_string(hi) + ")");
   }
   *out = value;
+  return Status::Ok();
+}
+
+// A list of uids ("[1000, 1001]"); -1 (4294967295) is no uid.
+Status ReadUids(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                std::vector<uint32_t>* out) {
+  out->clear();
+  if (node.IsNull()) return Status::Ok();
+  if (!node.IsSequence()) {
+    return ctx.Error(
+        key, "expected a list of uids such as [1000, 1001], got a " + std::string(NodeKind(node)));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    uint32_t uid = 0;
+    LC_RETURN_IF_ERROR(
+        ReadInteger(ctx, key + "." + std::to_string(i), node[i], 0, 4294967294u, "uid", &uid));
+    out->push_back(uid);
+  }
   return Status::Ok();
 }
 
@@ -155,14 +175,16 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
   if (!node.IsMap()) {
     return ctx.Error("client",
                      "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
-                     "short_circuit, shm_prefault, transport");
+                     "short_circuit, shm_prefault, transport, allow_uids");
   }
   return ForEachEntry(
       ctx, "client", node,
       [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
         if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
-        if (name == "prefetch_threads")
-          return ReadThreadCount(ctx, key, v, &client->prefetch_threads);
+        if (name == "prefetch_threads") {
+          return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
+        }
+        if (name == "allow_uids") return ReadUids(ctx, key, v, &client->allow_uids);
         if (name == "short_circuit" || name == "shm_prefault") {
           std::optional<bool> value;
           LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));

@@ -10,9 +10,11 @@
 #include <string_view>
 
 #include "admin/admin_service.h"
+#include "common/mutex.h"
 #include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
+#include "rpc/advertise.h"
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -41,12 +43,18 @@ class MasterServer::Service final : public rpc::MasterService::Service {
  public:
   // `authorizer` and `credentials_dir` are null / empty for a master without credentials.
   Service(const NamespaceTable& namespaces, WorkerRegistry& registry, const ClusterConfig& cluster,
-          const rpc::Authorizer* authorizer, std::string credentials_dir)
+          const rpc::Authorizer* authorizer, std::string credentials_dir, bool insecure)
       : namespaces_(namespaces),
         registry_(registry),
         cluster_(cluster),
         authorizer_(authorizer),
-        credentials_dir_(std::move(credentials_dir)) {}
+        credentials_dir_(std::move(credentials_dir)),
+        insecure_(insecure) {}
+
+  void set_address(const std::string& address) EXCLUDES(address_mu_) {
+    MutexLock lock(&address_mu_);
+    address_ = address;
+  }
 
   grpc::Status Register(grpc::ServerContext* ctx, const rpc::RegisterRequest* req,
                         rpc::RegisterResponse* resp) override {
@@ -120,11 +128,14 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   }
 
   grpc::Status GetClusterView(grpc::ServerContext* ctx, const rpc::ClusterViewRequest*,
-                              rpc::ClusterView* resp) override {
+                              rpc::ClusterView* resp) override EXCLUDES(address_mu_) {
     if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetClusterView"); !denied.ok()) {
       return denied;
     }
     *resp = registry_.View();
+    resp->set_insecure(insecure_);
+    MutexLock lock(&address_mu_);
+    resp->set_address(address_);
     return grpc::Status::OK;
   }
 
@@ -238,11 +249,18 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   const ClusterConfig& cluster_;
   const rpc::Authorizer* authorizer_;
   std::string credentials_dir_;
+  const bool insecure_;
+  // Known once the server listens, when calls may already come.
+  Mutex address_mu_;
+  std::string address_ GUARDED_BY(address_mu_);
 };
 
 Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                                           const MasterOptions& options) {
   LC_RETURN_IF_ERROR(rpc::CheckListenAddress("listen address", options.listen));
+  if (!options.advertise.empty()) {
+    LC_RETURN_IF_ERROR(rpc::CheckAdvertiseAddress("advertise address", options.advertise, true));
+  }
   if (config.namespaces.empty()) {
     std::string source = config.source.empty() ? "the config" : config.source;
     return Status::InvalidArgument(source + ": no namespaces to serve");
@@ -273,7 +291,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->config_ = config;
   master->service_ =
       std::make_unique<Service>(*master->namespaces_, *master->registry_, master->config_.cluster,
-                                master->authorizer_.get(), options.credentials);
+                                master->authorizer_.get(), options.credentials, options.insecure);
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
                                                           master->credentials_);
   master->admin_ =
@@ -282,7 +300,8 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
       rpc::StartedServer started,
       rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}, tls));
   master->server_ = std::move(started.server);
-  master->address_ = std::move(started.address);
+  master->address_ = rpc::AdvertisedAddress(options.advertise, started.address, started.address);
+  master->service_->set_address(master->address_);
   MasterServer* m = master.get();
   Duration interval = config.cluster.heartbeat_interval;
   master->sweeper_ =

@@ -39,6 +39,11 @@ struct MasterOptions {
   // The credentials folder (rpc/auth.h): TLS with tls.crt/tls.key, every call checked against
   // the role tokens, worker certificates issued with ca.key. Empty: plain text, no checks.
   std::string credentials;
+  // HOST:PORT announced instead of the bound address (port 0: the bound port); empty: the bound
+  // address.
+  std::string advertise;
+  bool insecure =
+      false;  // serves plain text beyond loopback (--insecure): the cluster view says so
 };
 
 class MasterServer {
@@ -51,7 +56,7 @@ class MasterServer {
   MasterServer(const MasterServer&) = delete;
   MasterServer& operator=(const MasterServer&) = delete;
 
-  // The HOST:PORT actually bound.
+  // The HOST:PORT it announces: the advertised address, else the one bound.
   const std::string& address() const { return address_; }
 
   // Stops accepting calls and gives those in flight about 2 s before cancelling them. Idempotent.

@@ -54,6 +54,7 @@ std::optional<uint64_t> WorkerRegistry::Heartbeat(const rpc::WorkerInfo& worker)
   if (worker.capacity_bytes() != 0) merged.set_capacity_bytes(worker.capacity_bytes());
   if (!worker.address().empty()) merged.set_address(worker.address());
   if (worker.start_time_ms() != 0) merged.set_start_time_ms(worker.start_time_ms());
+  merged.set_insecure(worker.insecure());
   DropAddressReuseLocked(merged);
   UpsertLocked(merged, now);
   return epoch_;

@@ -35,9 +35,9 @@ class WorkerRegistry {
   // REQUIRES: worker.id() and worker.address() non-empty.
   uint64_t Register(const rpc::WorkerInfo& worker);
 
-  // Marks the worker alive and takes its used bytes, and its capacity, address and start time
-  // where set (non-zero, non-empty). nullopt when its id is not registered (the master restarted,
-  // or the worker was dropped): it must Register again.
+  // Marks the worker alive and takes its used bytes and `insecure`, and its capacity, address and
+  // start time where set (non-zero, non-empty). nullopt when its id is not registered (the master
+  // restarted, or the worker was dropped): it must Register again.
   std::optional<uint64_t> Heartbeat(const rpc::WorkerInfo& worker);
 
   // The live workers sorted by id, the epoch and the heartbeat settings.

@@ -5,20 +5,12 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/support/channel_arguments.h>
-#include <stdlib.h>
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <charconv>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 
 namespace lakecache::rpc {
 namespace {
-
-constexpr int kMaxMessageBytes = 64 << 20;
 
 struct CodePair {
   StatusCode ours;
@@ -151,51 +143,6 @@ Result<StartedServer> StartServer(const std::string& address,
   }
   started.address = address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
   return started;
-}
-
-Result<std::unique_ptr<grpc::Server>> StartUnixServer(const std::string& path,
-                                                      const std::vector<grpc::Service*>& services) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
-    auto probe = OpenChannel("unix:" + path);
-    if (probe->WaitForConnected(std::chrono::system_clock::now() +
-                                std::chrono::milliseconds(500))) {
-      return Status::Unavailable("control socket " + path + " is in use by another process");
-    }
-    fs::remove(path, ec);
-  }
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
-  // The socket is bound in a private folder (mode 0700: nobody else can reach it there), made
-  // 0600 and only then moved to `path`, so it is never reachable by others with another mode; the
-  // process-wide umask stays as it is (other threads may be creating files).
-  std::string private_dir = (dir / ".lakecache-bind-XXXXXX").string();
-  if (::mkdtemp(private_dir.data()) == nullptr) {
-    return Status::IoError("cannot create a folder in " + dir.string() + ": " +
-                           std::strerror(errno));
-  }
-  std::string bound = private_dir + "/socket";
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + bound, grpc::InsecureServerCredentials());
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  for (grpc::Service* service : services) builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  Status placed = Status::Ok();
-  if (server == nullptr) {
-    placed = Status::Unavailable("cannot listen on control socket " + path);
-  } else if (::chmod(bound.c_str(), 0600) != 0 || ::rename(bound.c_str(), path.c_str()) != 0) {
-    placed = Status::IoError("cannot place control socket " + path + ": " + std::strerror(errno));
-  }
-  fs::remove_all(private_dir, ec);
-  if (!placed.ok()) {
-    if (server != nullptr) server->Shutdown();
-    return placed;
-  }
-  return server;
 }
 
 const std::string& HostId() {

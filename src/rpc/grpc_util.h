@@ -28,6 +28,10 @@
 
 namespace lakecache::rpc {
 
+// The largest message either way, on every channel and server of ours (a ReadBlock chunk is 16
+// MiB).
+inline constexpr int kMaxMessageBytes = 64 << 20;
+
 grpc::Status ToGrpcStatus(const Status& status);
 
 // `peer` names the other side in the message: "worker 127.0.0.1:7001", "master 10.0.0.1:7000".
@@ -58,11 +62,6 @@ struct StartedServer {
 Result<StartedServer> StartServer(const std::string& address,
                                   const std::vector<grpc::Service*>& services,
                                   std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
-
-// The same on a Unix socket at `path` (mode 0600: only its owner may connect). A stale socket file
-// left by a dead process is replaced; a live one is an error.
-Result<std::unique_ptr<grpc::Server>> StartUnixServer(const std::string& path,
-                                                      const std::vector<grpc::Service*>& services);
 
 // This host's identity for short-circuit reads: the running kernel's boot id (the same for every
 // process and container on one kernel); empty if unreadable.

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rpc/unix_socket.h"
+
 namespace lakecache::rpc {
 namespace {
 
@@ -26,20 +28,10 @@ Status Errno(const std::string& what) {
   return Status::IoError(what + ": " + std::strerror(errno));
 }
 
-Result<sockaddr_un> Address(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return Status::InvalidArgument("node socket path '" + path + "' is empty or too long");
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
-
 }  // namespace
 
 Result<int> ListenNodeSocket(const std::string& path) {
-  LC_ASSIGN_OR_RETURN(sockaddr_un addr, Address(path));
+  LC_ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress("node socket", path));
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");
   ::unlink(path.c_str());
@@ -50,13 +42,6 @@ Result<int> ListenNodeSocket(const std::string& path) {
     return s;
   }
   return fd;
-}
-
-Result<uid_t> PeerUid(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return Errno("SO_PEERCRED");
-  return cred.uid;
 }
 
 Status SendNodeHello(int fd, const NodeHello& hello) {
@@ -85,7 +70,7 @@ Status SendNodeHello(int fd, const NodeHello& hello) {
 
 Result<int> ConnectNodeSocket(const std::string& path, std::chrono::milliseconds timeout,
                               NodeHello* hello) {
-  LC_ASSIGN_OR_RETURN(sockaddr_un addr, Address(path));
+  LC_ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress("node socket", path));
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return Errno("socket");
   auto fail = [fd](Status s) {

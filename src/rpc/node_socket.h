@@ -30,8 +30,6 @@ struct NodeHello {
 // A listening node socket at `path` (an old socket file there is replaced), mode 0666: who may
 // use it is decided by the uid check, not by the file's mode.
 Result<int> ListenNodeSocket(const std::string& path);
-// The uid of a connected peer.
-Result<uid_t> PeerUid(int fd);
 Status SendNodeHello(int fd, const NodeHello& hello);
 // Connects to the node socket at `path` and reads the worker's hello (within `timeout`).
 // The returned socket stays open for the session; `hello` receives its answer.

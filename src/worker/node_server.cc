@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "rpc/node_socket.h"
+#include "rpc/unix_socket.h"
 
 namespace lakecache {
 namespace {
@@ -80,12 +81,11 @@ void NodeServer::Loop() {
 void NodeServer::Accept() {
   int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  Result<uid_t> uid = rpc::PeerUid(fd);
+  Result<uid_t> uid =
+      rpc::AllowedPeerUid(fd, allowed_, "read this worker's memory", "lakecache worker --shm-uid");
   rpc::NodeHello hello;
-  if (!uid.ok() || std::find(allowed_.begin(), allowed_.end(), *uid) == allowed_.end()) {
-    hello.reason = uid.ok() ? "uid " + std::to_string(*uid) +
-                                  " may not read this worker's memory (worker.shm_uids)"
-                            : uid.status().message();
+  if (!uid.ok()) {
+    hello.reason = uid.status().message();
     refused_.fetch_add(1);
     spdlog::warn("node socket {}: refused a mount: {}", path_, hello.reason);
     (void)rpc::SendNodeHello(fd, hello);

@@ -17,6 +17,7 @@
 #include "cache/block_key.h"
 #include "jobs/store_sink.h"
 #include "meta/block_fetch.h"
+#include "rpc/advertise.h"
 #include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
@@ -369,6 +370,9 @@ class WorkerServer::Service final
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                                                           const WorkerOptions& options) {
   LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--master", options.master));
+  if (!options.advertise.empty()) {
+    LC_RETURN_IF_ERROR(rpc::CheckAdvertiseAddress("advertise address", options.advertise, true));
+  }
   std::unique_ptr<WorkerServer> w(new WorkerServer());
   w->config_ = config;
   w->options_ = options;
@@ -442,13 +446,18 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                          /*verify_clients=*/false);
   }
   LC_ASSIGN_OR_RETURN(w->bulk_, BulkServer::Start(bulk, w->reader_.get()));
-  w->data_address_ = Advertised(w->bulk_->address());
+  // The bulk path is announced on the advertised host, with its own bound port.
+  std::string data_advertise =
+      options.advertise.empty() ? "" : rpc::HostOf(options.advertise) + ":0";
+  w->data_address_ =
+      rpc::AdvertisedAddress(data_advertise, w->bulk_->address(), Advertised(w->bulk_->address()));
   {
     MutexLock lock(&self->address_mu_);
     LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
                         rpc::StartServer(options.listen, {self->service_.get()}, tls));
     self->server_ = std::move(started.server);
-    self->address_ = Advertised(started.address);
+    self->address_ =
+        rpc::AdvertisedAddress(options.advertise, started.address, Advertised(started.address));
   }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
   spdlog::info("worker {} serving on {}, data on {} ({}; {} namespaces), master {}", w->id_,
@@ -506,6 +515,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_host_id(rpc::HostId());
   if (node_ != nullptr) info->set_node_socket(node_->path());
   info->set_data_address(data_address_);
+  info->set_insecure(options_.insecure);
 }
 
 void WorkerServer::HeartbeatLoop() {

@@ -58,6 +58,11 @@ struct WorkerOptions {
   // The credentials folder (rpc/auth.h; the worker needs ca.crt and worker.token): TLS on the
   // gRPC and bulk paths with the worker's own certificate, every call checked. Empty: plain text.
   std::string credentials;
+  // HOST:PORT registered instead of the bound address (port 0: the bound port), and its host with
+  // the bulk path's bound port as the data address; empty: the bound addresses (a wildcard host
+  // replaced by this host's name).
+  std::string advertise;
+  bool insecure = false;  // serves plain text beyond loopback (--insecure): registered as such
 };
 
 // A worker's key and what it names: its id, and where its certificate is kept.
@@ -81,7 +86,7 @@ class WorkerServer {
   WorkerServer(const WorkerServer&) = delete;
   WorkerServer& operator=(const WorkerServer&) = delete;
 
-  std::string address() const EXCLUDES(address_mu_);  // bound HOST:PORT
+  std::string address() const EXCLUDES(address_mu_);  // the HOST:PORT it registers
   std::string data_address() const;                   // the bulk path's advertised HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }

@@ -88,7 +88,11 @@ class AuthTest : public ::testing::Test {
   }
 
   void StartMaster() {
-    auto master = MasterServer::Start(config_, {"127.0.0.1:0", store_options_, creds_.path()});
+    MasterOptions options;
+    options.listen = "127.0.0.1:0";
+    options.store = store_options_;
+    options.credentials = creds_.path();
+    auto master = MasterServer::Start(config_, options);
     ASSERT_TRUE(master.ok()) << master.status().ToString();
     master_ = std::move(*master);
   }

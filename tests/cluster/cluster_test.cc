@@ -67,7 +67,11 @@ class ClusterTest : public ::testing::Test {
     // Workers must not miss it under a sanitizer's load either.
     config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600) * testing::kSlowdown;
     store_options_.retries = false;
-    auto master = MasterServer::Start(config_, {"127.0.0.1:0", store_options_, credentials_});
+    MasterOptions master_options;
+    master_options.listen = "127.0.0.1:0";
+    master_options.store = store_options_;
+    master_options.credentials = credentials_;
+    auto master = MasterServer::Start(config_, master_options);
     ASSERT_TRUE(master.ok()) << master.status().ToString();
     master_ = std::move(*master);
     // Capacities 16, 16 and 32 MiB: the third worker should own half of the blocks.

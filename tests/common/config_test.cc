@@ -671,6 +671,25 @@ TEST(ConfigClientTest, TransportIsBulkByDefaultOrGrpc) {
   EXPECT_EQ(reloaded->client.transport, "grpc");
 }
 
+TEST(ConfigClientTest, AllowUidsIsAListOfUidsFromTheFileOrOverrides) {
+  Result<Config> defaults = LoadYaml("client:\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_TRUE(defaults->client.allow_uids.empty());
+  Result<Config> listed = LoadYaml("client:\n  allow_uids: [1000, 65534]\n");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->client.allow_uids, (std::vector<uint32_t>{1000, 65534}));
+  Result<Config> overridden = LoadYaml("", {"client.allow_uids.0=1001", "client.allow_uids.1=7"});
+  ASSERT_TRUE(overridden.ok()) << overridden.status().ToString();
+  EXPECT_EQ(overridden->client.allow_uids, (std::vector<uint32_t>{1001, 7}));
+  Result<Config> reloaded = LoadYaml(RenderConfig(*listed));
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString();
+  EXPECT_EQ(reloaded->client.allow_uids, listed->client.allow_uids);
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  allow_uids: [1000, -1]\n")),
+            "lake.yaml: client.allow_uids.1: invalid uid '-1' (expected 0 to 4294967294)");
+  ExpectContains(ErrorOf(LoadYaml("client:\n  allow_uids: 1000\n")),
+                 "lake.yaml: client.allow_uids: expected a list of uids such as [1000, 1001]");
+}
+
 TEST(ConfigClientTest, ErrorsNameTheKey) {
   EXPECT_EQ(ErrorOf(LoadYaml("client:\n  memory_budget: 0\n")),
             "lake.yaml: client.memory_budget: must be more than 0");

@@ -127,10 +127,11 @@ class CliFixture : public ::testing::Test {
             "\n    access_key: S3RVER\n    secret_key: S3RVER\n" + extra);
   }
 
-  // Starts lakecache `args` as a child (stdout and stderr to LOG in the scratch folder), stopped
-  // by TearDown.
-  ChildProcess* Start(const std::vector<std::string>& args, const std::string& log) {
-    auto started = ChildProcess::Start(Argv(args), scratch_->path() + "/" + log, Env());
+  // Starts lakecache `args` as a child (stdout and stderr to LOG in the scratch folder) with
+  // Env(env), stopped by TearDown.
+  ChildProcess* Start(const std::vector<std::string>& args, const std::string& log,
+                      const std::vector<std::string>& env = {}) {
+    auto started = ChildProcess::Start(Argv(args), scratch_->path() + "/" + log, Env(env));
     if (!started.ok()) {
       ADD_FAILURE() << started.status().ToString();
       return nullptr;

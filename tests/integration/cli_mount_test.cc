@@ -269,5 +269,56 @@ TEST_F(CliMountTest, FullCacheDiskWarnsOnceWithTheTierSize) {
   UnmountAndWait(mnt, again);
 }
 
+// The control socket serves the mount's own uid and root, and another uid only when allowed
+// (--allow-uid, client.allow_uids): a uid not allowed is refused by the uid check even when the
+// socket is open to all, and the mount logs the refusal once, saying how to allow it.
+TEST_F(CliMountTest, ControlSocketServesAnotherUidOnlyWhenAllowed) {
+  constexpr char kNobody[] = "65534";
+  // nobody must reach the socket's folder, so that only the mount can turn it away.
+  fs::permissions(scratch_->path(), fs::perms(0755));
+  fs::permissions(run_dir_, fs::perms(0755));
+  auto as_nobody = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                     LAKECACHE_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return testing::RunCommand(argv, Env(), std::chrono::seconds(60));
+  };
+
+  std::string mnt = Mountpoint();
+  ChildProcess* mount = StartMount(
+      {"mount", "s3://cli/data", mnt, "-o", "allow_other", "-o", "client.allow_uids.0=65533"}, mnt,
+      "others.log");
+  ASSERT_NE(mount, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Sockets().size() == 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(fs::status(Sockets()[0]).permissions() & fs::perms::all, fs::perms(0666));
+  for (int i = 0; i < 2; ++i) {
+    RunResult refused = as_nobody({"report", mnt});
+    EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+    EXPECT_NE(refused.err.find("cannot reach the control socket of the mount at " + mnt),
+              std::string::npos)
+        << refused.err;
+  }
+  RunResult own = Lc({"report", mnt});
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  std::string told =
+      "refused a connection: uid 65534 may not use the control socket of the "
+      "mount at " +
+      mnt + " (allow it with lakecache mount --allow-uid 65534)";
+  EXPECT_EQ(Count(ReadAll(mount->log_path()), told), 1u) << mount->LogTail();
+  UnmountAndWait(mnt, mount);
+
+  std::string allowed_mnt = Mountpoint();
+  ChildProcess* allowed = StartMount(
+      {"mount", "s3://cli/data", allowed_mnt, "-o", "allow_other", "--allow-uid", kNobody},
+      allowed_mnt, "allowed.log");
+  ASSERT_NE(allowed, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Sockets().size() == 1; }, std::chrono::seconds(10)));
+  RunResult served = as_nobody({"report", allowed_mnt});
+  EXPECT_EQ(served.exit_code, 0) << served.err;
+  EXPECT_TRUE(served.out.starts_with("mount " + allowed_mnt + ": ")) << served.out;
+  EXPECT_EQ(ReadAll(allowed->log_path()).find("refused a connection"), std::string::npos);
+  UnmountAndWait(allowed_mnt, allowed);
+}
+
 }  // namespace
 }  // namespace lakecache

@@ -262,6 +262,34 @@ TEST_F(MasterServerTest, SecondServerOnTheSameAddressFailsToStart) {
       << second.status().ToString();
 }
 
+// The cluster view carries the master's own address as it announces it and whether it serves
+// plain text beyond loopback.
+TEST_F(MasterServerTest, ClusterViewShowsTheAdvertisedAddressAndInsecure) {
+  rpc::ClusterView plain;
+  ASSERT_TRUE(stub_->GetClusterView(Context().get(), {}, &plain).ok());
+  EXPECT_EQ(plain.address(), server_->address());
+  EXPECT_FALSE(plain.insecure());
+
+  MasterOptions options = LoopbackOptions();
+  options.advertise = "127.0.0.5:0";  // port 0: the bound one
+  options.insecure = true;
+  auto advertised = MasterServer::Start(config_, options);
+  ASSERT_TRUE(advertised.ok()) << advertised.status().ToString();
+  const std::string& address = (*advertised)->address();
+  ASSERT_TRUE(address.starts_with("127.0.0.5:")) << address;
+  std::string bound = "127.0.0.1:" + address.substr(address.rfind(':') + 1);
+  auto stub = rpc::MasterService::NewStub(rpc::OpenChannel(bound));
+  rpc::ClusterView view;
+  ASSERT_TRUE(stub->GetClusterView(Context().get(), {}, &view).ok());
+  EXPECT_EQ(view.address(), address);
+  EXPECT_TRUE(view.insecure());
+
+  options.advertise = "[::1]:7400:";
+  auto bad = MasterServer::Start(config_, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(MasterServerStartTest, UnreachableStoreFailsNamingTheNamespace) {
   Config config;
   NamespaceConfig ns;

@@ -67,6 +67,17 @@ TEST_F(WorkerRegistryTest, RegisteringAgainUnchangedKeepsEpoch) {
   EXPECT_EQ(LiveIds(), (std::vector<std::string>{"a"}));
 }
 
+// Whether a worker serves plain text beyond loopback comes with every heartbeat; it moves no
+// block, so the epoch stays.
+TEST_F(WorkerRegistryTest, HeartbeatTakesInsecureWithoutChangingTheEpoch) {
+  rpc::WorkerInfo insecure = Worker("a", "127.0.0.1:1");
+  insecure.set_insecure(true);
+  uint64_t epoch = registry_.Register(insecure);
+  EXPECT_TRUE(registry_.View().workers(0).insecure());
+  ASSERT_EQ(registry_.Heartbeat(Worker("a", "127.0.0.1:1")), epoch);
+  EXPECT_FALSE(registry_.View().workers(0).insecure());
+}
+
 TEST_F(WorkerRegistryTest, HeartbeatsKeepAWorkerAlivePastTheTimeout) {
   registry_.Register(Worker("a", "127.0.0.1:1"));
   uint64_t epoch = Epoch();
