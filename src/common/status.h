@@ -26,7 +26,7 @@ enum class StatusCode : int {
   kCorruption,          // checksum or format mismatch
   kPreconditionFailed,  // the object changed (If-Match failed)
   kUnimplemented,
-  kInternal,  // a bug or an unexpected answer (e.g. unparsable XML from the server)
+  kInternal,         // a bug or an unexpected answer (e.g. unparsable XML from the server)
   kUnauthenticated,  // a call without valid credentials (no token, or not one of the cluster's)
 };
 

@@ -126,9 +126,8 @@ Result<StartedServer> StartServer(const std::string& address,
   LC_RETURN_IF_ERROR(CheckListenAddress("listen address", address));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address,
-                           credentials != nullptr ? credentials : grpc::InsecureServerCredentials(),
-                           &port);
+  builder.AddListeningPort(
+      address, credentials != nullptr ? credentials : grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // A port in TIME_WAIT after a restart is fine to take again; a port another process listens on

@@ -118,10 +118,11 @@ bool BulkServer::Admitted(rpc::BulkConnection& connection) {
   }
   if (options_.authorizer == nullptr) return true;
   Result<std::string> token = rpc::NextHello(connection, deadline);
-  Status verdict = token.ok() ? options_.authorizer->CheckToken(*token, rpc::Roles(rpc::Role::kClient),
-                                                                "a bulk read")
-                              : Status::Unauthenticated("a bulk read needs the client role; the "
-                                                        "connection did not start with a hello");
+  Status verdict = token.ok() ? options_.authorizer->CheckToken(
+                                    *token, rpc::Roles(rpc::Role::kClient), "a bulk read")
+                              : Status::Unauthenticated(
+                                    "a bulk read needs the client role; the "
+                                    "connection did not start with a hello");
   (void)rpc::SendReply(connection, verdict, {}, deadline);
   if (!verdict.ok()) {
     spdlog::warn("bulk server {}: refused {}: {}", address_, connection.peer(), verdict.message());
