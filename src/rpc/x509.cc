@@ -350,6 +350,24 @@ Result<CertificateInfo> ParseCertificate(const std::string& cert_pem) {
   return info;
 }
 
+Result<bool> SignedBy(const std::string& cert_pem, const std::string& ca_bundle_pem) {
+  LC_ASSIGN_OR_RETURN(Cert cert, ReadCert(cert_pem, "the certificate"));
+  Bio bio = ReadBio(ca_bundle_pem);
+  bool any = false;
+  for (;;) {
+    Cert ca(PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr));
+    if (!ca) break;
+    any = true;
+    if (X509_verify(cert.get(), X509_get0_pubkey(ca.get())) == 1) {
+      ERR_clear_error();
+      return true;
+    }
+  }
+  ERR_clear_error();
+  if (!any) return Status::InvalidArgument("cannot read the CA certificates (PEM)");
+  return false;
+}
+
 Result<std::string> RandomToken() {
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {

@@ -59,6 +59,10 @@ struct CertificateInfo {
 };
 Result<CertificateInfo> ParseCertificate(const std::string& cert_pem);
 
+// Whether one of the CA certificates in `ca_bundle_pem` (one or more PEM certificates: a CA
+// being rotated) signed `cert_pem`. Checks the signature only, not names or validity.
+Result<bool> SignedBy(const std::string& cert_pem, const std::string& ca_bundle_pem);
+
 // 32 random bytes (RAND_bytes) as 64 lowercase hex characters: a role token.
 Result<std::string> RandomToken();
 

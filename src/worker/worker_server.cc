@@ -110,6 +110,12 @@ bool WorkerServer::KeptCertificateUsable() {
   Result<rpc::CertificateInfo> cert = rpc::ParseCertificate(text.str());
   Result<std::string> fingerprint = rpc::KeyFingerprint(key.str());
   if (!cert.ok() || !fingerprint.ok() || cert->key_fingerprint != *fingerprint) return false;
+  // Issued by this cluster's CA (the credentials may be another cluster's now).
+  std::ifstream ca_in(credentials_->ca_path());
+  std::stringstream ca;
+  ca << ca_in.rdbuf();
+  Result<bool> ours = rpc::SignedBy(text.str(), ca.str());
+  if (!ours.ok() || !*ours) return false;
   if (cert->dns_names.empty() || cert->dns_names[0] != rpc::WorkerTlsName(id_)) return false;
   auto half = cert->not_before + (cert->not_after - cert->not_before) / 2;
   if (std::chrono::system_clock::now() >= half) return false;

@@ -84,6 +84,7 @@ class AuthTest : public ::testing::Test {
     config_.cluster.heartbeat_interval = std::chrono::milliseconds(100);
     config_.cluster.heartbeat_timeout = std::chrono::milliseconds(600) * testing::kSlowdown;
     config_.cluster.max_worker_capacity = kMaxCapacity;
+    folder_ = creds_.path();
     StartMaster();
   }
 
@@ -91,7 +92,7 @@ class AuthTest : public ::testing::Test {
     MasterOptions options;
     options.listen = "127.0.0.1:0";
     options.store = store_options_;
-    options.credentials = creds_.path();
+    options.credentials = folder_;
     auto master = MasterServer::Start(config_, options);
     ASSERT_TRUE(master.ok()) << master.status().ToString();
     master_ = std::move(*master);
@@ -104,7 +105,7 @@ class AuthTest : public ::testing::Test {
     WorkerOptions options;
     options.master = master_->address();
     options.store = store_options_;
-    options.credentials = creds_.path();
+    options.credentials = folder_;
     auto worker = WorkerServer::Start(config, options);
     ASSERT_TRUE(worker.ok()) << worker.status().ToString();
     workers_.push_back(std::move(*worker));
@@ -140,6 +141,7 @@ class AuthTest : public ::testing::Test {
   }
 
   TempDir creds_, other_, data_, cache_;
+  std::string folder_;  // the servers' credentials folder: creds_ unless a test moves them
   Config config_;
   StoreOptions store_options_;
   std::unique_ptr<MasterServer> master_;
@@ -385,6 +387,26 @@ TEST_F(AuthTest, CertificatesRotateUnderReadersWithoutAFailedRead) {
   EXPECT_GT(reads.load(), 10);
   EXPECT_GT(issued_at(), first_cert) << "the worker never renewed its certificate";
   EXPECT_NE(ReadText(creds_.path() + "/tls.crt"), master_cert);
+}
+
+// A worker restarted (same cache directory, same key and id) into another cluster does not serve
+// the certificate of the old CA: it asks the new master for one and joins.
+TEST_F(AuthTest, AWorkerMovedToAnotherClusterGetsANewCertificate) {
+  StartWorker(cache_.path());
+  std::string id = workers_[0]->id();
+  workers_.clear();
+  master_.reset();
+  folder_ = other_.path();  // the other cluster's folder from here on
+  StartMaster();
+  StartWorker(cache_.path());
+  EXPECT_EQ(workers_[0]->id(), id);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10) * testing::kSlowdown;
+  while (!workers_[0]->registered() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(workers_[0]->registered());
+  EXPECT_TRUE(
+      *rpc::SignedBy(ReadText(cache_.path() + "/worker.crt"), ReadText(other_.path() + "/ca.crt")));
 }
 
 }  // namespace

@@ -256,5 +256,16 @@ TEST(WriteFileAtomicallyTest, ReplacesTheFileWithTheModeGivenWhateverTheUmask) {
       << missing.message();
 }
 
+// A kept certificate is used again only when this cluster's CA (or one of a bundle, while a CA
+// is rotated) signed it.
+TEST_F(X509Test, SignedByTellsTheIssuingCaFromAnother) {
+  CertificateAuthority other = Must(MakeCa("other CA", 30 * kDay));
+  std::string cert = Issue(ca_, {"w.worker.lakecache"});
+  EXPECT_TRUE(Must(SignedBy(cert, ca_.cert_pem)));
+  EXPECT_FALSE(Must(SignedBy(cert, other.cert_pem)));
+  EXPECT_TRUE(Must(SignedBy(cert, other.cert_pem + ca_.cert_pem)));
+  EXPECT_FALSE(SignedBy(cert, "not a certificate").ok());
+}
+
 }  // namespace
 }  // namespace lakecache::rpc
