@@ -119,6 +119,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (!cert.ok()) return rpc::ToGrpcStatus(cert.status());
     resp->set_worker_id(id);
     resp->set_certificate_pem(*cert);
+    authorizer_->FillDigests(resp->mutable_tokens());
     resp->set_not_after_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
                                (std::chrono::system_clock::now() + validity).time_since_epoch())
                                .count());

@@ -99,6 +99,26 @@ Result<WorkerIdentity> LoadOrCreateWorkerIdentity(const std::string& dir, std::s
   return identity;
 }
 
+std::string WorkerServer::DigestsPath() const {
+  return identity_.key_path.substr(0, identity_.key_path.rfind('/')) + "/worker.digests";
+}
+
+void WorkerServer::SaveDigests(const google::protobuf::RepeatedPtrField<rpc::RoleDigest>& tokens) {
+  rpc::RoleDigests kept;
+  *kept.mutable_tokens() = tokens;
+  if (Status s = rpc::WriteFileAtomically(DigestsPath(), kept.SerializeAsString(), 0600); !s.ok()) {
+    spdlog::warn("worker {}: {} (a restart asks the master again)", id_, s.message());
+  }
+}
+
+bool WorkerServer::LoadDigests() {
+  std::ifstream in(DigestsPath(), std::ios::binary);
+  rpc::RoleDigests kept;
+  if (!in || !kept.ParseFromIstream(&in) || kept.tokens().empty()) return false;
+  authorizer_->Update(kept.tokens());
+  return true;
+}
+
 bool WorkerServer::KeptCertificateUsable() {
   std::ifstream in(identity_.cert_path);
   std::stringstream text;
@@ -144,6 +164,8 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
   if (response.worker_id() != id_) {
     return Status::Internal("the master named worker " + id_ + " '" + response.worker_id() + "'");
   }
+  authorizer_->Update(response.tokens());
+  SaveDigests(response.tokens());
   LC_RETURN_IF_ERROR(
       rpc::WriteFileAtomically(identity_.cert_path, response.certificate_pem(), 0644));
   auto not_after =
@@ -403,11 +425,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
     LC_ASSIGN_OR_RETURN(
         w->credentials_,
         rpc::ClusterCredentials::Open(options.credentials, rpc::Role::kWorker, "lakecache worker"));
-    if (!w->KeptCertificateUsable()) {
+    w->authorizer_ = rpc::Authorizer::Pushed();
+    if (!w->KeptCertificateUsable() || !w->LoadDigests()) {
       // A master that is still starting gets a while; a refusal (a wrong token) fails at once.
       LC_RETURN_IF_ERROR(w->ObtainCertificate(std::chrono::system_clock::now() + kBootstrapWait));
     }
-    w->authorizer_ = rpc::Authorizer::Pushed();
   }
   LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));
   if (w->arena_ != nullptr) {
@@ -543,7 +565,10 @@ void WorkerServer::HeartbeatLoop() {
       WaitForMaster(&ctx, interval);
       status = stub->Register(&ctx, req, &resp);
       if (status.ok()) {
-        if (authorizer_ != nullptr) authorizer_->Update(resp.tokens());
+        if (authorizer_ != nullptr) {
+          authorizer_->Update(resp.tokens());
+          SaveDigests(resp.tokens());
+        }
         registered_ = true;
         if (resp.heartbeat_interval_ms() > 0) {
           interval = std::chrono::milliseconds(resp.heartbeat_interval_ms());

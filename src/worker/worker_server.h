@@ -107,6 +107,11 @@ class WorkerServer {
   Status ObtainCertificate(std::chrono::system_clock::time_point deadline);
   // A still-good certificate kept from the last run (more than half its life left), if any.
   bool KeptCertificateUsable();
+  // The token digests kept beside the key (worker.digests): saved whenever the master sends them,
+  // loaded at start (false: none), so that a worker checks callers from the moment it serves.
+  std::string DigestsPath() const;
+  void SaveDigests(const google::protobuf::RepeatedPtrField<rpc::RoleDigest>& tokens);
+  bool LoadDigests();
   void FillInfo(rpc::WorkerInfo* info) const EXCLUDES(address_mu_);
 
   Config config_;

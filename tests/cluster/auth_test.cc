@@ -409,5 +409,21 @@ TEST_F(AuthTest, AWorkerMovedToAnotherClusterGetsANewCertificate) {
       *rpc::SignedBy(ReadText(cache_.path() + "/worker.crt"), ReadText(other_.path() + "/ca.crt")));
 }
 
+// A worker checks callers from the moment it serves, before it has registered: the digests came
+// with its certificate, and a restarted worker keeps them beside its key.
+TEST_F(AuthTest, AWorkerChecksCallersFromTheMomentItServes) {
+  auto admin = rpc::ClusterCredentials::Open(folder_, Role::kAdmin, "t").value();
+  for (int start = 0; start < 2; ++start) {  // a fresh key, then the kept certificate and digests
+    StartWorker(cache_.path());
+    auto stub = rpc::WorkerService::NewStub(
+        rpc::WorkerChannel(workers_.back()->address(), workers_.back()->id(), admin.get()));
+    grpc::ClientContext ctx;
+    rpc::WorkerStats stats;
+    grpc::Status st = stub->Stats(&ctx, rpc::WorkerStatsRequest(), &stats);
+    EXPECT_TRUE(st.ok()) << start << ": " << st.error_message();
+    workers_.clear();
+  }
+}
+
 }  // namespace
 }  // namespace lakecache
