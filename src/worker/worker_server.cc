@@ -437,7 +437,11 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                                                    : options.node_socket;
     std::vector<uid_t> uids = options.shm_uids;
     if (uids.empty()) uids.push_back(::getuid());
-    LC_ASSIGN_OR_RETURN(w->node_, NodeServer::Start(w->arena_, path, std::move(uids)));
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<NodeServer> node,
+                        NodeServer::Start(w->arena_, path, std::move(uids)));
+    w->node_path_ = node->path();
+    MutexLock lock(&w->node_mu_);
+    w->node_ = std::move(node);
   }
   w->prefetch_pool_ = std::make_unique<ThreadPool>(kPrefetchThreads);
   w->read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
@@ -455,6 +459,7 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
         stats->set_shm_published_bytes(s.published_bytes);
         stats->set_shm_deferred_bytes(s.deferred_bytes);
         stats->set_shm_publish_failures(s.publish_failures);
+        MutexLock lock(&self->node_mu_);
         if (self->node_ != nullptr) stats->set_shm_refused(self->node_->peers_refused());
       });
   if (!options.data_listen.empty()) {
@@ -518,6 +523,7 @@ void WorkerServer::Shutdown() {
   if (heartbeat_.joinable()) heartbeat_.join();
   if (server_ != nullptr) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();  // every handler has returned: none reads what is torn down below
   }
   if (bulk_ != nullptr) bulk_->Shutdown();  // requests in flight fail: clients read elsewhere
   prefetch_pool_.reset();                   // finishes queued prefetches
@@ -525,7 +531,10 @@ void WorkerServer::Shutdown() {
   load_pool_.reset();
   // Last: nothing publishes any more, so no memory a mount still reads is reused. Mounts then let
   // go of the shared memory and read over the network.
-  node_.reset();
+  {
+    MutexLock lock(&node_mu_);
+    node_.reset();
+  }
   if (blocks_ != nullptr) blocks_->Flush();
 }
 
@@ -541,7 +550,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_used_bytes(used);
   info->set_start_time_ms(start_time_ms_);
   info->set_host_id(rpc::HostId());
-  if (node_ != nullptr) info->set_node_socket(node_->path());
+  if (!node_path_.empty()) info->set_node_socket(node_path_);
   info->set_data_address(data_address_);
   info->set_insecure(options_.insecure);
 }

@@ -94,7 +94,7 @@ class WorkerServer {
   // The shared memory of the memory tier, or null.
   const std::shared_ptr<ShmArena>& arena() const { return arena_; }
   // The node socket's path, empty without shared memory.
-  std::string node_socket() const { return node_ != nullptr ? node_->path() : std::string(); }
+  std::string node_socket() const { return node_path_; }
   void Shutdown();  // idempotent
 
   class Service;  // the rpc::WorkerService implementation (worker_server.cc)
@@ -136,7 +136,11 @@ class WorkerServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<ShmArena> arena_;  // null without shared memory
-  std::unique_ptr<NodeServer> node_;
+  // Read by calls (Stats) on gRPC's threads, reset at shutdown: under node_mu_, so the order is
+  // one that ThreadSanitizer sees too (gRPC's own hand-offs it does not).
+  mutable Mutex node_mu_;
+  std::unique_ptr<NodeServer> node_ GUARDED_BY(node_mu_);
+  std::string node_path_;  // set before serving; empty without shared memory
   std::unique_ptr<BulkServer> bulk_;
   std::string data_address_;  // set before the gRPC server starts
 
