@@ -67,6 +67,30 @@ class TokenPlugin final : public grpc::MetadataCredentialsPlugin {
   std::shared_ptr<WatchedFile> token_;
 };
 
+// TLS trusting `ca_path` (with `key_path`/`cert_path`: presenting that certificate too) and
+// presenting `token` on every call.
+std::shared_ptr<grpc::ChannelCredentials> TlsWithToken(const std::string& ca_path,
+                                                       const std::string& key_path,
+                                                       const std::string& cert_path,
+                                                       std::shared_ptr<WatchedFile> token) {
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
+  if (key_path.empty()) {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        ca_path, kCertificateRefreshSeconds);
+  } else {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        key_path, cert_path, ca_path, kCertificateRefreshSeconds);
+  }
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(provider);
+  options.watch_root_certs();
+  if (!key_path.empty()) options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);
+  return grpc::CompositeChannelCredentials(
+      grpc::experimental::TlsCredentials(options),
+      grpc::MetadataCredentialsFromPlugin(std::make_unique<TokenPlugin>(std::move(token))));
+}
+
 }  // namespace
 
 std::string_view RoleName(Role role) { return kRoleNames[static_cast<int>(role)]; }
@@ -107,7 +131,8 @@ Result<std::string> WatchedFile::Read() const {
 ClusterCredentials::ClusterCredentials(std::string dir, Role role)
     : dir_(std::move(dir)),
       role_(role),
-      token_(std::make_shared<WatchedFile>(dir_ + "/" + std::string(RoleName(role)) + ".token")) {}
+      token_(std::make_shared<WatchedFile>(dir_ + "/" + std::string(RoleName(role)) + ".token")),
+      shared_(TlsWithToken(dir_ + "/ca.crt", "", "", token_)) {}
 
 Result<std::shared_ptr<const ClusterCredentials>> ClusterCredentials::Open(const std::string& dir,
                                                                            Role as,
@@ -133,22 +158,8 @@ std::shared_ptr<grpc::Channel> ClusterCredentials::Channel(const std::string& ad
                                                            const std::string& peer_name,
                                                            const std::string& key_path,
                                                            const std::string& cert_path) const {
-  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
-  if (key_path.empty()) {
-    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-        ca_path(), kCertificateRefreshSeconds);
-  } else {
-    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-        key_path, cert_path, ca_path(), kCertificateRefreshSeconds);
-  }
-  grpc::experimental::TlsChannelCredentialsOptions options;
-  options.set_certificate_provider(provider);
-  options.watch_root_certs();
-  if (!key_path.empty()) options.watch_identity_key_cert_pairs();
-  options.set_verify_server_certs(true);
-  std::shared_ptr<grpc::ChannelCredentials> tls = grpc::experimental::TlsCredentials(options);
-  auto token = grpc::MetadataCredentialsFromPlugin(std::make_unique<TokenPlugin>(token_));
-  return OpenChannel(address, grpc::CompositeChannelCredentials(tls, token), peer_name);
+  if (key_path.empty()) return OpenChannel(address, shared_, peer_name);
+  return OpenChannel(address, TlsWithToken(ca_path(), key_path, cert_path, token_), peer_name);
 }
 
 std::shared_ptr<grpc::Channel> WorkerChannel(const std::string& address, const std::string& id,

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <grpcpp/channel.h>
+#include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
@@ -99,6 +100,9 @@ class ClusterCredentials {
   std::string dir_;
   Role role_;
   std::shared_ptr<WatchedFile> token_;
+  // TLS trusting ca.crt and the token, made once: every channel without a certificate of its own
+  // shares them (and so the one thread that watches ca.crt), however many workers it dials.
+  std::shared_ptr<grpc::ChannelCredentials> shared_;
 };
 
 // A channel to worker `id` at `address` / to the master at `address`: TLS with `credentials`,
