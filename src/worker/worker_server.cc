@@ -35,8 +35,6 @@ constexpr size_t kReadThreads = 32;
 // Object-store fetches of LoadBlocks batches at once (the master sends at most a few batches).
 constexpr size_t kLoadThreads = 16;
 constexpr std::chrono::milliseconds kRpcTimeout{5000};
-// How long a starting worker waits for the master to issue its certificate.
-constexpr auto kBootstrapWait = std::chrono::seconds(30);
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -158,8 +156,12 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
   ctx.set_deadline(deadline);
   grpc::Status status = stub->IssueCertificate(&ctx, request, &response);
   if (!status.ok()) {
-    return rpc::FromGrpcStatus(status, "master " + options_.master)
-        .WithContext("worker " + id_ + ": no certificate from the master");
+    Status failed = rpc::FromGrpcStatus(status, "master " + options_.master)
+                        .WithContext("worker " + id_ + ": no certificate from the master");
+    if (!failed.peer_failed()) return failed;  // refused: the message says why
+    return Status(failed.code(), failed.message() + " (is the master running at " +
+                                     options_.master + ", with --credentials of the same CA as " +
+                                     credentials_->ca_path() + "?)");
   }
   if (response.worker_id() != id_) {
     return Status::Internal("the master named worker " + id_ + " '" + response.worker_id() + "'");
@@ -428,7 +430,8 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
     w->authorizer_ = rpc::Authorizer::Pushed();
     if (!w->KeptCertificateUsable() || !w->LoadDigests()) {
       // A master that is still starting gets a while; a refusal (a wrong token) fails at once.
-      LC_RETURN_IF_ERROR(w->ObtainCertificate(std::chrono::system_clock::now() + kBootstrapWait));
+      LC_RETURN_IF_ERROR(
+          w->ObtainCertificate(std::chrono::system_clock::now() + options.bootstrap_wait));
     }
   }
   LC_ASSIGN_OR_RETURN(w->namespaces_, NamespaceTable::Open(config, options.store, options.probe));

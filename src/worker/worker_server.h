@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -63,6 +64,8 @@ struct WorkerOptions {
   // replaced by this host's name).
   std::string advertise;
   bool insecure = false;  // serves plain text beyond loopback (--insecure): registered as such
+  // With credentials: how long a starting worker waits for the master to issue its certificate.
+  std::chrono::milliseconds bootstrap_wait{30000};
 };
 
 // A worker's key and what it names: its id, and where its certificate is kept.

@@ -425,5 +425,29 @@ TEST_F(AuthTest, AWorkerChecksCallersFromTheMomentItServes) {
   }
 }
 
+// A worker with credentials and a master without them: the worker does not start, and says what
+// to check rather than only that the call timed out.
+TEST_F(AuthTest, AWorkerWithCredentialsAndAPlainMasterSaysWhatToCheck) {
+  master_.reset();
+  MasterOptions plain;
+  plain.listen = "127.0.0.1:0";
+  plain.store = store_options_;
+  auto master = MasterServer::Start(config_, plain);
+  ASSERT_TRUE(master.ok()) << master.status().ToString();
+  WorkerOptions options;
+  options.master = (*master)->address();
+  options.store = store_options_;
+  options.credentials = folder_;
+  options.bootstrap_wait = std::chrono::milliseconds(500) * testing::kSlowdown;
+  Config config = config_;
+  config.cache.memory_capacity = 16 << 20;
+  auto worker = WorkerServer::Start(config, options);
+  ASSERT_FALSE(worker.ok());
+  EXPECT_NE(worker.status().message().find("no certificate from the master"), std::string::npos)
+      << worker.status().message();
+  EXPECT_NE(worker.status().message().find("with --credentials of the same CA"), std::string::npos)
+      << worker.status().message();
+}
+
 }  // namespace
 }  // namespace lakecache
