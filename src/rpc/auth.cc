@@ -14,6 +14,7 @@
 
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.pb.h"
+#include "rpc/tls.h"
 
 namespace lakecache::rpc {
 namespace {
@@ -38,14 +39,6 @@ std::array<unsigned char, 32> Sha256(std::string_view text) {
   std::array<unsigned char, 32> out{};
   SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), out.data());
   return out;
-}
-
-// What identifies a version of a file: a changed one differs in one of these.
-std::string Stamp(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "";
-  return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
 }
 
 // Presents the token on every call; inline (no thread hop: IsBlocking is false).
@@ -108,7 +101,7 @@ Result<std::string> WatchedFile::Read() const {
   auto now = std::chrono::steady_clock::now();
   if (now - checked_ < kRecheck && !stamp_.empty()) return value_;
   checked_ = now;
-  std::string stamp = Stamp(path_);
+  std::string stamp = FileStamp(path_);
   if (stamp == stamp_ && !stamp.empty()) return value_;
   stamp_ = stamp;
   std::ifstream in(path_);

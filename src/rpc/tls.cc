@@ -21,9 +21,9 @@ std::string TlsErrors() {
   return out.empty() ? "unknown TLS error" : out;
 }
 
-Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const std::string& key_path,
-                                                             const std::string& cert_path) {
-  std::shared_ptr<TlsContext> made(new TlsContext(Side::kServer, {key_path, cert_path}));
+Result<std::shared_ptr<const TlsContext>> TlsContext::Make(Side side,
+                                                           std::vector<std::string> files) {
+  std::shared_ptr<TlsContext> made(new TlsContext(side, std::move(files)));
   LC_ASSIGN_OR_RETURN(SSL_CTX * ctx, made->Build());
   MutexLock lock(&made->mu_);
   made->ctx_ = ctx;
@@ -32,14 +32,13 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const std::string& 
   return std::shared_ptr<const TlsContext>(std::move(made));
 }
 
+Result<std::shared_ptr<const TlsContext>> TlsContext::Server(const std::string& key_path,
+                                                             const std::string& cert_path) {
+  return Make(Side::kServer, {key_path, cert_path});
+}
+
 Result<std::shared_ptr<const TlsContext>> TlsContext::Client(const std::string& ca_path) {
-  std::shared_ptr<TlsContext> made(new TlsContext(Side::kClient, {ca_path}));
-  LC_ASSIGN_OR_RETURN(SSL_CTX * ctx, made->Build());
-  MutexLock lock(&made->mu_);
-  made->ctx_ = ctx;
-  made->stamps_ = made->Stamps();
-  made->checked_ = std::chrono::steady_clock::now();
-  return std::shared_ptr<const TlsContext>(std::move(made));
+  return Make(Side::kClient, {ca_path});
 }
 
 Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const std::string& dir, Side side) {
@@ -47,16 +46,16 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::Load(const std::string& di
   return Client(dir + "/ca.crt");
 }
 
+std::string FileStamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
 std::string TlsContext::Stamps() const {
   std::string out;
-  for (const std::string& file : files_) {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) == 0) {
-      out += std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-             std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
-    }
-    out += ";";
-  }
+  for (const std::string& file : files_) out += FileStamp(file) + ";";
   return out;
 }
 

@@ -39,6 +39,7 @@ class TlsContext {
 
  private:
   TlsContext(Side side, std::vector<std::string> files) : side_(side), files_(std::move(files)) {}
+  static Result<std::shared_ptr<const TlsContext>> Make(Side side, std::vector<std::string> files);
   Result<SSL_CTX*> Build() const;
   std::string Stamps() const;
 
@@ -49,6 +50,10 @@ class TlsContext {
   mutable std::string stamps_ GUARDED_BY(mu_);
   mutable std::chrono::steady_clock::time_point checked_ GUARDED_BY(mu_){};
 };
+
+// What tells one version of a file from the next (inode, size, mtime; "" when it is missing): a
+// Kubernetes Secret update swaps a symlink, a renewal renames a new file into place.
+std::string FileStamp(const std::string& path);
 
 // The last OpenSSL errors of this thread as text ("certificate verify failed"), cleared.
 std::string TlsErrors();
