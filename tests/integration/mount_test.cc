@@ -446,14 +446,15 @@ void MountTest::ReplaceUnderAReader(testing::S3Server& server, const std::string
   ASSERT_TRUE(server.PutObjects(bucket, {{"chg/f3.bin", a}}).ok());
   std::string cache = scratch_->path() + "/cache-" + bucket;
   fs::create_directory(cache);
+  ChildProcess* daemon = nullptr;  // the last mount's process
   auto mount = [&] {
     std::string mnt = NewMountpoint();
     std::vector<std::string> extra = {"--cache-dir",  cache,
                                       "--read-ahead", "0",
                                       "-o",           "namespaces." + bucket + ".metadata_ttl=3s"};
-    ChildProcess* p = StartMount(QuickMountArgv(server.endpoint(), bucket, mnt, extra), mnt,
-                                 MountEnv(server.access_key(), server.secret_key()));
-    return p == nullptr ? std::string() : mnt;
+    daemon = StartMount(QuickMountArgv(server.endpoint(), bucket, mnt, extra), mnt,
+                        MountEnv(server.access_key(), server.secret_key()));
+    return daemon == nullptr ? std::string() : mnt;
   };
   std::string mnt = mount();
   ASSERT_FALSE(mnt.empty());
@@ -483,6 +484,12 @@ void MountTest::ReplaceUnderAReader(testing::S3Server& server, const std::string
 
   ASSERT_TRUE(server.PutObjects(bucket, {{"chg/f3.bin", a}}).ok());  // the first ETag again
   ASSERT_TRUE(testing::UnmountForTest(mnt).ok());
+  // The cache dir is the old mount's until its process has exited (it holds the dir's lock).
+  auto deadline = Clock::now() + kMountTimeout;
+  while (daemon->Running() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(daemon->Running()) << "the first mount did not exit after its unmount";
   mnt = mount();
   ASSERT_FALSE(mnt.empty());
   EXPECT_EQ(Mismatch(a, ReadWholeFile(mnt + "/chg/f3.bin")), "")
