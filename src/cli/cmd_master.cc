@@ -58,6 +58,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   options.advertise = *advertise;
   options.insecure = *exposed;
   options.credentials = req.credentials;
+  options.health_socket = req.health_socket;
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return ReportError(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;

@@ -306,6 +306,16 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   admin_options.allow_uids.insert(admin_options.allow_uids.end(), req.allow_uids.begin(),
                                   req.allow_uids.end());
   if (fs_options.single_namespace_root) admin_options.root_namespace = fs->namespaces().names()[0];
+  std::string where = "the mount at " + admin_options.mountpoint;
+  if (client != nullptr) {
+    admin_options.health = [client, where] {
+      rpc::HealthState state = client->Health();
+      state.detail = where + ": " + state.detail;
+      return state;
+    };
+  } else {
+    admin_options.health = [where] { return rpc::HealthState{true, where + " serves"}; };
+  }
   auto admin = MountAdmin::Start(fs, admin_options);
   if (!admin.ok()) {
     // The mount still serves reads; only `lakecache load/report/free/stat PATH` cannot reach it.

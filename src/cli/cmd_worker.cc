@@ -42,6 +42,7 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.credentials = req.credentials;
   options.advertise = *advertise;
   options.insecure = *exposed;
+  options.health_socket = req.health_socket;
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());

@@ -32,10 +32,11 @@ constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 
 struct MasterRequest {
   std::string listen = kDefaultMasterListen;
-  std::string address_file;  // when set, the announced HOST:PORT is written there once listening
-  std::string credentials;   // --credentials DIR: TLS, role tokens, worker certificates
-  bool insecure = false;     // --insecure: serve plain text beyond loopback anyway (warns)
-  std::string advertise;     // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
+  std::string address_file;   // when set, the announced HOST:PORT is written there once listening
+  std::string credentials;    // --credentials DIR: TLS, role tokens, worker certificates
+  bool insecure = false;      // --insecure: serve plain text beyond loopback anyway (warns)
+  std::string advertise;      // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
+  std::string health_socket;  // --health-socket PATH: the local health check; empty: none
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);
@@ -51,7 +52,8 @@ struct WorkerRequest {
   std::string data_listen;         // the bulk data path's HOST:PORT; empty: listen's host, any port
   std::string credentials;         // --credentials DIR: TLS and the worker role; empty: plain text
   bool insecure = false;           // --insecure: serve plain text beyond loopback anyway (warns)
-  std::string advertise;  // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
+  std::string advertise;      // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
+  std::string health_socket;  // --health-socket PATH: the local health check; empty: none
 };
 // Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);
@@ -128,6 +130,16 @@ struct CertRequest {
 // Makes the credentials folder's missing files, or renews tls.crt (rpc/credentials_dir.h), and
 // prints which files it wrote and kept, never what is in them.
 int RunCert(const CertRequest& request);
+
+struct HealthRequest {
+  std::string mountpoint;      // a mount's health (its control socket), or
+  std::string socket;          // --socket: a master's or worker's --health-socket
+  bool live = false;           // --live: answering is enough (liveness), serving not needed
+  std::string timeout = "5s";  // --timeout: how long to wait for an answer
+};
+// Exit 0 when the daemon serves (a worker: registered and heard from by its master; a mount: it
+// answers, and so does its master), printing why; 1 with the reason on stderr otherwise.
+int RunHealth(const HealthRequest& request);
 
 // Prints the effective config with secrets redacted.
 int RunConfigShow(const CliContext& ctx);

@@ -78,6 +78,12 @@ void AddAdminFlags(CLI::App* cmd, AdminCommand& c) {
 }
 
 // --insecure and --advertise, the same on the master and the workers.
+void AddHealthSocketFlag(CLI::App* cmd, std::string& path) {
+  cmd->add_option("--health-socket", path,
+                  "Unix socket for the local health check (`lakecache health --socket PATH`, "
+                  "the Kubernetes exec probe); default: none");
+}
+
 void AddExposureFlags(CLI::App* cmd, bool& insecure, std::string& advertise,
                       const std::string& who) {
   cmd->add_flag("--insecure", insecure,
@@ -184,6 +190,7 @@ int Main(int argc, char** argv) {
                      "the cluster's CA (with ca.key), tls.crt/tls.key and role tokens: TLS and "
                      "authentication on every call");
   AddExposureFlags(master, master_req.insecure, master_req.advertise, "master");
+  AddHealthSocketFlag(master, master_req.health_socket);
 
   WorkerRequest worker_req;
   CLI::App* worker = app.add_subcommand(
@@ -199,6 +206,7 @@ int Main(int argc, char** argv) {
                    "--credentials or --insecure)")
       ->capture_default_str();
   AddExposureFlags(worker, worker_req.insecure, worker_req.advertise, "worker");
+  AddHealthSocketFlag(worker, worker_req.health_socket);
   worker->add_option("--node-socket", worker_req.node_socket,
                      "Unix socket where mounts on this host map the memory cache (default "
                      "/tmp/lakecache-node-<worker id>.sock)");
@@ -304,6 +312,17 @@ int Main(int argc, char** argv) {
                  "files)")
       ->excludes(renew);
 
+  HealthRequest health_req;
+  CLI::App* health = app.add_subcommand(
+      "health", "Exit 0 when the local master, worker or mount serves (a Kubernetes exec probe)");
+  health->add_option("mountpoint", health_req.mountpoint, "A lakecache mount's folder");
+  health->add_option("--socket", health_req.socket,
+                     "The --health-socket of a master or worker on this host");
+  health->add_flag("--live", health_req.live,
+                   "Answering is enough (a liveness probe): a worker whose master is away passes");
+  health->add_option("--timeout", health_req.timeout, "How long to wait for an answer (e.g. 500ms)")
+      ->capture_default_str();
+
   std::string umount_point;
   CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
   umount->add_option("mountpoint", umount_point, "The folder it is mounted at")->required();
@@ -329,6 +348,7 @@ int Main(int argc, char** argv) {
     return RunMount(flags, mount_req);
   }
   if (*cert) return RunCert(cert_req);
+  if (*health) return RunHealth(health_req);
   if (*umount) return RunUmount(umount_point);
   if (*master) return RunMaster(flags, master_req);
   if (*worker) return RunWorker(flags, worker_req);

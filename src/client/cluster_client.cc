@@ -22,11 +22,6 @@ namespace {
 
 constexpr auto kMaxAttemptTime = std::chrono::seconds(120);  // one worker, one block
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
 // The point `deadline` names, as gRPC wants it (system clock), capped at `cap` from now.
 std::chrono::system_clock::time_point GrpcDeadline(Clock::time_point deadline,
                                                    Clock::duration cap) {
@@ -180,6 +175,22 @@ ClusterClient::~ClusterClient() {
   if (refresher_.joinable()) refresher_.join();
 }
 
+rpc::HealthState ClusterClient::Health() const {
+  std::chrono::milliseconds interval;
+  size_t workers = 0;
+  {
+    MutexLock lock(&view_mu_);
+    interval = refresh_interval_;
+    workers = view_->workers.size();
+  }
+  int64_t silent = SteadyNowMs() - last_view_ms_.load();
+  if (silent > 3 * interval.count()) {
+    return {false,
+            "master " + master_ + " has not answered for " + std::to_string(silent / 1000) + " s"};
+  }
+  return {true, "master " + master_ + " answers, " + std::to_string(workers) + " live worker(s)"};
+}
+
 Status ClusterClient::RefreshView() {
   MutexLock refreshing(&refresh_mu_);
   grpc::ClientContext ctx;
@@ -187,6 +198,7 @@ Status ClusterClient::RefreshView() {
   rpc::ClusterView got;
   grpc::Status st = stub_->stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &got);
   if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  last_view_ms_ = SteadyNowMs();
   std::shared_ptr<const View> view = BuildView(got, *CurrentView());
   last_got_ = std::make_unique<rpc::ClusterView>(std::move(got));
   MutexLock lock(&view_mu_);
@@ -315,7 +327,7 @@ uint64_t ClusterClient::local_mapped_bytes() const {
 Result<std::string> ClusterClient::LocateLocal(const BlockKey& key, Clock::time_point deadline) {
   std::shared_ptr<const View> view = CurrentView();
   std::vector<size_t> order = RendezvousOrder(StableKeyHash(key), view->nodes);
-  int64_t now = SteadyMs();
+  int64_t now = SteadyNowMs();
   for (size_t i : order) {
     const Worker& worker = view->workers[i];
     if (!worker.peer->up(now)) continue;
@@ -381,7 +393,7 @@ uint64_t ClusterClient::epoch() const { return CurrentView()->epoch; }
 
 std::vector<ClusterWorker> ClusterClient::Workers() const {
   std::vector<ClusterWorker> out;
-  int64_t now = SteadyMs();
+  int64_t now = SteadyNowMs();
   // Held for the loop: a range-for over CurrentView()->workers would outlive the temporary, and a
   // refresh may drop the last other reference meanwhile.
   std::shared_ptr<const View> view = CurrentView();
@@ -404,7 +416,7 @@ void ClusterClient::MarkDown(Peer& peer) {
     MutexLock lock(&view_mu_);
     period = down_period_;
   }
-  peer.down_until_ms.store(SteadyMs() + period.count(), std::memory_order_relaxed);
+  peer.down_until_ms.store(SteadyNowMs() + period.count(), std::memory_order_relaxed);
 }
 
 Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::string& dir,
@@ -451,7 +463,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   std::vector<size_t> order =
       RendezvousOrder(StableKeyHash(BlockKey{content, block.index()}), view->nodes);
   // Workers marked down go last: tried only when every other one has failed too.
-  int64_t now = SteadyMs();
+  int64_t now = SteadyNowMs();
   std::stable_partition(order.begin(), order.end(),
                         [&](size_t i) { return view->workers[i].peer->up(now); });
   rpc::ReadBlockRequest req;
@@ -488,7 +500,7 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     }
     Status s = got.status();
     if (!s.peer_failed()) return s;  // the object store's answer: the same everywhere
-    if (worker.peer->up(SteadyMs())) {
+    if (worker.peer->up(SteadyNowMs())) {
       spdlog::warn("worker {} at {} failed reading {}: {}; trying the next worker", worker.id,
                    worker.address, what, s.message());
     }

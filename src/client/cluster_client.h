@@ -27,6 +27,7 @@
 #include "common/result.h"
 #include "common/units.h"
 #include "rpc/auth.h"
+#include "rpc/health.h"
 #include "rpc/tls.h"
 #include "ufs/object_store.h"
 
@@ -109,6 +110,9 @@ class ClusterClient {
   // The workers of the current view, in id order.
   std::vector<ClusterWorker> Workers() const;
   uint64_t epoch() const;
+  // Serving when the master answered a view fetch within three refresh intervals, with the live
+  // workers it names; otherwise how long the master has been silent.
+  rpc::HealthState Health() const EXCLUDES(view_mu_);
   // Fetches the view now (also done every heartbeat interval in the background). One refresh runs
   // at a time, and a view older than the installed one (a lower epoch) is not installed.
   Status RefreshView() EXCLUDES(refresh_mu_, view_mu_);
@@ -174,6 +178,7 @@ class ClusterClient {
   std::chrono::milliseconds refresh_interval_ GUARDED_BY(view_mu_){1000};
   std::chrono::milliseconds down_period_ GUARDED_BY(view_mu_){5000};
   std::unique_ptr<rpc::ClusterView> last_got_ GUARDED_BY(refresh_mu_);  // the last view fetched
+  std::atomic<int64_t> last_view_ms_{0};  // steady-clock ms of the last view fetched
 
   Mutex stop_mu_;
   CondVar stop_cv_;

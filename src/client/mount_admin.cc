@@ -87,10 +87,15 @@ Result<std::unique_ptr<MountAdmin>> MountAdmin::Start(std::shared_ptr<FileSystem
   socket.allowed_uids = options.allow_uids;
   socket.what = "use the control socket of the mount at " + options.mountpoint;
   socket.how = "lakecache mount --allow-uid";
+  std::vector<grpc::Service*> services;
+  if (options.health) {
+    admin->health_ = rpc::MakeHealthService(options.health);
+    services.push_back(admin->health_.get());
+  }
   admin->backend_ = std::make_unique<Backend>(std::move(fs), std::move(options));
   admin->service_ = std::make_unique<AdminServiceImpl>(admin->backend_.get());
-  LC_ASSIGN_OR_RETURN(admin->server_,
-                      rpc::StartUnixServer(std::move(socket), {admin->service_.get()}));
+  services.push_back(admin->service_.get());
+  LC_ASSIGN_OR_RETURN(admin->server_, rpc::StartUnixServer(std::move(socket), services));
   return admin;
 }
 

@@ -13,6 +13,7 @@
 
 #include "client/file_system.h"
 #include "common/result.h"
+#include "rpc/health.h"
 
 namespace grpc {
 class Service;
@@ -32,6 +33,8 @@ struct MountAdminOptions {
   // Uids whose commands the control socket serves besides the mount's own and root's
   // (--allow-uid, client.allow_uids); others are refused.
   std::vector<uid_t> allow_uids;
+  // The mount's health (rpc/health.h), served on the same socket; null: not served.
+  rpc::HealthProbe health;
 };
 
 class MountAdmin {
@@ -48,6 +51,7 @@ class MountAdmin {
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<grpc::Service> service_;
+  std::unique_ptr<grpc::Service> health_;
   std::unique_ptr<rpc::UnixServer> server_;
 };
 

@@ -157,4 +157,10 @@ std::string HumanByteSize(uint64_t bytes) {
   return buf;
 }
 
+int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace lakecache

@@ -29,4 +29,7 @@ std::string HumanByteSize(uint64_t bytes);
 // "30s", "5m", "250ms", "1h30m".
 std::string FormatDuration(Duration d);
 
+// Milliseconds of the steady clock: for "when did X last happen" kept in an atomic.
+int64_t SteadyNowMs();
+
 }  // namespace lakecache

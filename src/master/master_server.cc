@@ -305,6 +305,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->service_->set_address(master->address_);
   MasterServer* m = master.get();
   Duration interval = config.cluster.heartbeat_interval;
+  if (!options.health_socket.empty()) {
+    LC_ASSIGN_OR_RETURN(master->health_, rpc::ServeHealth(options.health_socket, "the master",
+                                                          [m] { return m->Health(); }));
+  }
   master->sweeper_ =
       std::jthread([m, interval](std::stop_token stop) { m->SweepWorkers(stop, interval); });
   return master;
@@ -323,8 +327,15 @@ void MasterServer::SweepWorkers(std::stop_token stop, Duration interval) {
   }
 }
 
+rpc::HealthState MasterServer::Health() {
+  rpc::ClusterView view = registry_->View();
+  return {true, "master " + address_ + " serving " + std::to_string(config_.namespaces.size()) +
+                    " namespace(s), " + std::to_string(view.workers_size()) + " live worker(s)"};
+}
+
 void MasterServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
+    if (health_ != nullptr) health_->Shutdown();  // a probe sees it go at once
     if (sweeper_.joinable()) {
       sweeper_.request_stop();
       sweeper_.join();

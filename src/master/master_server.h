@@ -16,6 +16,7 @@
 
 #include "common/config.h"
 #include "common/result.h"
+#include "rpc/health.h"
 #include "ufs/store_factory.h"
 
 namespace grpc {
@@ -44,6 +45,8 @@ struct MasterOptions {
   std::string advertise;
   bool insecure =
       false;  // serves plain text beyond loopback (--insecure): the cluster view says so
+  // A Unix socket for the local health check (rpc/health.h); empty: none.
+  std::string health_socket;
 };
 
 class MasterServer {
@@ -58,6 +61,9 @@ class MasterServer {
 
   // The HOST:PORT it announces: the advertised address, else the one bound.
   const std::string& address() const { return address_; }
+
+  // Serving, with its namespaces and live workers in words, for the health check.
+  rpc::HealthState Health();
 
   // Stops accepting calls and gives those in flight about 2 s before cancelling them. Idempotent.
   void Shutdown();
@@ -79,6 +85,7 @@ class MasterServer {
   std::unique_ptr<ClusterAdmin> admin_backend_;
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<rpc::HealthServer> health_;  // after server_: stopped first
   std::string address_;
   std::once_flag shutdown_once_;
   std::mutex sweep_mu_;  // for sweep_cv_ alone: the stop token is what the sweeper waits for

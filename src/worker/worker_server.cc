@@ -495,6 +495,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
     self->address_ =
         rpc::AdvertisedAddress(options.advertise, started.address, Advertised(started.address));
   }
+  if (!options.health_socket.empty()) {
+    LC_ASSIGN_OR_RETURN(w->health_, rpc::ServeHealth(options.health_socket, "the worker",
+                                                     [self] { return self->Health(); }));
+  }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
   spdlog::info("worker {} serving on {}, data on {} ({}; {} namespaces), master {}", w->id_,
                w->address(), w->data_address_,
@@ -516,12 +520,25 @@ WorkerServer::~WorkerServer() {
   if (!temp_dir_.empty()) std::filesystem::remove_all(temp_dir_, ec);
 }
 
+rpc::HealthState WorkerServer::Health() const {
+  std::string worker = "worker " + id_;
+  if (!registered_) return {false, worker + " is not registered with master " + options_.master};
+  int64_t silent = SteadyNowMs() - last_answer_ms_.load();
+  int64_t interval = interval_ms_.load();
+  if (silent > 3 * interval) {
+    return {false, worker + ": master " + options_.master + " has not answered for " +
+                       std::to_string(silent / 1000) + " s"};
+  }
+  return {true, worker + " registered with master " + options_.master};
+}
+
 void WorkerServer::Shutdown() {
   {
     MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
+  if (health_ != nullptr) health_->Shutdown();  // a probe sees it go at once
   stop_cv_.SignalAll();
   if (heartbeat_.joinable()) heartbeat_.join();
   if (server_ != nullptr) {
@@ -567,6 +584,7 @@ void WorkerServer::HeartbeatLoop() {
   auto interval =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.cluster.heartbeat_interval);
   bool warned = false;  // one warning per stretch of failures
+  interval_ms_ = interval.count();
   for (;;) {
     grpc::Status status;
     if (!registered_) {
@@ -581,9 +599,11 @@ void WorkerServer::HeartbeatLoop() {
           authorizer_->Update(resp.tokens());
           SaveDigests(resp.tokens());
         }
+        last_answer_ms_ = SteadyNowMs();  // before registered_: Health never sees a silent master
         registered_ = true;
         if (resp.heartbeat_interval_ms() > 0) {
           interval = std::chrono::milliseconds(resp.heartbeat_interval_ms());
+          interval_ms_ = interval.count();
         }
         spdlog::info("worker {} registered with master {} (epoch {})", id_, options_.master,
                      resp.epoch());
@@ -602,6 +622,7 @@ void WorkerServer::HeartbeatLoop() {
         continue;
       }
     }
+    if (status.ok()) last_answer_ms_ = SteadyNowMs();
     if (!status.ok() && !warned) {
       spdlog::warn("master {} unreachable: {} (retrying every {} ms)", options_.master,
                    status.error_message(), interval.count());

@@ -28,6 +28,7 @@
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
 #include "rpc/auth.h"
+#include "rpc/health.h"
 #include "rpc/tls.h"
 #include "ufs/store_factory.h"
 #include "worker/block_reader.h"
@@ -66,6 +67,8 @@ struct WorkerOptions {
   bool insecure = false;  // serves plain text beyond loopback (--insecure): registered as such
   // With credentials: how long a starting worker waits for the master to issue its certificate.
   std::chrono::milliseconds bootstrap_wait{30000};
+  // A Unix socket for the local health check (rpc/health.h); empty: none.
+  std::string health_socket;
 };
 
 // A worker's key and what it names: its id, and where its certificate is kept.
@@ -93,6 +96,9 @@ class WorkerServer {
   std::string data_address() const;                   // the bulk path's advertised HOST:PORT
   const std::string& id() const { return id_; }
   bool registered() const { return registered_.load(); }
+  // Serving when registered and the master answered a heartbeat within three intervals; the
+  // detail says which master, or how long it has been silent.
+  rpc::HealthState Health() const;
   BlockStore& blocks() { return *blocks_; }
   // The shared memory of the memory tier, or null.
   const std::shared_ptr<ShmArena>& arena() const { return arena_; }
@@ -148,6 +154,10 @@ class WorkerServer {
   std::string data_address_;  // set before the gRPC server starts
 
   std::atomic<bool> registered_{false};
+  // Steady-clock ms of the master's last answer, and the heartbeat interval it asks for.
+  std::atomic<int64_t> last_answer_ms_{0};
+  std::atomic<int64_t> interval_ms_{0};
+  std::unique_ptr<rpc::HealthServer> health_;
   Mutex mu_;
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(mu_) = false;

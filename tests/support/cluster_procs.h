@@ -134,6 +134,7 @@ class ClusterProcessFixture : public ::testing::Test {
     std::filesystem::remove(addr_file);
     argv.insert(argv.end(), {"master", "--listen", listen, "--address-file", addr_file});
     if (!credentials_.empty()) argv.insert(argv.end(), {"--credentials", credentials_});
+    argv.insert(argv.end(), master_args_.begin(), master_args_.end());
     auto started = ChildProcess::Start(argv, dir_->path() + "/master.out");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     master_ = std::move(started).value();
@@ -281,6 +282,7 @@ class ClusterProcessFixture : public ::testing::Test {
   // Set before StartMaster: the cluster's credentials folder (`lakecache cert`); the master gets
   // --credentials and the fixture's own calls go over TLS as the admin role.
   std::string credentials_;
+  std::vector<std::string> master_args_;  // set before StartMaster: more flags for the master
 
   std::shared_ptr<const rpc::ClusterCredentials> Admin() const {
     if (credentials_.empty()) return nullptr;
