@@ -9,7 +9,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git ca-certificates openssl curl bc python3 clang clang-format ccache
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libfuse3-dev fuse3
+  libfuse3-dev fuse3 systemd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   swift swift-proxy swift-account swift-container swift-object python3-swift
 )
