@@ -51,25 +51,31 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- mulf (float64 $number) (get $units $unit) | ceil | int64 -}}
 {{- end -}}
 
-{{/* What the worker's memory cgroup holds: --mem-cache, Memory-medium tiers and the overhead. */}}
-{{- define "lakecache.worker.memoryNeed" -}}
-{{- $w := .Values.worker -}}
-{{- $total := include "lakecache.bytes" $w.memCache | int64 -}}
-{{- range $w.tiers -}}
+{{/* Bytes of the worker's Memory-medium (tmpfs) tiers: their sizeLimit, else their size. */}}
+{{- define "lakecache.worker.memoryTiers" -}}
+{{- $total := 0 -}}
+{{- range .Values.worker.tiers -}}
 {{- if and (eq .type "emptyDir") (eq (.medium | default "") "Memory") -}}
 {{- $total = add $total (include "lakecache.bytes" (.sizeLimit | default .size)) -}}
 {{- end -}}
 {{- end -}}
-{{- add $total (include "lakecache.bytes" $w.memoryOverhead) -}}
+{{- $total -}}
 {{- end -}}
 
-{{/* The worker's memory limit: the one set, when it covers the need; else the need in MiB. */}}
+{{/*
+The worker's memory limit: shared-memory (memfd) and tmpfs pages are charged to its cgroup, so it
+must hold --mem-cache + Memory-medium tiers + the overhead. A limit set below that fails; unset,
+it is that sum in MiB.
+*/}}
 {{- define "lakecache.worker.memoryLimit" -}}
-{{- $need := include "lakecache.worker.memoryNeed" . | int64 -}}
-{{- $set := dig "limits" "memory" "" .Values.worker.resources -}}
+{{- $w := .Values.worker -}}
+{{- $mem := include "lakecache.bytes" $w.memCache | int64 -}}
+{{- $tiers := include "lakecache.worker.memoryTiers" . | int64 -}}
+{{- $need := add $mem $tiers (include "lakecache.bytes" $w.memoryOverhead) -}}
+{{- $set := dig "limits" "memory" "" $w.resources -}}
 {{- if $set -}}
 {{- if lt (include "lakecache.bytes" $set | int64) $need -}}
-{{- fail (printf "worker.resources.limits.memory %s is below what the worker holds in memory: worker.memCache %s + Memory-medium tiers + worker.memoryOverhead %s = %d bytes (shared-memory and tmpfs pages are charged to the worker); raise it or leave it unset" (toString $set) (toString .Values.worker.memCache) (toString .Values.worker.memoryOverhead) $need) -}}
+{{- fail (printf "worker.resources.limits.memory %s is below what the worker holds in memory: worker.memCache %s + Memory-medium tiers %d bytes + worker.memoryOverhead %s = %d bytes (shared-memory and tmpfs pages are charged to the worker); raise it or leave it unset" (toString $set) (toString $w.memCache) $tiers (toString $w.memoryOverhead) $need) -}}
 {{- end -}}
 {{- $set -}}
 {{- else -}}
