@@ -69,7 +69,7 @@ mkdir -p "$data/train/class a" "$data/val"
 head -c 300000 /dev/urandom >"$data/train/class a/img 1.jpg"
 head -c 5000 /dev/urandom >"$data/train/shard-0.tfrecord"
 printf 'label\n' >"$data/val/labels.csv"
-(cd "$data" && find . -type f | sed 's|^\./||' | sort | while IFS= read -r f; do sha256sum "$f"; done >MANIFEST.sha256)
+(cd "$data" && find . -type f ! -name MANIFEST.sha256 | sed 's|^\./||' | sort | while IFS= read -r f; do sha256sum "$f"; done >MANIFEST.sha256)
 run_check() { DATA_DIR=$data sh "$out/check.sh" >"$out/check.log" 2>&1; }
 if run_check && grep -q '3 files read' "$out/check.log"; then
   pass "the check passes a dataset that matches its manifest"
