@@ -8,10 +8,13 @@
 #     the core PodTemplateSpec schema;
 #  3. the training pod's dataset check, run on a dataset that matches its manifest and on three
 #     that do not;
-#  4. every case in broken/ must fail, with the message its `# expect:` line names.
-# Usage: validate.sh [REPO] (default: the repository this script is in).
+#  4. every case in broken/ must fail, with the message its `# expect:` line names;
+#  5. with LAKECACHE (the binary), each rendered config loads as the daemons load it, with the
+#     worker's arguments (`lakecache config show`).
+# Usage: validate.sh [REPO [LAKECACHE]] (default: the repository this script is in).
 set -euo pipefail
 root=$(cd "${1:-$(dirname "$0")/../../..}" && pwd)
+lakecache=${2:-}
 here=$root/tests/k8s/offline
 chart=$root/deploy/helm/lakecache
 helm=${HELM:-$root/node_modules/.bin/helm}
@@ -120,6 +123,31 @@ for case in "$here"/broken/*.yaml; do
     fail "$name failed without saying '$expect'"
   fi
 done
+
+if [ -n "$lakecache" ]; then
+  echo "== rendered configs, loaded by $lakecache config show with the worker's -o overrides"
+  for rendered in "${rendered[@]}"; do
+    name=$(basename "$rendered" .yaml)
+    # The ConfigMap's one file, and the worker container's -o arguments.
+    node -e 'const fs=require("fs"),Y=require("yaml");
+      const docs=Y.parseAllDocuments(fs.readFileSync(process.argv[1],"utf8")).map((d)=>d.toJS());
+      const cm=docs.find((d)=>d&&d.kind==="ConfigMap"); const [file,text]=Object.entries(cm.data)[0];
+      fs.writeFileSync(process.argv[2]+"/"+file,text);
+      const w=docs.find((d)=>d&&d.kind==="DaemonSet"&&d.metadata.name.endsWith("-worker"));
+      const a=w.spec.template.spec.containers[0].args; const o=[];
+      a.forEach((x,i)=>{if(x==="-o")o.push("-o",a[i+1]);});
+      console.log([process.argv[2]+"/"+file,...o].join("\n"));' "$rendered" "$out" >"$out/args"
+    mapfile -t args <"$out/args"
+    if "$lakecache" --config "${args[@]}" config show >"$out/show.log" 2>&1 &&
+      grep -q '^namespaces:' "$out/show.log"; then
+      pass "values/$name.yaml: lakecache loads the rendered $(basename "${args[0]}")"
+    else
+      cat "$out/show.log"
+      fail "values/$name.yaml: lakecache refuses the rendered $(basename "${args[0]}")"
+    fi
+    rm -f "${args[0]}"
+  done
+fi
 
 echo "validate: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
