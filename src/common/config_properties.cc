@@ -13,6 +13,8 @@ namespace {
 constexpr std::string_view kNamespacesKey = "jfs.namespaces";
 
 // Per-namespace properties keys ("jfs.namespaces.<ns>.<suffix>") and the YAML key each one sets.
+// The `.file` keys are ours, not JindoFS's: they name files holding the keys (a Kubernetes Secret
+// mounted as files), so the properties file itself need not hold them.
 struct JfsKey {
   std::string_view suffix;
   std::string_view field;
@@ -22,9 +24,13 @@ constexpr JfsKey kNamespaceKeys[] = {
     {"oss.uri", "uri"},
     {"oss.access.key", "access_key"},
     {"oss.access.secret", "secret_key"},
+    {"oss.access.key.file", "access_key_file"},
+    {"oss.access.secret.file", "secret_key_file"},
     {"s3.uri", "uri"},
     {"s3.access.key", "access_key"},
     {"s3.access.secret", "secret_key"},
+    {"s3.access.key.file", "access_key_file"},
+    {"s3.access.secret.file", "secret_key_file"},
     {"s3.endpoint", "endpoint"},
     {"s3.region", "region"},
 };

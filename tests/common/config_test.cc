@@ -402,6 +402,30 @@ TEST(ConfigPropertiesTest, KeysMayPrecedeTheNamespaceList) {
   EXPECT_EQ(config->namespaces.at("a").location.bucket, "b");
 }
 
+TEST(ConfigPropertiesTest, KeyFilesNameTheFilesOfBothStores) {
+  Result<Config> config = LoadProperties(
+      "jfs.namespaces = a, b\n"
+      "jfs.namespaces.a.oss.uri = oss://bucket.oss-cn-hangzhou.aliyuncs.com/dir\n"
+      "jfs.namespaces.a.oss.access.key.file = /etc/lakecache/stores/a/access_key\n"
+      "jfs.namespaces.a.oss.access.secret.file = /etc/lakecache/stores/a/secret_key\n"
+      "jfs.namespaces.b.s3.uri = s3://data/train\n"
+      "jfs.namespaces.b.s3.access.key.file = /k/b/id\n"
+      "jfs.namespaces.b.s3.access.secret.file = /k/b/secret\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& a = config->namespaces.at("a");
+  EXPECT_EQ(a.access_key_file, "/etc/lakecache/stores/a/access_key");
+  EXPECT_EQ(a.secret_key_file, "/etc/lakecache/stores/a/secret_key");
+  EXPECT_EQ(config->namespaces.at("b").access_key_file, "/k/b/id");
+  EXPECT_EQ(config->namespaces.at("b").secret_key_file, "/k/b/secret");
+  // A key and a file of the same key are one setting twice, as in YAML.
+  ExpectContains(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.s3.uri = s3://x\n"
+                                        "jfs.namespaces.a.s3.access.key = A\n"
+                                        "jfs.namespaces.a.s3.access.key.file = /f\n"
+                                        "jfs.namespaces.a.s3.access.secret.file = /g\n")),
+                 "line 4: jfs.namespaces.a.s3.access.key.file: set access_key or access_key_file, "
+                 "not both");
+}
+
 TEST(ConfigPropertiesTest, Errors) {
   EXPECT_EQ(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.oss.urx = oss://b\n")),
             "lake.properties: line 2: jfs.namespaces.a.oss.urx: unknown key");

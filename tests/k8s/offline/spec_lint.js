@@ -1,0 +1,147 @@
+// What the schemas cannot see in a lakecache deployment or a training job: mount propagation and
+// privilege, the FUSE pod's device and unmount, probes that need no network credentials, secrets
+// in ConfigMaps, the worker's memory limit, and how training pods map the host's lake folder.
+'use strict';
+
+const UNITS = {
+  '': 1, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50,
+  k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15,
+};
+
+// A Kubernetes quantity (or a plain byte count) in bytes; NaN when it is neither.
+function bytes(q) {
+  const m = /^([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)$/.exec(String(q).trim());
+  return m && m[2] in UNITS ? Math.ceil(Number(m[1]) * UNITS[m[2]]) : NaN;
+}
+
+// Every pod spec of an object, with where it sits: Pods, workload templates, Kubeflow replicas.
+function podSpecs(obj) {
+  const spec = obj.spec || {};
+  if (obj.kind === 'Pod') return [{where: '/spec', pod: spec}];
+  if (obj.kind === 'PodTemplateSpec') return [{where: '/spec', pod: spec}];
+  if (spec.template && spec.template.spec) return [{where: '/spec/template/spec', pod: spec.template.spec}];
+  const replicas = spec.pytorchReplicaSpecs || spec.mpiReplicaSpecs || {};
+  const field = spec.pytorchReplicaSpecs ? 'pytorchReplicaSpecs' : 'mpiReplicaSpecs';
+  return Object.entries(replicas).map(([role, r]) => ({
+    where: `/spec/${field}/${role}/template/spec`,
+    pod: (r.template || {}).spec || {},
+  }));
+}
+
+function containers(pod) {
+  return [...(pod.initContainers || []), ...(pod.containers || [])];
+}
+
+const isLakecache = (cmd) => Array.isArray(cmd) && /(^|\/)lakecache$/.test(String(cmd[0]));
+
+function lintProbes(c, at, out) {
+  for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
+    const p = c[probe];
+    if (!p) continue;
+    const cmd = p.exec && p.exec.command;
+    if (!cmd) {
+      out.push(`${at}/${probe}: not an exec probe (kubelet's HTTP/gRPC/TCP probes cannot present TLS or tokens)`);
+    } else if (!isLakecache(cmd) || cmd[1] !== 'health') {
+      out.push(`${at}/${probe}: runs '${cmd.join(' ')}', not 'lakecache health'`);
+    }
+  }
+}
+
+function lintPropagation(c, at, pod, opts, out) {
+  const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
+  const privileged = !!(c.securityContext && c.securityContext.privileged);
+  (c.volumeMounts || []).forEach((m, i) => {
+    const where = `${at}/volumeMounts/${i}`;
+    if (m.mountPropagation === 'Bidirectional' && !privileged) {
+      out.push(`${where}: mountPropagation Bidirectional needs securityContext.privileged: true`);
+    }
+    const v = volumes.get(m.name);
+    const host = v && v.hostPath && v.hostPath.path;
+    const underLake = host && (host === opts.lakePath || host.startsWith(`${opts.lakePath}/`));
+    if (!underLake || m.mountPropagation === 'Bidirectional') return;
+    if (m.mountPropagation !== 'HostToContainer' || !m.readOnly) {
+      out.push(`${where}: host folder ${host} must be mounted readOnly with mountPropagation HostToContainer (a remount would stay invisible)`);
+    }
+  });
+}
+
+function lintFuse(c, at, pod, out) {
+  const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
+  const dev = (c.volumeMounts || []).find((m) => m.mountPath === '/dev/fuse');
+  const v = dev && volumes.get(dev.name);
+  if (!v || !v.hostPath || v.hostPath.path !== '/dev/fuse' || v.hostPath.type !== 'CharDevice') {
+    out.push(`${at}: the FUSE container has no /dev/fuse (hostPath /dev/fuse, type CharDevice)`);
+  }
+  const stop = c.lifecycle && c.lifecycle.preStop && c.lifecycle.preStop.exec;
+  if (!stop || !isLakecache(stop.command) || stop.command[1] !== 'umount') {
+    out.push(`${at}: the FUSE container has no preStop 'lakecache umount'`);
+  }
+}
+
+function lintWorkerMemory(c, at, pod, out) {
+  const args = c.args || [];
+  const i = args.indexOf('--mem-cache');
+  const memCache = i >= 0 ? bytes(args[i + 1]) : 2 ** 30;
+  const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
+  let tiers = 0;
+  for (const m of c.volumeMounts || []) {
+    const e = (volumes.get(m.name) || {}).emptyDir;
+    if (e && e.medium === 'Memory') tiers += bytes(e.sizeLimit || 0);
+  }
+  const limit = c.resources && c.resources.limits && c.resources.limits.memory;
+  if (!limit) {
+    out.push(`${at}: the worker has no memory limit (its shared memory is charged to it)`);
+  } else if (!(bytes(limit) > memCache + tiers)) {
+    out.push(`${at}: the worker's memory limit ${limit} is not above --mem-cache plus its Memory-medium tiers (${memCache + tiers} bytes)`);
+  }
+}
+
+const SECRET_PATTERNS = [
+  [/lctok_[0-9a-f]{16,}/, 'a role token'],
+  [/-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'a private key'],
+  [/^\s*(secret_key|session_token|access_key)\s*:\s*\S/m, 'an object-store key'],
+  [/\.access\.(secret|key)\s*=/, 'an object-store key'],
+];
+
+function lintConfigMap(obj, out) {
+  for (const [key, value] of Object.entries(obj.data || {})) {
+    for (const [re, what] of SECRET_PATTERNS) {
+      if (re.test(String(value))) out.push(`/data/${key}: holds ${what}: secrets belong in a Secret`);
+    }
+  }
+}
+
+// Whether a pod maps the lake folder (or one under it) with HostToContainer.
+function mapsLake(pod, lakePath) {
+  const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
+  return containers(pod).some((c) => (c.volumeMounts || []).some((m) => {
+    const host = ((volumes.get(m.name) || {}).hostPath || {}).path || '';
+    return m.mountPropagation === 'HostToContainer' && (host === lakePath || host.startsWith(`${lakePath}/`));
+  }));
+}
+
+// Problems of one object; opts: {lakePath, training}. A training object (a Pod, or a Kubeflow
+// job, whose launcher may read no data) maps the lake folder in at least one pod.
+function lintObject(obj, opts) {
+  const out = [];
+  if (obj.kind === 'ConfigMap') lintConfigMap(obj, out);
+  const specs = podSpecs(obj);
+  for (const {where, pod} of specs) {
+    const inits = pod.initContainers || [];
+    containers(pod).forEach((c) => {
+      const list = inits.includes(c) ? 'initContainers' : 'containers';
+      const at = `${where}/${list}/${(pod[list] || []).indexOf(c)} (${c.name})`;
+      lintProbes(c, at, out);
+      lintPropagation(c, at, pod, opts, out);
+      const role = (c.args || [])[0];
+      if (role === 'mount') lintFuse(c, at, pod, out);
+      if (role === 'worker') lintWorkerMemory(c, at, pod, out);
+    });
+  }
+  if (opts.training && !specs.some(({pod}) => mapsLake(pod, opts.lakePath))) {
+    out.push(`a training job whose pods map no host folder under ${opts.lakePath} with mountPropagation HostToContainer`);
+  }
+  return out;
+}
+
+module.exports = {lintObject, podSpecs, bytes};
