@@ -83,11 +83,15 @@ cleanup() {
   podman network rm -f "$NET" >/dev/null 2>&1
   podman volume rm -a -f >/dev/null 2>&1
   podman rmi -a -f >/dev/null 2>&1
+  left="$(podman ps -aq 2>/dev/null)$(podman images -q 2>/dev/null)$(podman volume ls -q 2>/dev/null)"
+  [ -z "$left" ] || { echo "k8s-test: podman still holds: $left" >&2; rc=1; }
   # Mounts left under $WORK: a FUSE mount of a killed pod, the shared bind, overlay layers.
   awk '{print $5}' /proc/self/mountinfo | grep "^$WORK/" | sort -r | while read -r m; do
     fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
   done
   ip route del blackhole "$BLACKHOLE" 2>/dev/null
+  [ "$(cat /proc/sys/net/ipv4/ip_forward)" = "$IP_FORWARD" ] ||
+    echo "k8s-test: ip_forward was turned on (netavark); restoring $IP_FORWARD"
   echo "$IP_FORWARD" >/proc/sys/net/ipv4/ip_forward
   iptables_state >"$WORK/iptables.after"
   if ! diff -q "$WORK/iptables.before" "$WORK/iptables.after" >/dev/null; then
