@@ -254,21 +254,23 @@ play() {  # play KEY IP: kube play of one pod on the test network
 HAS_HEALTH=0
 "$LAKECACHE" --help | grep -qE '^ +health ' && HAS_HEALTH=1
 [ "$HAS_HEALTH" = 1 ] || echo "note: this lakecache has no health command: probes not run"
-wait_ready() {  # wait_ready CONTAINER PROBE WHAT
+wait_ready() {  # wait_ready CONTAINER READINESS LIVENESS WHAT: ready, then live once
   local i
   for i in $(seq 120); do
     [ "$(podman inspect "$1" --format '{{.State.Running}}' 2>/dev/null)" = true ] ||
-      { podman logs "$1" 2>&1 | tail -n 20; fail "$3 is not running"; }
-    if [ "$HAS_HEALTH" = 1 ] && [ -n "$2" ]; then
-      # shellcheck disable=SC2086
-      podman exec "$1" $2 >/dev/null 2>&1 && { echo "$3 ready (readiness probe)"; return 0; }
-    elif [ "$i" -ge 3 ]; then
+      { podman logs "$1" 2>&1 | tail -n 20; fail "$4 is not running"; }
+    # shellcheck disable=SC2086
+    if [ "$HAS_HEALTH" = 1 ] && [ -n "$2" ] && podman exec "$1" $2 >/dev/null 2>&1; then
+      [ -z "$3" ] || podman exec "$1" $3 >/dev/null || fail "$4: its liveness probe fails"
+      echo "$4 ready (readiness and liveness probes pass)"
+      return 0
+    elif { [ "$HAS_HEALTH" = 0 ] || [ -z "$2" ]; } && [ "$i" -ge 3 ]; then
       return 0
     fi
     sleep 1
   done
   podman logs "$1" 2>&1 | tail -n 20
-  fail "$3 not ready after 120 s"
+  fail "$4 not ready after 120 s"
 }
 
 admin() {  # admin ARGS...: a lakecache admin command in a container, with the admin token
@@ -290,11 +292,11 @@ else: print(sum(w[f] or 0 for w in s["workers"]))' "$@"
 }
 
 play master "$IP_MASTER"
-wait_ready "$CTR_MASTER" "$READY_MASTER" master
+wait_ready "$CTR_MASTER" "$READY_MASTER" "$LIVE_MASTER" master
 play worker-a "$SUBNET_PREFIX.31"
 play worker-b "$SUBNET_PREFIX.32"
-wait_ready "$CTR_WORKER_A" "$READY_WORKER_A" worker-a
-wait_ready "$CTR_WORKER_B" "$READY_WORKER_B" worker-b
+wait_ready "$CTR_WORKER_A" "$READY_WORKER_A" "$LIVE_WORKER_A" worker-a
+wait_ready "$CTR_WORKER_B" "$READY_WORKER_B" "$LIVE_WORKER_B" worker-b
 for _ in $(seq 60); do
   status_json >"$WORK/status0.json" 2>/dev/null && [ "$(counter "$WORK/status0.json" workers)" = 2 ] && break
   sleep 1
@@ -312,7 +314,7 @@ for _ in $(seq 60); do
   sleep 1
 done
 grep -q " $LAKE .* - fuse" /proc/self/mountinfo || { podman logs "$CTR_FUSE" | tail; fail "no FUSE mount at $LAKE on the host"; }
-wait_ready "$CTR_FUSE" "$READY_FUSE" fuse
+wait_ready "$CTR_FUSE" "$READY_FUSE" "$LIVE_FUSE" fuse
 echo "the FUSE pod's mount is on the host: $LAKE/{$(find "$LAKE" -mindepth 1 -maxdepth 1 -printf '%f,')}"
 
 # ---- training: every byte through the host folder, then again from the host -------------------
