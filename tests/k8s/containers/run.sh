@@ -63,8 +63,11 @@ runroot = "$WORK/run"
 EOF
 
 IP_FORWARD=$(cat /proc/sys/net/ipv4/ip_forward)
-iptables_state() {  # the rules of both iptables back ends, without comments and counters
-  { iptables-save 2>/dev/null; iptables-legacy-save 2>/dev/null; } | sed -e '/^#/d' -e 's/\[[0-9:]*\]//' || true
+iptables_state() {  # both iptables back ends' rules, without comments, counters and empty tables
+  { iptables-save 2>/dev/null; iptables-legacy-save 2>/dev/null; } | sed -e '/^#/d' -e 's/\[[0-9:]*\]//' |
+    awk '/^\*/ { buf = $0; keep = 0; next }
+         /^COMMIT/ { if (keep) print buf "\nCOMMIT"; next }
+         { buf = buf "\n" $0; if ($0 ~ /^-A / || $0 ~ /^:[^ ]+ - /) keep = 1 }' || true
 }
 iptables_state >"$WORK/iptables.before"
 LAKE=$WORK/node-a/mnt/lake  # the FUSE pod's host folder (the chart's mountPath on node a)
@@ -93,16 +96,18 @@ cleanup() {
   [ "$(cat /proc/sys/net/ipv4/ip_forward)" = "$IP_FORWARD" ] ||
     echo "k8s-test: ip_forward was turned on (netavark); restoring $IP_FORWARD"
   echo "$IP_FORWARD" >/proc/sys/net/ipv4/ip_forward
-  # Rules netavark left for the test's network go; rules anyone else added meanwhile stay.
-  ours="NETAVARK|$SUBNET_PREFIX\\."
-  if iptables-save 2>/dev/null | grep -qE "$ours"; then
-    echo "k8s-test: removing the iptables rules of the test's network" >&2
-    iptables-save | grep -vE "$ours" | iptables-restore
+  # Rules netavark left for the test's network go; anyone else's stay (iptables_ours.py).
+  if ! iptables_state | cmp -s - "$WORK/iptables.before"; then
+    iptables-save | /usr/bin/python3 "$HERE/iptables_ours.py" "$SUBNET_PREFIX." \
+      "$WORK/iptables.before" | iptables-restore
+    iptables_state | cmp -s - "$WORK/iptables.before" &&
+      echo "k8s-test: removed the iptables rules netavark made for the test's network"
   fi
   iptables_state >"$WORK/iptables.after"
-  diff -q "$WORK/iptables.before" "$WORK/iptables.after" >/dev/null ||
-    echo "k8s-test: note: iptables changed during the test, not by it:" \
-      "$(diff "$WORK/iptables.before" "$WORK/iptables.after" | grep -c '^[<>]') lines" >&2
+  if ! cmp -s "$WORK/iptables.before" "$WORK/iptables.after"; then
+    echo "k8s-test: iptables differ from the start (rules of others?):" >&2
+    diff "$WORK/iptables.before" "$WORK/iptables.after" | grep '^[<>]' | head -n 10 >&2
+  fi
   if grep -q " $WORK/" /proc/self/mountinfo; then
     echo "k8s-test: still mounted under $WORK; left in place" >&2
     rc=1
