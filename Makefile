@@ -4,8 +4,8 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test check-clang test-tsan demo bench bench-quick bench-deps format \
-	format-check clean
+.PHONY: all deps configure build test k8s-test check-clang test-tsan demo bench bench-quick bench-deps \
+	format format-check clean
 
 all: build
 
@@ -22,6 +22,12 @@ build: configure
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j$(CTEST_JOBS)
 	@scripts/scan-secrets.sh $(BUILD_DIR)/Testing/Temporary/LastTest.log
+
+# The Helm chart's pods in real containers (rootful podman on a local Debian 12 base): master, two
+# workers, the FUSE pod, a training pod reading through the host folder, the load Job; see
+# tests/k8s/containers/README.md. Needs root; leaves nothing running, mounted or stored.
+k8s-test: build
+	@tests/k8s/containers/run.sh $(BUILD_DIR)/lakecache
 
 # Everything built with clang, whose thread-safety analysis (-Werror=thread-safety) checks the lock
 # discipline of common/mutex.h; runs only the check that the analysis is on. Unoptimised (Debug):
