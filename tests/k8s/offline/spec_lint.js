@@ -76,6 +76,12 @@ function lintFuse(c, at, pod, out) {
   if (!stop || !isLakecache(stop.command) || stop.command[1] !== 'umount') {
     out.push(`${at}: the FUSE container has no preStop 'lakecache umount'`);
   }
+  // Training pods run as their own uids: without allow_other the kernel refuses them every path.
+  const args = c.args || [];
+  const o = args.flatMap((a, i) => (a === '-o' ? String(args[i + 1] || '').split(',') : []));
+  if (!o.includes('allow_other')) {
+    out.push(`${at}: the FUSE container mounts without -o allow_other (pods of other uids could not read it)`);
+  }
 }
 
 function lintWorkerMemory(c, at, pod, out) {
