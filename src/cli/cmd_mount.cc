@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "cache/block_store.h"
 #include "cache/memory_tier.h"
@@ -25,6 +27,7 @@
 #include "common/logging.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
+#include "rpc/x509.h"
 #include "ufs/retrying_store.h"
 
 namespace lakecache::cli {
@@ -243,6 +246,24 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
 }
 
 // Builds the whole stack and mounts it. On success the mount is visible.
+// --fuse-fd: serve the held connection, replaying the INIT saved in --fuse-init, or capturing it
+// there for the servers after this one.
+Status AdoptConnection(FuseMount& mount, const MountRequest& req) {
+  if (req.fuse_init.empty()) return Status::InvalidArgument("--fuse-fd needs --fuse-init FILE");
+  std::error_code ec;
+  if (!std::filesystem::exists(req.fuse_init, ec)) {
+    std::string path = req.fuse_init;
+    return mount.Adopt(req.fuse_fd, nullptr, [path](const FuseInit& init) {
+      Status s = rpc::WriteFileAtomically(path, EncodeFuseInit(init), 0600);
+      if (!s.ok()) spdlog::error("cannot save the FUSE INIT: {}", s.message());
+    });
+  }
+  std::ifstream in(req.fuse_init, std::ios::binary);
+  std::string blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LC_ASSIGN_OR_RETURN(FuseInit init, DecodeFuseInit(blob));
+  return mount.Adopt(req.fuse_fd, &init);
+}
+
 Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
                               const MountOptions& options) {
   bool cluster = !req.master.empty();
@@ -294,7 +315,11 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
                          : req.uri.empty() ? "lakecache"
                                            : "lakecache:" + req.uri;
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);
-  LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
+  if (req.fuse_fd >= 0) {
+    LC_RETURN_IF_ERROR(AdoptConnection(*mount, req));
+  } else {
+    LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
+  }
   MountAdminOptions admin_options;
   std::error_code ec;
   admin_options.mountpoint = std::filesystem::canonical(req.mountpoint, ec).string();
@@ -397,7 +422,10 @@ int RunMount(const GlobalFlags& flags, const MountRequest& req) {
         Status::InvalidArgument("mount needs a URI, --config FILE, or --master HOST:PORT (or " +
                                 std::string(kMasterEnv) + ")"));
   }
-  if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
+  // A held connection is mounted already: by the process that holds it.
+  if (req.fuse_fd < 0) {
+    if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
+  }
   GlobalFlags config_flags = flags;
   config_flags.overrides = options->config_overrides;
   CliContext ctx(config_flags);

@@ -92,6 +92,10 @@ struct MountRequest {
   std::string credentials;  // cluster mode: --credentials DIR, calls as the client role
   std::vector<uint32_t>
       allow_uids;  // --allow-uid (repeatable): who else may use the control socket
+  // Serve an inherited /dev/fuse descriptor another process mounted and holds (fuse/fuse_mount.h
+  // Adopt), with the INIT saved in fuse_init (replayed when the file exists, else captured there).
+  int fuse_fd = -1;
+  std::string fuse_init;
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.

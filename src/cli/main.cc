@@ -176,6 +176,9 @@ int Main(int argc, char** argv) {
                    "socket serves, besides the mount's own and root (repeatable; adds to "
                    "client.allow_uids)")
       ->check(CLI::Range(0u, 4294967294u));
+  // Internal, for the process that holds a mount's FUSE connection: not in --help.
+  mount->add_option("--fuse-fd", mount_req.fuse_fd)->group("");
+  mount->add_option("--fuse-init", mount_req.fuse_init)->group("");
 
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(

@@ -2,8 +2,10 @@
 #include "fuse/fuse_mount.h"
 
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +20,13 @@ namespace lakecache {
 namespace {
 
 constexpr size_t kMaxRead = 1 << 20;
+
+// Of the kernel's INIT request: where fuse_init_in's flags2 lies (after the 40-byte in-header and
+// major, minor, max_readahead, flags), and FUSE_HAS_RESEND (flag bit 39, so bit 7 of flags2);
+// FUSE_NOTIFY_RESEND, the notification that asks for the resend. Newer than Debian 12's headers.
+constexpr size_t kInitFlags2Offset = sizeof(fuse_in_header) + 4 * sizeof(uint32_t);
+constexpr uint32_t kHasResendFlags2Bit = 1u << 7;
+constexpr int32_t kNotifyResend = 7;
 
 FileSystem& Fs(fuse_req_t req) { return *static_cast<FileSystem*>(fuse_req_userdata(req)); }
 
@@ -240,11 +249,53 @@ FuseMount::~FuseMount() {
   }
 }
 
-Status FuseMount::Mount(const std::string& mountpoint) {
+std::string FuseMountOptionString(const FuseMountOptions& options) {
   std::string opts =
-      "ro,fsname=" + options_.fs_name + ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
-  if (options_.allow_other) opts += ",allow_other";
-  if (options_.default_permissions) opts += ",default_permissions";
+      "ro,fsname=" + options.fs_name + ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
+  if (options.allow_other) opts += ",allow_other";
+  if (options.default_permissions) opts += ",default_permissions";
+  return opts;
+}
+
+namespace {
+constexpr std::string_view kInitMagic = "lakecache-fuse-init 1\n";
+}  // namespace
+
+std::string EncodeFuseInit(const FuseInit& init) {
+  return std::string(kInitMagic) + init.options + "\n" + init.request;
+}
+
+Result<FuseInit> DecodeFuseInit(std::string_view blob) {
+  if (!blob.starts_with(kInitMagic)) {
+    return Status::InvalidArgument("not a saved FUSE INIT (no '" +
+                                   std::string(kInitMagic.substr(0, kInitMagic.size() - 1)) +
+                                   "' header)");
+  }
+  blob.remove_prefix(kInitMagic.size());
+  size_t nl = blob.find('\n');
+  if (nl == std::string_view::npos || blob.size() - nl - 1 < sizeof(fuse_in_header)) {
+    return Status::InvalidArgument("a saved FUSE INIT that is cut short");
+  }
+  FuseInit init;
+  init.options = std::string(blob.substr(0, nl));
+  init.request = std::string(blob.substr(nl + 1));
+  fuse_in_header header;
+  std::memcpy(&header, init.request.data(), sizeof(header));
+  if (header.opcode != FUSE_INIT || header.len != init.request.size()) {
+    return Status::InvalidArgument("a saved FUSE INIT whose request is not an INIT");
+  }
+  return init;
+}
+
+bool KernelResends(const FuseInit& init) {
+  if (init.request.size() < kInitFlags2Offset + sizeof(uint32_t)) return false;
+  uint32_t flags2 = 0;
+  std::memcpy(&flags2, init.request.data() + kInitFlags2Offset, sizeof(flags2));
+  return (flags2 & kHasResendFlags2Bit) != 0;
+}
+
+Status FuseMount::NewSession() {
+  std::string opts = FuseMountOptionString(options_);
   const char* argv[] = {"lakecache", "-o", opts.c_str()};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fuse_lowlevel_ops ops = MakeOps();
@@ -254,6 +305,11 @@ Status FuseMount::Mount(const std::string& mountpoint) {
   if (fuse_set_signal_handlers(session_) != 0) {
     return Status::Internal("could not install signal handlers");
   }
+  return Status::Ok();
+}
+
+Status FuseMount::Mount(const std::string& mountpoint) {
+  LC_RETURN_IF_ERROR(NewSession());
   if (fuse_session_mount(session_, mountpoint.c_str()) != 0) {
     return Status::IoError("mounting at " + mountpoint +
                            " failed (is /dev/fuse available and fusermount3 installed?)");
@@ -262,13 +318,74 @@ Status FuseMount::Mount(const std::string& mountpoint) {
   return Status::Ok();
 }
 
+Status FuseMount::Adopt(int fuse_fd, const FuseInit* init,
+                        std::function<void(const FuseInit&)> on_init) {
+  std::string opts = FuseMountOptionString(options_);
+  if (init != nullptr && init->options != opts) {
+    return Status::InvalidArgument("the mount was made with other FUSE options (" + init->options +
+                                   ") than this server's (" + opts +
+                                   "): it cannot take the mount over");
+  }
+  LC_RETURN_IF_ERROR(NewSession());
+  // libfuse adopts an open descriptor given as /dev/fd/N: no mount, and no unmount later.
+  std::string dev = "/dev/fd/" + std::to_string(fuse_fd);
+  if (fuse_session_mount(session_, dev.c_str()) != 0) {
+    return Status::IoError("cannot serve the FUSE connection " + dev);
+  }
+  adopted_ = true;
+  if (init != nullptr) init_ = *init;
+  init_.options = opts;
+  on_init_ = std::move(on_init);
+  return Status::Ok();
+}
+
+Status FuseMount::StartAdopted() {
+  int fd = fuse_session_fd(session_);
+  if (!init_.request.empty()) {
+    // The kernel sent INIT to the first server only: replay it, so libfuse negotiates the same
+    // settings and serves (before it, it answers every request with EIO). Its reply finds no
+    // request in the kernel and is dropped.
+    fuse_buf buf;
+    std::memset(&buf, 0, sizeof(buf));
+    buf.size = init_.request.size();
+    buf.mem = init_.request.data();
+    fuse_session_process_buf(session_, &buf);
+    if (KernelResends(init_)) {
+      // FUSE_NOTIFY_RESEND (libfuse 3.14 has no call for it): what the dead server had read but
+      // not answered goes back to the queue this server reads.
+      fuse_out_header notify{sizeof(fuse_out_header), kNotifyResend, 0};
+      if (::write(fd, &notify, sizeof(notify)) != static_cast<ssize_t>(sizeof(notify))) {
+        spdlog::warn("FUSE: asking the kernel to resend the previous server's requests failed: {}",
+                     std::strerror(errno));
+      }
+    }
+    return Status::Ok();
+  }
+  fuse_buf buf;
+  std::memset(&buf, 0, sizeof(buf));
+  int n = fuse_session_receive_buf(session_, &buf);
+  if (n <= 0) {
+    std::free(buf.mem);
+    return Status::IoError("the FUSE connection ended before its INIT");
+  }
+  init_.request.assign(static_cast<const char*>(buf.mem), static_cast<size_t>(n));
+  if (on_init_) on_init_(init_);
+  buf.size = static_cast<size_t>(n);
+  fuse_session_process_buf(session_, &buf);
+  std::free(buf.mem);
+  return Status::Ok();
+}
+
 Status FuseMount::Run() {
+  if (adopted_) LC_RETURN_IF_ERROR(StartAdopted());
   fuse_loop_config* config = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(config, 1);
+  // A cloned descriptor dies with this process, and the requests read on it fail: a connection
+  // that outlives its server is read on the one descriptor the holder keeps.
+  fuse_loop_cfg_set_clone_fd(config, adopted_ ? 0 : 1);
   fuse_loop_cfg_set_max_threads(config, options_.max_threads);
   int rc = fuse_session_loop_mt(session_, config);
   fuse_loop_cfg_destroy(config);
-  fuse_session_unmount(session_);
+  if (mounted_) fuse_session_unmount(session_);
   mounted_ = false;
   if (rc != 0 && rc != SIGTERM && rc != SIGINT && rc != SIGHUP) {
     return Status::IoError("FUSE loop ended with error " + std::to_string(rc));

@@ -1,0 +1,34 @@
+// FuseConnection: a mount's FUSE connection held open by a process that serves none of it, so
+// that the servers reading it (FuseMount::Adopt) may die or be replaced while the mount stays.
+// The kernel keeps a connection while any descriptor of it is open; requests wait for the next
+// server. Mounted with FuseMountOptionString's options; the descriptor is inheritable.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "fuse/fuse_mount.h"
+
+struct fuse_session;
+
+namespace lakecache {
+
+class FuseConnection {
+ public:
+  static Result<std::unique_ptr<FuseConnection>> Mount(const std::string& mountpoint,
+                                                       const FuseMountOptions& options);
+  ~FuseConnection();  // unmounts
+  FuseConnection(const FuseConnection&) = delete;
+  FuseConnection& operator=(const FuseConnection&) = delete;
+
+  int fd() const;
+  void Unmount();
+
+ private:
+  FuseConnection() = default;
+  fuse_session* session_ = nullptr;
+  bool mounted_ = false;
+};
+
+}  // namespace lakecache

@@ -1,0 +1,139 @@
+// A mount's FUSE connection outlives the process that serves it: this test holds the connection
+// (FuseConnection, as the mount's holder will) and hands it to `lakecache mount --fuse-fd`
+// servers. The first captures the kernel's INIT; after it is killed, the next replays it and
+// serves the same mount, which never left the mount table. A server mounted with other FUSE
+// options is refused and leaves the mount to the next.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fuse/fuse_connection.h"
+#include "support/fuse_mounts.h"
+#include "support/process.h"
+#include "support/test_servers.h"
+
+namespace lakecache {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string Content(int i) {
+  std::string s;
+  for (int k = 0; k < 5000 + i * 97; ++k) s += static_cast<char>('a' + (k * 7 + i) % 26);
+  return s;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class FuseHandoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(::geteuid() == 0 && fs::exists("/dev/fuse")) << "needs root and /dev/fuse";
+    dir_ = std::make_unique<testing::TempDir>("lakecache-handover");
+    data_ = dir_->path() + "/data";
+    mnt_ = dir_->path() + "/mnt";
+    init_ = dir_->path() + "/fuse.init";
+    fs::create_directories(data_);
+    fs::create_directories(mnt_);
+    for (int i = 0; i < kFiles; ++i) {
+      std::ofstream(data_ + "/f" + std::to_string(i) + ".txt", std::ios::binary) << Content(i);
+    }
+    FuseMountOptions options;
+    options.fs_name = "lakecache:file://" + data_;
+    auto conn = FuseConnection::Mount(mnt_, options);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    conn_ = std::move(*conn);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    conn_.reset();  // unmounts
+    EXPECT_FALSE(testing::IsMounted(mnt_));
+  }
+
+  std::unique_ptr<testing::ChildProcess> StartServer(const std::string& log,
+                                                     std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {LAKECACHE_BINARY,  "mount",
+                                     "file://" + data_, mnt_,
+                                     "--fuse-fd",       std::to_string(testing::kPassedFd),
+                                     "--fuse-init",     init_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto started = testing::ChildProcess::Start(argv, dir_->path() + "/" + log, {}, conn_->fd());
+    EXPECT_TRUE(started.ok()) << started.status().ToString();
+    return started.ok() ? std::move(*started) : nullptr;
+  }
+
+  // Every file read through the mount; "" when all match, else what did not.
+  std::string CheckAll() {
+    std::string wrong;
+    for (int i = 0; i < kFiles; ++i) {
+      std::string name = "f" + std::to_string(i) + ".txt";
+      if (ReadFile(mnt_ + "/" + name) != Content(i)) wrong += name + " ";
+    }
+    return wrong;
+  }
+
+  static constexpr int kFiles = 20;
+  std::unique_ptr<testing::TempDir> dir_;
+  std::string data_, mnt_, init_;
+  std::unique_ptr<FuseConnection> conn_;
+  std::unique_ptr<testing::ChildProcess> server_;
+};
+
+TEST_F(FuseHandoverTest, AKilledServerIsReplacedAndTheMountNeverGoes) {
+  server_ = StartServer("server-1.log");
+  ASSERT_NE(server_, nullptr);
+  // The first request waits for the server's INIT; then every byte reads right.
+  EXPECT_EQ(CheckAll(), "") << server_->LogTail();
+  EXPECT_TRUE(fs::exists(init_)) << "the first server saves the INIT for the next";
+
+  ::kill(server_->pid(), SIGKILL);
+  while (server_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(testing::IsMounted(mnt_)) << "the holder keeps the mount";
+  // The new server has its own inode numbers: let the kernel forget the old ones.
+  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+
+  server_ = StartServer("server-2.log");
+  ASSERT_NE(server_, nullptr);
+  EXPECT_EQ(CheckAll(), "") << server_->LogTail();
+  EXPECT_EQ(fs::directory_iterator(mnt_) == fs::directory_iterator(), false);
+  EXPECT_TRUE(server_->Running()) << server_->LogTail();
+}
+
+TEST_F(FuseHandoverTest, AServerWithOtherFuseOptionsIsRefusedAndTheMountStays) {
+  server_ = StartServer("server-1.log");
+  ASSERT_NE(server_, nullptr);
+  EXPECT_EQ(CheckAll(), "");
+  server_->Stop();  // SIGTERM: an adopted connection is not unmounted by its server
+  EXPECT_TRUE(testing::IsMounted(mnt_));
+
+  auto other = StartServer("server-2.log", {"-o", "allow_other"});
+  ASSERT_NE(other, nullptr);
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (other->Running() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(other->Running()) << "a server with other options must not serve";
+  EXPECT_NE(other->LogTail().find("cannot take the mount over"), std::string::npos)
+      << other->LogTail();
+  EXPECT_TRUE(testing::IsMounted(mnt_));
+
+  server_ = StartServer("server-3.log");
+  ASSERT_NE(server_, nullptr);
+  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+  EXPECT_EQ(CheckAll(), "") << server_->LogTail();
+}
+
+}  // namespace
+}  // namespace lakecache
