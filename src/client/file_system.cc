@@ -170,7 +170,11 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
   auto* h = new Handle(info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
   contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
-  opened.fh = reinterpret_cast<uint64_t>(h);
+  {
+    WriterMutexLock lock(&handles_mu_);
+    opened.fh = next_fh_++;
+    handles_.emplace(opened.fh, std::unique_ptr<Handle>(h));
+  }
   MutexLock lock(&etag_mu_);
   std::string& last = opened_etag_[ino];
   opened.keep_cache = last == entry.etag;
@@ -244,8 +248,21 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
   run->Seal();
 }
 
+FileSystem::Handle* FileSystem::FindHandle(uint64_t fh) const {
+  ReaderMutexLock lock(&handles_mu_);
+  auto it = handles_.find(fh);
+  return it == handles_.end() ? nullptr : it->second.get();
+}
+
+Status FileSystem::UnknownHandle(uint64_t fh) {
+  return Status::InvalidArgument("file handle " + std::to_string(fh) +
+                                 " is not open in this mount (opened before it restarted?)");
+}
+
 Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> dst) {
-  Handle& h = *reinterpret_cast<Handle*>(fh);
+  Handle* found = FindHandle(fh);
+  if (found == nullptr) return UnknownHandle(fh);
+  Handle& h = *found;
   if (offset >= h.size || dst.empty()) return size_t{0};
   ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
   Result<size_t> n = ReadBlocks(h, offset, dst);
@@ -255,7 +272,9 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
 
 Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offset,
                                                      std::span<char> scratch, BlockRef* pin) {
-  Handle& h = *reinterpret_cast<Handle*>(fh);
+  Handle* found = FindHandle(fh);
+  if (found == nullptr) return UnknownHandle(fh);
+  Handle& h = *found;
   Result<std::span<const char>> out = ReadPinnedSpan(h, offset, scratch, pin);
   if (!out.ok()) NoteReadError(h, out.status());
   return out;
@@ -384,7 +403,16 @@ Result<size_t> FileSystem::ReadBlocks(Handle& h, uint64_t offset, std::span<char
 }
 
 void FileSystem::Release(uint64_t fh) {
-  auto* h = reinterpret_cast<Handle*>(fh);
+  // The kernel sends no read of a handle once it releases it: nothing else holds it now.
+  std::unique_ptr<Handle> owned;
+  {
+    WriterMutexLock lock(&handles_mu_);
+    auto it = handles_.find(fh);
+    if (it == handles_.end()) return;  // not opened here (before a restart): nothing to free
+    owned = std::move(it->second);
+    handles_.erase(it);
+  }
+  Handle* h = owned.get();
   ReadAheadWindow::Blocks offered;
   {
     MutexLock lock(&h->read_ahead_mu);
@@ -401,7 +429,6 @@ void FileSystem::Release(uint64_t fh) {
     pinned = std::move(h->pinned);
   }
   if (pinned != nullptr) blocks_->budget().Release(pinned->size());
-  delete h;
 }
 
 double FileSystem::AttrTimeoutSeconds(uint64_t ino) const {

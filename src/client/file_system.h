@@ -101,6 +101,10 @@ class FileSystem {
 
  private:
   struct Handle;
+  // The open file `fh` names (a number, never a pointer: a handle the kernel kept from before a
+  // restart of the mount's server must not be taken for memory); null when it is not open here.
+  Handle* FindHandle(uint64_t fh) const EXCLUDES(handles_mu_);
+  static Status UnknownHandle(uint64_t fh);
   Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name);
   Result<std::vector<DirItem>> ListRoot();
   FileAttr DirAttr(uint64_t ino) const;
@@ -131,6 +135,9 @@ class FileSystem {
   // Hashes of blocks read by range (see ReadRangeOnly); direct-mapped, lossy.
   std::unique_ptr<std::atomic<uint64_t>[]> range_read_ =
       std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
+  mutable SharedMutex handles_mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<Handle>> handles_ GUARDED_BY(handles_mu_);
+  uint64_t next_fh_ GUARDED_BY(handles_mu_) = 1;
   Mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_ GUARDED_BY(etag_mu_);
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.
