@@ -431,6 +431,33 @@ void FileSystem::Release(uint64_t fh) {
   if (pinned != nullptr) blocks_->budget().Release(pinned->size());
 }
 
+Result<uint64_t> FileSystem::OpenDir(uint64_t ino) {
+  LC_ASSIGN_OR_RETURN(std::vector<DirItem> items, ReadDir(ino));
+  auto listed = std::make_shared<const std::vector<DirItem>>(std::move(items));
+  WriterMutexLock lock(&handles_mu_);
+  uint64_t fh = next_fh_++;
+  dirs_.emplace(fh, std::move(listed));
+  return fh;
+}
+
+Result<std::shared_ptr<const std::vector<DirItem>>> FileSystem::DirItems(uint64_t fh,
+                                                                         uint64_t ino) {
+  {
+    ReaderMutexLock lock(&handles_mu_);
+    if (auto it = dirs_.find(fh); it != dirs_.end()) return it->second;
+  }
+  LC_ASSIGN_OR_RETURN(std::vector<DirItem> items, ReadDir(ino));
+  auto listed = std::make_shared<const std::vector<DirItem>>(std::move(items));
+  WriterMutexLock lock(&handles_mu_);
+  auto [it, added] = dirs_.emplace(fh, std::move(listed));
+  return it->second;
+}
+
+void FileSystem::ReleaseDir(uint64_t fh) {
+  WriterMutexLock lock(&handles_mu_);
+  dirs_.erase(fh);
+}
+
 double FileSystem::AttrTimeoutSeconds(uint64_t ino) const {
   auto seconds = [](const NamespaceConfig& c) {
     return c.immutable ? kImmutableTimeout : std::chrono::duration<double>(c.metadata_ttl).count();

@@ -90,6 +90,13 @@ class FileSystem {
                                            BlockRef* pin);
   void Release(uint64_t fh);
 
+  // A folder's entries, listed once at opendir and served from the handle by offset.
+  Result<uint64_t> OpenDir(uint64_t ino);
+  // The entries of the open folder `fh`; a handle not open here (kept by the kernel from before a
+  // restart of the mount's server) is listed again from `ino` and kept under the same number.
+  Result<std::shared_ptr<const std::vector<DirItem>>> DirItems(uint64_t fh, uint64_t ino);
+  void ReleaseDir(uint64_t fh);
+
   // How long the kernel may cache an entry or attributes of `ino`: its namespace's metadata TTL
   // (a day for immutable namespaces; the shortest TTL for the multi-namespace root).
   double AttrTimeoutSeconds(uint64_t ino) const;
@@ -137,7 +144,9 @@ class FileSystem {
       std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
   mutable SharedMutex handles_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<Handle>> handles_ GUARDED_BY(handles_mu_);
-  uint64_t next_fh_ GUARDED_BY(handles_mu_) = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirItem>>> dirs_
+      GUARDED_BY(handles_mu_);
+  uint64_t next_fh_ GUARDED_BY(handles_mu_) = 1;  // files and folders share the numbers
   Mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_ GUARDED_BY(etag_mu_);
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.

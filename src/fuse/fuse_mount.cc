@@ -139,22 +139,24 @@ void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 // A folder's entries are listed once at opendir and served from there by offset.
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto items = Fs(req).ReadDir(ino);
-  if (!items.ok()) return ReplyError(req, items.status(), "opendir");
-  fi->fh = reinterpret_cast<uint64_t>(new std::vector<DirItem>(std::move(*items)));
+  auto fh = Fs(req).OpenDir(ino);
+  if (!fh.ok()) return ReplyError(req, fh.status(), "opendir");
+  fi->fh = *fh;
   fi->cache_readdir = 0;
   fuse_reply_open(req, fi);
 }
 
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<std::vector<DirItem>*>(fi->fh);
+  Fs(req).ReleaseDir(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
               bool plus) {
   FileSystem& fs = Fs(req);
-  const auto& items = *reinterpret_cast<std::vector<DirItem>*>(fi->fh);
+  auto listed = fs.DirItems(fi->fh, ino);
+  if (!listed.ok()) return ReplyError(req, listed.status(), "readdir");
+  const std::vector<DirItem>& items = **listed;
   std::vector<char> buf(size);
   size_t used = 0;
   // Offsets 0 and 1 are "." and ".."; item i is at offset i + 2.
