@@ -309,6 +309,11 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;
+  if (req.state_fd >= 0) {
+    Result<std::unique_ptr<MountJournal>> journal = MountJournal::Open(req.state_fd);
+    if (!journal.ok()) return journal.status().WithContext("--state-fd");
+    fs_options.journal = std::move(*journal);
+  }
   auto fs = std::make_shared<FileSystem>(std::move(namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = options.fuse;
   fuse_options.fs_name = cluster           ? "lakecache:cluster:" + req.master

@@ -96,6 +96,7 @@ struct MountRequest {
   // Adopt), with the INIT saved in fuse_init (replayed when the file exists, else captured there).
   int fuse_fd = -1;
   std::string fuse_init;
+  int state_fd = -1;  // the held MountJournal (client/mount_journal.h) the servers share
 };
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.

@@ -179,6 +179,7 @@ int Main(int argc, char** argv) {
   // Internal, for the process that holds a mount's FUSE connection: not in --help.
   mount->add_option("--fuse-fd", mount_req.fuse_fd)->group("");
   mount->add_option("--fuse-init", mount_req.fuse_init)->group("");
+  mount->add_option("--state-fd", mount_req.state_fd)->group("");
 
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(

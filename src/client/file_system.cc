@@ -73,6 +73,43 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
   if (options_.prefetch_threads > 0 && options_.read_ahead_max > 0) {
     prefetch_pool_ = std::make_unique<ThreadPool>(options_.prefetch_threads);
   }
+  if (options_.journal != nullptr) RestoreFromJournal();
+}
+
+uint64_t FileSystem::AssignInode(Namespace* ns, const std::string& path, bool is_dir) {
+  bool changed = false;
+  uint64_t ino = inodes_.Assign(ns, path, is_dir, &changed);
+  if (changed && options_.journal != nullptr) {
+    options_.journal->AddInode({ino, is_dir, ns == nullptr ? "" : ns->name, path});
+  }
+  return ino;
+}
+
+void FileSystem::RestoreFromJournal() {
+  MountJournal& journal = *options_.journal;
+  for (const MountJournal::Inode& i : journal.inodes()) {
+    Namespace* ns = i.ns.empty() ? nullptr : namespaces_->Find(i.ns);
+    if (ns == nullptr && !i.ns.empty()) continue;  // a namespace this config no longer has
+    inodes_.Restore(i.ino, ns, i.path, i.is_dir);
+  }
+  size_t files = 0;
+  WriterMutexLock lock(&handles_mu_);
+  next_fh_ = std::max(next_fh_, journal.max_fh() + 1);
+  for (const MountJournal::OpenFile& f : journal.open_files()) {
+    std::optional<InodeInfo> info = inodes_.Get(f.ino);
+    if (!info || info->ns == nullptr || info->is_dir) continue;
+    const NamespaceConfig& nsc = info->ns->config;
+    ReadAheadOptions read_ahead;
+    read_ahead.block_size = nsc.block_size;
+    read_ahead.file_size = f.size;
+    read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
+    // The version it was opened at: the reader goes on reading the same bytes.
+    handles_.emplace(f.fh, std::make_unique<Handle>(info->ns, info->ns->meta->ObjectKey(info->path),
+                                                    f.etag, f.size, nsc.block_size, read_ahead));
+    ++files;
+  }
+  spdlog::info("restored {} inodes and {} open files of the previous server",
+               journal.inodes().size(), files);
 }
 
 FileSystem::~FileSystem() = default;
@@ -104,11 +141,11 @@ Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string&
   if (parent.ns == nullptr) {  // the multi-namespace root: its entries are the namespaces
     Namespace* ns = namespaces_->Find(name);
     if (ns == nullptr) return Status::NotFound("no namespace named '" + name + "'");
-    return DirAttr(inodes_.Assign(ns, "", true));
+    return DirAttr(AssignInode(ns, "", true));
   }
   std::string path = Join(parent.path, name);
   LC_ASSIGN_OR_RETURN(DirEntry entry, parent.ns->meta->Stat(path));
-  return FileAttrOf(inodes_.Assign(parent.ns, path, entry.is_dir), entry);
+  return FileAttrOf(AssignInode(parent.ns, path, entry.is_dir), entry);
 }
 
 Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
@@ -132,7 +169,7 @@ Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
 Result<std::vector<DirItem>> FileSystem::ListRoot() {
   std::vector<DirItem> items;
   for (const std::string& name : namespaces_->names()) {
-    items.push_back({name, DirAttr(inodes_.Assign(namespaces_->Find(name), "", true))});
+    items.push_back({name, DirAttr(AssignInode(namespaces_->Find(name), "", true))});
   }
   return items;
 }
@@ -149,7 +186,7 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
   std::vector<DirItem> items;
   items.reserve(listing->entries().size());
   for (const DirEntry& e : listing->entries()) {
-    uint64_t child = inodes_.Assign(info->ns, Join(info->path, e.name), e.is_dir);
+    uint64_t child = AssignInode(info->ns, Join(info->path, e.name), e.is_dir);
     items.push_back({e.name, FileAttrOf(child, e)});
   }
   return items;
@@ -174,6 +211,9 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
     WriterMutexLock lock(&handles_mu_);
     opened.fh = next_fh_++;
     handles_.emplace(opened.fh, std::unique_ptr<Handle>(h));
+  }
+  if (options_.journal != nullptr) {
+    options_.journal->AddOpen({opened.fh, ino, entry.etag, entry.size});
   }
   MutexLock lock(&etag_mu_);
   std::string& last = opened_etag_[ino];
@@ -412,6 +452,7 @@ void FileSystem::Release(uint64_t fh) {
     owned = std::move(it->second);
     handles_.erase(it);
   }
+  if (options_.journal != nullptr) options_.journal->AddRelease(fh);
   Handle* h = owned.get();
   ReadAheadWindow::Blocks offered;
   {

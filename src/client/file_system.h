@@ -23,6 +23,7 @@
 #include "cache/block_store.h"
 #include "cache/content_index.h"
 #include "client/inode_table.h"
+#include "client/mount_journal.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
@@ -49,6 +50,9 @@ struct FileSystemOptions {
   // (no eviction), else read by range again; a block a worker on this host owns goes through the
   // node's cache; sequential readers take whole blocks.
   bool range_reads_when_random = false;
+  // Where the inode numbers and open files go, for the next server of the same FUSE connection
+  // (client/mount_journal.h); what it holds is restored first. Null: kept in memory only.
+  std::shared_ptr<MountJournal> journal;
 };
 
 struct FileAttr {
@@ -112,6 +116,10 @@ class FileSystem {
   // restart of the mount's server must not be taken for memory); null when it is not open here.
   Handle* FindHandle(uint64_t fh) const EXCLUDES(handles_mu_);
   static Status UnknownHandle(uint64_t fh);
+  // inodes_.Assign, journaling what changed.
+  uint64_t AssignInode(Namespace* ns, const std::string& path, bool is_dir);
+  // The previous server's inodes and open files (options_.journal).
+  void RestoreFromJournal();
   Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name);
   Result<std::vector<DirItem>> ListRoot();
   FileAttr DirAttr(uint64_t ino) const;

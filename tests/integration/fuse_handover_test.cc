@@ -3,11 +3,14 @@
 // servers. The first captures the kernel's INIT; after it is killed, the next replays it and
 // serves the same mount, which never left the mount table. A server mounted with other FUSE
 // options is refused and leaves the mount to the next.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -54,10 +57,14 @@ class FuseHandoverTest : public ::testing::Test {
     auto conn = FuseConnection::Mount(mnt_, options);
     ASSERT_TRUE(conn.ok()) << conn.status().ToString();
     conn_ = std::move(*conn);
+    // The servers' journal, kept by the holder (here: the test).
+    state_fd_ = ::memfd_create("lakecache-mount-state", MFD_CLOEXEC);
+    ASSERT_GE(state_fd_, 0);
   }
 
   void TearDown() override {
     server_.reset();
+    if (state_fd_ >= 0) ::close(state_fd_);
     conn_.reset();  // unmounts
     EXPECT_FALSE(testing::IsMounted(mnt_));
   }
@@ -69,7 +76,9 @@ class FuseHandoverTest : public ::testing::Test {
                                      "--fuse-fd",       std::to_string(testing::kPassedFd),
                                      "--fuse-init",     init_};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    auto started = testing::ChildProcess::Start(argv, dir_->path() + "/" + log, {}, conn_->fd());
+    argv.insert(argv.end(), {"--state-fd", std::to_string(testing::kPassedFd + 1)});
+    auto started =
+        testing::ChildProcess::Start(argv, dir_->path() + "/" + log, {}, {conn_->fd(), state_fd_});
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     return started.ok() ? std::move(*started) : nullptr;
   }
@@ -88,6 +97,7 @@ class FuseHandoverTest : public ::testing::Test {
   std::unique_ptr<testing::TempDir> dir_;
   std::string data_, mnt_, init_;
   std::unique_ptr<FuseConnection> conn_;
+  int state_fd_ = -1;
   std::unique_ptr<testing::ChildProcess> server_;
 };
 
@@ -98,15 +108,29 @@ TEST_F(FuseHandoverTest, AKilledServerIsReplacedAndTheMountNeverGoes) {
   EXPECT_EQ(CheckAll(), "") << server_->LogTail();
   EXPECT_TRUE(fs::exists(init_)) << "the first server saves the INIT for the next";
 
+  // A file opened under the first server, read on under the second (its handle and inode are
+  // the kernel's, from the first).
+  int open_fd = ::open((mnt_ + "/f3.txt").c_str(), O_RDONLY | O_DIRECT);
+  ASSERT_GE(open_fd, 0);
+  char first[100];
+  ASSERT_EQ(::pread(open_fd, first, sizeof(first), 0), 100);
+
   ::kill(server_->pid(), SIGKILL);
   while (server_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(testing::IsMounted(mnt_)) << "the holder keeps the mount";
-  // The new server has its own inode numbers: let the kernel forget the old ones.
-  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
 
   server_ = StartServer("server-2.log");
   ASSERT_NE(server_, nullptr);
+  // The kernel still has the first server's inode numbers cached: the journal gave them back.
   EXPECT_EQ(CheckAll(), "") << server_->LogTail();
+  std::string expected = Content(3);
+  std::string rest(expected.size() - 100, '\0');
+  ssize_t n = ::pread(open_fd, rest.data(), rest.size(), 100);
+  EXPECT_EQ(n, static_cast<ssize_t>(rest.size())) << std::strerror(errno) << server_->LogTail();
+  EXPECT_EQ(std::string(first, 100) + rest, expected);
+  ::close(open_fd);
+  EXPECT_NE(server_->LogTail().find("open files of the previous server"), std::string::npos)
+      << server_->LogTail();
   EXPECT_EQ(fs::directory_iterator(mnt_) == fs::directory_iterator(), false);
   EXPECT_TRUE(server_->Running()) << server_->LogTail();
 }
@@ -131,7 +155,6 @@ TEST_F(FuseHandoverTest, AServerWithOtherFuseOptionsIsRefusedAndTheMountStays) {
 
   server_ = StartServer("server-3.log");
   ASSERT_NE(server_, nullptr);
-  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
   EXPECT_EQ(CheckAll(), "") << server_->LogTail();
 }
 
