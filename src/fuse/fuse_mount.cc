@@ -352,7 +352,9 @@ Status FuseMount::StartAdopted() {
     buf.size = init_.request.size();
     buf.mem = init_.request.data();
     fuse_session_process_buf(session_, &buf);
-    if (KernelResends(init_)) {
+    // LAKECACHE_FUSE_RESEND=0 behaves as a kernel without the resend (before 6.9) would.
+    const char* resend = std::getenv("LAKECACHE_FUSE_RESEND");
+    if (KernelResends(init_) && (resend == nullptr || std::string(resend) != "0")) {
       // FUSE_NOTIFY_RESEND (libfuse 3.14 has no call for it): what the dead server had read but
       // not answered goes back to the queue this server reads.
       fuse_out_header notify{sizeof(fuse_out_header), kNotifyResend, 0};
