@@ -253,7 +253,7 @@ Status AdoptConnection(FuseMount& mount, const MountRequest& req) {
   std::error_code ec;
   if (!std::filesystem::exists(req.fuse_init, ec)) {
     std::string path = req.fuse_init;
-    return mount.Adopt(req.fuse_fd, nullptr, [path](const FuseInit& init) {
+    return mount.Adopt(req.fuse_fd, req.mountpoint, nullptr, [path](const FuseInit& init) {
       Status s = rpc::WriteFileAtomically(path, EncodeFuseInit(init), 0600);
       if (!s.ok()) spdlog::error("cannot save the FUSE INIT: {}", s.message());
     });
@@ -261,7 +261,7 @@ Status AdoptConnection(FuseMount& mount, const MountRequest& req) {
   std::ifstream in(req.fuse_init, std::ios::binary);
   std::string blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   LC_ASSIGN_OR_RETURN(FuseInit init, DecodeFuseInit(blob));
-  return mount.Adopt(req.fuse_fd, &init);
+  return mount.Adopt(req.fuse_fd, req.mountpoint, &init);
 }
 
 Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,

@@ -5,6 +5,7 @@
 #include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "fuse/errno_map.h"
 
@@ -320,7 +322,7 @@ Status FuseMount::Mount(const std::string& mountpoint) {
   return Status::Ok();
 }
 
-Status FuseMount::Adopt(int fuse_fd, const FuseInit* init,
+Status FuseMount::Adopt(int fuse_fd, const std::string& mountpoint, const FuseInit* init,
                         std::function<void(const FuseInit&)> on_init) {
   std::string opts = FuseMountOptionString(options_);
   if (init != nullptr && init->options != opts) {
@@ -335,9 +337,53 @@ Status FuseMount::Adopt(int fuse_fd, const FuseInit* init,
     return Status::IoError("cannot serve the FUSE connection " + dev);
   }
   adopted_ = true;
+  adopted_mountpoint_ = mountpoint;
   if (init != nullptr) init_ = *init;
   init_.options = opts;
   on_init_ = std::move(on_init);
+  return Status::Ok();
+}
+
+// Without the resend, what the dead server had read but not answered waits in the kernel for a
+// reply that would never come, its callers stuck for good. Those requests are the most recent
+// before the first this server reads, on the same descriptor: each gets EINTR (a caller that
+// retries on EINTR, as Python does, reads on). Request ids rise by 2; a reply to an id the kernel
+// is not waiting for is refused and harms nothing. A statfs of the mountpoint makes sure a first
+// request comes.
+Status FuseMount::AnswerLostRequests() {
+  constexpr uint64_t kSwept = 1 << 17;  // far more than can be in flight
+  int fd = fuse_session_fd(session_);
+  if (!adopted_mountpoint_.empty()) {
+    std::string path = adopted_mountpoint_;
+    std::thread([path] {
+      struct statvfs st;
+      ::statvfs(path.c_str(), &st);
+    }).detach();
+  }
+  fuse_buf buf;
+  std::memset(&buf, 0, sizeof(buf));
+  int n = fuse_session_receive_buf(session_, &buf);
+  if (n < static_cast<int>(sizeof(fuse_in_header))) {
+    std::free(buf.mem);
+    return Status::IoError("the FUSE connection ended while this server took it over");
+  }
+  fuse_in_header first;
+  std::memcpy(&first, buf.mem, sizeof(first));
+  uint64_t answered = 0;
+  for (uint64_t id = first.unique, k = 0; id > 2 && k < kSwept; ++k) {
+    id -= 2;
+    fuse_out_header reply{sizeof(fuse_out_header), -EINTR, id};
+    if (::write(fd, &reply, sizeof(reply)) == static_cast<ssize_t>(sizeof(reply))) ++answered;
+  }
+  if (answered > 0) {
+    spdlog::warn(
+        "FUSE: {} request(s) the previous server had not answered got EINTR (this kernel "
+        "cannot resend them)",
+        answered);
+  }
+  buf.size = static_cast<size_t>(n);
+  fuse_session_process_buf(session_, &buf);
+  std::free(buf.mem);
   return Status::Ok();
 }
 
@@ -358,11 +404,13 @@ Status FuseMount::StartAdopted() {
       // FUSE_NOTIFY_RESEND (libfuse 3.14 has no call for it): what the dead server had read but
       // not answered goes back to the queue this server reads.
       fuse_out_header notify{sizeof(fuse_out_header), kNotifyResend, 0};
-      if (::write(fd, &notify, sizeof(notify)) != static_cast<ssize_t>(sizeof(notify))) {
-        spdlog::warn("FUSE: asking the kernel to resend the previous server's requests failed: {}",
-                     std::strerror(errno));
+      if (::write(fd, &notify, sizeof(notify)) == static_cast<ssize_t>(sizeof(notify))) {
+        return Status::Ok();
       }
+      spdlog::warn("FUSE: asking the kernel to resend the previous server's requests failed: {}",
+                   std::strerror(errno));
     }
+    return AnswerLostRequests();
     return Status::Ok();
   }
   fuse_buf buf;

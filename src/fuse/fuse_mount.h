@@ -59,7 +59,8 @@ class FuseMount {
   // resend what the previous server left unanswered; an `init` mounted with other options is
   // refused. Without, Run captures the INIT it reads first and hands it to `on_init`. Run never
   // unmounts an adopted connection: its holder does.
-  Status Adopt(int fuse_fd, const FuseInit* init,
+  // `mountpoint` is where the connection is mounted (for the takeover's own first request).
+  Status Adopt(int fuse_fd, const std::string& mountpoint, const FuseInit* init,
                std::function<void(const FuseInit&)> on_init = nullptr);
   // Serves requests until unmounted or signalled; then unmounts (a mount of its own).
   Status Run();
@@ -68,12 +69,14 @@ class FuseMount {
   Status NewSession();
   // The first request of an adopted connection: the replayed INIT, or the one read and captured.
   Status StartAdopted();
+  Status AnswerLostRequests();
 
   std::shared_ptr<FileSystem> fs_;
   FuseMountOptions options_;
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
   bool adopted_ = false;
+  std::string adopted_mountpoint_;
   FuseInit init_;  // adopted: the INIT to replay (empty request: capture one)
   std::function<void(const FuseInit&)> on_init_;
 };
