@@ -433,7 +433,9 @@ Status FuseMount::Run() {
   fuse_loop_config* config = fuse_loop_cfg_create();
   // A cloned descriptor dies with this process, and the requests read on it fail: a connection
   // that outlives its server is read on the one descriptor the holder keeps.
-  fuse_loop_cfg_set_clone_fd(config, adopted_ ? 0 : 1);
+  const char* clone = std::getenv("LAKECACHE_FUSE_CLONE_FD");  // measuring: 0 or 1 forces it
+  int clone_fd = clone != nullptr ? (std::string(clone) == "1" ? 1 : 0) : (adopted_ ? 0 : 1);
+  fuse_loop_cfg_set_clone_fd(config, clone_fd);
   fuse_loop_cfg_set_max_threads(config, options_.max_threads);
   int rc = fuse_session_loop_mt(session_, config);
   fuse_loop_cfg_destroy(config);
