@@ -184,7 +184,7 @@ rpc::HealthState ClusterClient::Health() const {
     workers = view_->workers.size();
   }
   int64_t silent = SteadyNowMs() - last_view_ms_.load();
-  if (silent > 3 * interval.count()) {
+  if (silent > rpc::kSilentIntervals * interval.count()) {
     return {false,
             "master " + master_ + " has not answered for " + std::to_string(silent / 1000) + " s"};
   }

@@ -23,6 +23,9 @@ struct HealthState {
   std::string detail;
 };
 
+// A worker or mount whose master has not answered for this many of its intervals is not ready.
+inline constexpr int kSilentIntervals = 3;
+
 // Called on every Check, from gRPC's threads: must be thread-safe and quick.
 using HealthProbe = std::function<HealthState()>;
 

@@ -525,7 +525,7 @@ rpc::HealthState WorkerServer::Health() const {
   if (!registered_) return {false, worker + " is not registered with master " + options_.master};
   int64_t silent = SteadyNowMs() - last_answer_ms_.load();
   int64_t interval = interval_ms_.load();
-  if (silent > 3 * interval) {
+  if (silent > rpc::kSilentIntervals * interval) {
     return {false, worker + ": master " + options_.master + " has not answered for " +
                        std::to_string(silent / 1000) + " s"};
   }
