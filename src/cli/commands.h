@@ -97,7 +97,19 @@ struct MountRequest {
   int fuse_fd = -1;
   std::string fuse_init;
   int state_fd = -1;  // the held MountJournal (client/mount_journal.h) the servers share
+  // --holder SOCKET: serve the mount the holder there keeps (client/mount_holder.h); with
+  // --takeover, the holder to ask.
+  std::string holder;
+  bool takeover = false;          // --takeover MOUNTPOINT: this binary takes the live mount over
+  std::vector<std::string> argv;  // the command line, for the servers a holder starts
 };
+
+// `lakecache holder --socket PATH`: holds the mount its first server asks for, for the servers
+// that come after (a Kubernetes FUSE pod's restarts); ends, unmounting, on SIGTERM.
+struct HolderRequest {
+  std::string socket;
+};
+int RunHolder(const HolderRequest& request);
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.
 int RunMount(const GlobalFlags& flags, const MountRequest& request);

@@ -1,6 +1,7 @@
 #include "client/mount_journal.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -58,25 +59,51 @@ class Reader {
   std::string_view in_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<MountJournal>> MountJournal::Open(int fd) {
-  std::unique_ptr<MountJournal> journal(new MountJournal(fd));
-  LC_RETURN_IF_ERROR(journal->Replay());
-  return journal;
+std::string InodeRecord(const MountJournal::Inode& inode) {
+  std::string body(1, static_cast<char>(kInode));
+  PutU64(&body, inode.ino);
+  PutU64(&body, inode.is_dir ? 1 : 0);
+  PutString(&body, inode.ns);
+  PutString(&body, inode.path);
+  return Framed(body);
 }
 
-MountJournal::~MountJournal() { ::close(fd_); }
+std::string OpenRecord(const MountJournal::OpenFile& open) {
+  std::string body(1, static_cast<char>(kOpen));
+  PutU64(&body, open.fh);
+  PutU64(&body, open.ino);
+  PutString(&body, open.etag);
+  PutU64(&body, open.size);
+  return Framed(body);
+}
 
-Status MountJournal::Replay() {
+Status WriteAll(int fd, std::string_view bytes, uint64_t at) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return Status::IoError(std::string("mount journal: ") + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// What the log in `fd` says: inodes in order, files still open, and where its valid part ends.
+Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenFile>* open_files,
+                           uint64_t* max_fh, uint64_t* end) {
   struct stat st;
-  if (::fstat(fd_, &st) != 0) {
+  if (::fstat(fd, &st) != 0) {
     return Status::IoError(std::string("mount journal: ") + std::strerror(errno));
   }
   std::string data(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
   while (got < data.size()) {
-    ssize_t n = ::pread(fd_, data.data() + got, data.size() - got, static_cast<off_t>(got));
+    ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
     if (n <= 0) break;
     got += static_cast<size_t>(n);
   }
@@ -96,14 +123,14 @@ Status MountJournal::Replay() {
         uint64_t is_dir = 0;
         if (r.U64(&i.ino) && r.U64(&is_dir) && r.String(&i.ns) && r.String(&i.path)) {
           i.is_dir = is_dir != 0;
-          inodes_.push_back(std::move(i));
+          inodes->push_back(std::move(i));
         }
         break;
       }
       case kOpen: {
         OpenFile f;
         if (r.U64(&f.fh) && r.U64(&f.ino) && r.String(&f.etag) && r.U64(&f.size)) {
-          max_fh_ = std::max(max_fh_, f.fh);
+          *max_fh = std::max(*max_fh, f.fh);
           open[f.fh] = std::move(f);
         }
         break;
@@ -118,48 +145,84 @@ Status MountJournal::Replay() {
     }
     at += kHead + len;
   }
-  for (auto& [fh, f] : open) open_files_.push_back(std::move(f));
+  for (auto& [fh, f] : open) open_files->push_back(std::move(f));
+  *end = at;  // a torn tail is overwritten
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<MountJournal>> MountJournal::Open(int fd) {
+  std::unique_ptr<MountJournal> journal(new MountJournal(fd));
+  uint64_t end = 0;
+  LC_RETURN_IF_ERROR(Parse(fd, &journal->inodes_, &journal->open_files_, &journal->max_fh_, &end));
+  MutexLock lock(&journal->mu_);
+  journal->end_ = end;
+  journal->compacted_size_ = end;
+  return journal;
+}
+
+MountJournal::~MountJournal() { ::close(fd_); }
+
+void MountJournal::SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes) {
   MutexLock lock(&mu_);
-  end_ = at;  // a torn tail is overwritten
+  hand_over_ = std::move(hand_over);
+  min_compaction_bytes_ = min_bytes;
+}
+
+Status MountJournal::CompactLocked() {
+  std::vector<Inode> inodes;
+  std::vector<OpenFile> open_files;
+  uint64_t max_fh = 0, end = 0;
+  LC_RETURN_IF_ERROR(Parse(fd_, &inodes, &open_files, &max_fh, &end));
+  std::string snapshot;
+  for (const Inode& i : inodes) snapshot += InodeRecord(i);
+  for (const OpenFile& f : open_files) snapshot += OpenRecord(f);
+  int fd = ::memfd_create("lakecache-mount-journal", MFD_CLOEXEC);
+  if (fd < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+  Status s = WriteAll(fd, snapshot, 0);
+  int handed = s.ok() ? ::dup(fd) : -1;
+  if (s.ok() && handed < 0) s = Status::IoError(std::string("dup: ") + std::strerror(errno));
+  // The holder keeps the old log until it has the new one whole: a kill in between loses nothing.
+  if (s.ok()) s = hand_over_(handed);
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  end_ = snapshot.size();
+  compacted_size_ = end_;
+  ++compactions_;
   return Status::Ok();
 }
 
 void MountJournal::Append(const std::string& record) {
   MutexLock lock(&mu_);
   if (failed_) return;
-  size_t done = 0;
-  while (done < record.size()) {
-    ssize_t n =
-        ::pwrite(fd_, record.data() + done, record.size() - done, static_cast<off_t>(end_ + done));
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      spdlog::warn("mount journal: {}; a restart of this mount's server will not keep its state",
-                   std::strerror(errno));
-      failed_ = true;
-      return;
-    }
-    done += static_cast<size_t>(n);
+  if (Status s = WriteAll(fd_, record, end_); !s.ok()) {
+    spdlog::warn("{}; a restart of this mount's server will not keep its state", s.message());
+    failed_ = true;
+    return;
   }
   end_ += record.size();
+  if (hand_over_ && end_ > std::max(min_compaction_bytes_, 4 * compacted_size_)) {
+    uint64_t before = end_;
+    if (Status s = CompactLocked(); !s.ok()) {
+      spdlog::warn("mount journal: compaction failed: {}", s.message());
+      compacted_size_ = end_;  // try again when it has grown as much again
+    } else {
+      spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
+    }
+  }
 }
 
-void MountJournal::AddInode(const Inode& inode) {
-  std::string body(1, static_cast<char>(kInode));
-  PutU64(&body, inode.ino);
-  PutU64(&body, inode.is_dir ? 1 : 0);
-  PutString(&body, inode.ns);
-  PutString(&body, inode.path);
-  Append(Framed(body));
+uint64_t MountJournal::compactions() const {
+  MutexLock lock(&mu_);
+  return compactions_;
 }
 
-void MountJournal::AddOpen(const OpenFile& open) {
-  std::string body(1, static_cast<char>(kOpen));
-  PutU64(&body, open.fh);
-  PutU64(&body, open.ino);
-  PutString(&body, open.etag);
-  PutU64(&body, open.size);
-  Append(Framed(body));
-}
+void MountJournal::AddInode(const Inode& inode) { Append(InodeRecord(inode)); }
+
+void MountJournal::AddOpen(const OpenFile& open) { Append(OpenRecord(open)); }
 
 void MountJournal::AddRelease(uint64_t fh) {
   std::string body(1, static_cast<char>(kRelease));

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,17 +50,30 @@ class MountJournal {
   void AddOpen(const OpenFile& open) EXCLUDES(mu_);
   void AddRelease(uint64_t fh) EXCLUDES(mu_);
 
+  // Opens and releases grow the log without end: once it is `min_bytes` and four times what it
+  // held after the last compaction, what it says is written to a new memfd, which `hand_over`
+  // gives the holder to keep (taking the descriptor) before this journal moves to it.
+  void SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes = 16 << 20)
+      EXCLUDES(mu_);
+  uint64_t compactions() const EXCLUDES(mu_);
+
  private:
   explicit MountJournal(int fd) : fd_(fd) {}
-  Status Replay();
+  static Status Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenFile>* open_files,
+                      uint64_t* max_fh, uint64_t* end);
   void Append(const std::string& record) EXCLUDES(mu_);
+  Status CompactLocked() REQUIRES(mu_);
 
-  const int fd_;
+  int fd_ GUARDED_BY(mu_);
   std::vector<Inode> inodes_;
   std::vector<OpenFile> open_files_;
   uint64_t max_fh_ = 0;
-  Mutex mu_;
+  mutable Mutex mu_;
   uint64_t end_ GUARDED_BY(mu_) = 0;  // where the next record goes
+  uint64_t compacted_size_ GUARDED_BY(mu_) = 0;
+  uint64_t min_compaction_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t compactions_ GUARDED_BY(mu_) = 0;
+  std::function<Status(int fd)> hand_over_ GUARDED_BY(mu_);
   bool failed_ GUARDED_BY(mu_) = false;
 };
 

@@ -10,8 +10,12 @@ namespace lakecache {
 
 Result<std::unique_ptr<FuseConnection>> FuseConnection::Mount(const std::string& mountpoint,
                                                               const FuseMountOptions& options) {
+  return Mount(mountpoint, FuseMountOptionString(options));
+}
+
+Result<std::unique_ptr<FuseConnection>> FuseConnection::Mount(const std::string& mountpoint,
+                                                              const std::string& opts) {
   std::unique_ptr<FuseConnection> conn(new FuseConnection());
-  std::string opts = FuseMountOptionString(options);
   const char* argv[] = {"lakecache", "-o", opts.c_str()};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fuse_lowlevel_ops ops;

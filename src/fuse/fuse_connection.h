@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "client/mount_holder.h"
 #include "common/result.h"
 #include "fuse/fuse_mount.h"
 
@@ -14,16 +15,19 @@ struct fuse_session;
 
 namespace lakecache {
 
-class FuseConnection {
+class FuseConnection : public HeldConnection {
  public:
   static Result<std::unique_ptr<FuseConnection>> Mount(const std::string& mountpoint,
                                                        const FuseMountOptions& options);
-  ~FuseConnection();  // unmounts
+  // Mounted with an option string as FuseMountOptionString makes (what a server asks its holder).
+  static Result<std::unique_ptr<FuseConnection>> Mount(const std::string& mountpoint,
+                                                       const std::string& options);
+  ~FuseConnection() override;  // unmounts
   FuseConnection(const FuseConnection&) = delete;
   FuseConnection& operator=(const FuseConnection&) = delete;
 
-  int fd() const;
-  void Unmount();
+  int fd() const override;
+  void Unmount() override;
 
  private:
   FuseConnection() = default;

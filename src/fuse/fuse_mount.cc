@@ -411,7 +411,6 @@ Status FuseMount::StartAdopted() {
                    std::strerror(errno));
     }
     return AnswerLostRequests();
-    return Status::Ok();
   }
   fuse_buf buf;
   std::memset(&buf, 0, sizeof(buf));
@@ -428,8 +427,27 @@ Status FuseMount::StartAdopted() {
   return Status::Ok();
 }
 
+void FuseMount::Stop() {
+  stop_ = true;
+  // The loop waits on a semaphore a signal interrupts; libfuse's SIGTERM handler ends the
+  // session. Sent again until Run returns, in case the loop was between its check and its wait.
+  while (running_) {
+    fuse_session_exit(session_);
+    pthread_kill(run_thread_, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 Status FuseMount::Run() {
+  run_thread_ = pthread_self();
+  running_ = true;
+  struct NotRunning {
+    std::atomic<bool>& running;
+    ~NotRunning() { running = false; }
+  } not_running{running_};
+  if (stop_) return Status::Ok();
   if (adopted_) LC_RETURN_IF_ERROR(StartAdopted());
+  if (stop_) return Status::Ok();
   fuse_loop_config* config = fuse_loop_cfg_create();
   // A cloned descriptor dies with this process, and the requests read on it fail: a connection
   // that outlives its server is read on the one descriptor the holder keeps.

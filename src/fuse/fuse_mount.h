@@ -6,6 +6,9 @@
 // process gets SIGTERM/SIGINT, then unmounts. One FuseMount per process.
 #pragma once
 
+#include <pthread.h>
+
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -64,6 +67,9 @@ class FuseMount {
                std::function<void(const FuseInit&)> on_init = nullptr);
   // Serves requests until unmounted or signalled; then unmounts (a mount of its own).
   Status Run();
+  // Makes Run return (from any thread): requests being served are answered, the rest stay in the
+  // kernel for the connection's next server. Safe before Run starts.
+  void Stop();
 
  private:
   Status NewSession();
@@ -79,6 +85,9 @@ class FuseMount {
   std::string adopted_mountpoint_;
   FuseInit init_;  // adopted: the INIT to replay (empty request: capture one)
   std::function<void(const FuseInit&)> on_init_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  pthread_t run_thread_{};
 };
 
 }  // namespace lakecache
