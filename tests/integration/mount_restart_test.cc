@@ -296,7 +296,7 @@ TEST_F(MountRestartTest, AWaitingHolderRefusesOtherFuseSettingsAndWaitsForTheNex
   EXPECT_FALSE(testing::IsMounted(mountpoint_));
 }
 
-// With the holder gone too, nothing can serve: readers get ENOTCONN at once, never a hang, and
+// With the holder gone too, nothing can serve: readers get an error at once (ENOTCONN), never a hang, and
 // the next `lakecache mount` on the path clears the dead mount itself.
 TEST_F(MountRestartTest, WithTheHolderGoneReadersGetEnotconnAndTheNextMountClearsIt) {
   StartStandalone();
@@ -315,7 +315,8 @@ TEST_F(MountRestartTest, WithTheHolderGoneReadersGetEnotconnAndTheNextMountClear
   std::free(mem);
   ::close(fd);
   EXPECT_EQ(n, -1);
-  EXPECT_EQ(err, ENOTCONN) << std::strerror(err);
+  // ENOTCONN, or ECONNABORTED for a file open when the connection was lost.
+  EXPECT_TRUE(err == ENOTCONN || err == ECONNABORTED) << std::strerror(err);
   EXPECT_LT(took, 5.0);
   std::printf("holder and server killed: a read failed with %s in %.3f s\n", std::strerror(err),
               took);
