@@ -22,6 +22,7 @@
 #include "fuse/fuse_connection.h"
 #include "support/fuse_mounts.h"
 #include "support/process.h"
+#include "support/restart_readers.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -40,11 +41,6 @@ std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
-
-struct ReadStats {
-  uint64_t reads = 0, failed = 0, wrong = 0, eintr = 0;
-  double longest_s = 0;
-};
 
 class FuseHandoverTest : public ::testing::Test {
  protected:
@@ -101,7 +97,7 @@ class FuseHandoverTest : public ::testing::Test {
     return wrong;
   }
 
-  ReadStats ReadThroughAKill(const std::vector<std::string>& env);
+  testing::RestartReadStats ReadThroughAKill(const std::vector<std::string>& env);
 
   static constexpr int kFiles = 20;
   std::unique_ptr<testing::TempDir> dir_;
@@ -170,95 +166,33 @@ TEST_F(FuseHandoverTest, AServerWithOtherFuseOptionsIsRefusedAndTheMountStays) {
 
 // Eight readers (four sequential, four random, each with its file open across the kill) read big
 // files while the server is SIGKILLed and a new one (with `env`) started; prints what they saw.
-ReadStats FuseHandoverTest::ReadThroughAKill(const std::vector<std::string>& env) {
+testing::RestartReadStats FuseHandoverTest::ReadThroughAKill(const std::vector<std::string>& env) {
   constexpr int kBig = 8;
   constexpr size_t kBigSize = 8 << 20;
-  auto big = [](int f, size_t off) {
-    return static_cast<char>((off * 131 + f * 7 + off / 4096) % 251);
-  };
+  std::vector<std::string> paths;
   for (int f = 0; f < kBig; ++f) {
-    std::string bytes(kBigSize, '\0');
-    for (size_t i = 0; i < kBigSize; ++i) bytes[i] = big(f, i);
-    std::ofstream(data_ + "/big" + std::to_string(f), std::ios::binary) << bytes;
+    std::ofstream(data_ + "/big" + std::to_string(f), std::ios::binary)
+        << testing::RestartContent(f, kBigSize);
+    paths.push_back(mnt_ + "/big" + std::to_string(f));
   }
   server_ = StartServer("server-1.log");
   EXPECT_EQ(CheckAll(), "") << server_->LogTail();
-
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> reads{0}, failed{0}, wrong{0}, eintr{0};
-  std::atomic<int64_t> longest_us{0};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 8; ++r) {
-    readers.emplace_back([&, r] {
-      bool random = r >= 4;
-      int fd = ::open((mnt_ + "/big" + std::to_string(r)).c_str(), O_RDONLY | O_DIRECT);
-      if (fd < 0) {
-        ++failed;
-        return;
-      }
-      std::vector<char> buf(128 << 10);
-      uint64_t seed = 12345 + r;
-      size_t off = 0;
-      while (!stop) {
-        if (random) {
-          seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-          off = (seed >> 20) % (kBigSize / buf.size()) * buf.size();
-        } else {
-          off = (off + buf.size()) % kBigSize;
-        }
-        auto start = Clock::now();
-        ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(off));
-        int64_t us =
-            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-        int64_t seen = longest_us.load();
-        while (us > seen && !longest_us.compare_exchange_weak(seen, us)) continue;
-        ++reads;
-        if (n < 0 && errno == EINTR) {  // read again, as Python does
-          ++eintr;
-          continue;
-        }
-        if (n != static_cast<ssize_t>(buf.size())) {
-          ++failed;
-          continue;
-        }
-        for (size_t i = 0; i < buf.size(); i += 511) {
-          if (buf[i] != big(r, off + i)) {
-            ++wrong;
-            break;
-          }
-        }
-      }
-      ::close(fd);
-    });
-  }
-  auto wait_reads = [&](uint64_t more) {
-    uint64_t target = reads.load() + more;
-    auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (reads.load() < target && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  };
-  wait_reads(400);
-  longest_us = 0;
+  testing::RestartReaders readers(paths, kBigSize);
+  readers.WaitForReads(400);
+  readers.ResetLongest();
   ::kill(server_->pid(), SIGKILL);
   while (server_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   server_ = StartServer("server-2.log", {}, env);
-  wait_reads(400);
-  stop = true;
-  for (std::thread& t : readers) t.join();
-  ReadStats stats{reads.load(), failed.load(), wrong.load(), eintr.load(), longest_us.load() / 1e6};
-  std::printf(
-      "handover under 8 readers (%s): %llu reads, %llu failed, %llu EINTR, %llu wrong, "
-      "longest read %.3f s\n",
-      env.empty() ? "resend" : "no resend", static_cast<unsigned long long>(stats.reads),
-      static_cast<unsigned long long>(stats.failed), static_cast<unsigned long long>(stats.eintr),
-      static_cast<unsigned long long>(stats.wrong), stats.longest_s);
+  readers.WaitForReads(400);
+  testing::RestartReadStats stats = readers.Stop();
+  std::printf("handover under 8 readers (%s): %s\n", env.empty() ? "resend" : "no resend",
+              stats.ToString().c_str());
   return stats;
 }
 
 // Linux 6.9 and later resend what the dead server had read but not answered: no read fails.
 TEST_F(FuseHandoverTest, ReadersOfAKilledServerNeitherFailNorSeeWrongBytes) {
-  ReadStats stats = ReadThroughAKill({});
+  testing::RestartReadStats stats = ReadThroughAKill({});
   EXPECT_EQ(stats.failed, 0u) << server_->LogTail();
   EXPECT_EQ(stats.eintr, 0u) << "the kernel resends: no read is interrupted";
   EXPECT_EQ(stats.wrong, 0u);
@@ -268,7 +202,7 @@ TEST_F(FuseHandoverTest, ReadersOfAKilledServerNeitherFailNorSeeWrongBytes) {
 // Without the resend (older kernels, forced here), the reads the dead server held get EINTR,
 // and none hangs.
 TEST_F(FuseHandoverTest, WithoutTheKernelsResendLostReadsGetEintrAndNoneHangs) {
-  ReadStats stats = ReadThroughAKill({"LAKECACHE_FUSE_RESEND=0"});
+  testing::RestartReadStats stats = ReadThroughAKill({"LAKECACHE_FUSE_RESEND=0"});
   EXPECT_EQ(stats.failed, 0u) << server_->LogTail();
   EXPECT_LE(stats.eintr, 8u) << "at most the reads in flight when the server died";
   EXPECT_EQ(stats.wrong, 0u);

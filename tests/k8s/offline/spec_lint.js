@@ -92,6 +92,15 @@ function lintFuse(c, at, pod, out) {
     if (unmounts) {
       out.push(`${at}: the FUSE container serves a holder's mount but unmounts it in preStop (a pod restart would break every reader)`);
     }
+    // Starting the container stats what it maps: the mount, waiting for the server it starts.
+    const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
+    const lake = args[args.indexOf('mount') + 1];
+    for (const m of c.volumeMounts || []) {
+      const host = ((volumes.get(m.name) || {}).hostPath || {}).path || '';
+      if (lake && (host === lake || m.mountPath === lake)) {
+        out.push(`${at}: the FUSE container serves a holder's mount but maps its folder ${lake} (a restart would wait on its own mount)`);
+      }
+    }
   } else {
     if (!hasFuseDevice(c, pod)) {
       out.push(`${at}: the FUSE container has no /dev/fuse (hostPath /dev/fuse, type CharDevice)`);
