@@ -326,13 +326,14 @@ FuseMountOptions FuseOptionsFor(const MountRequest& req, const MountOptions& opt
 Status AdoptConnection(FuseMount& mount, const MountRequest& req, HolderLink* link) {
   if (link != nullptr) {
     if (link->init().empty()) {
-      return mount.Adopt(link->TakeFuseFd(), req.mountpoint, nullptr, [link](const FuseInit& init) {
-        link->SendInit(EncodeFuseInit(init));
-        link->SendServing();
-      });
+      return mount.Adopt(link->TakeFuseFds(), req.mountpoint, nullptr,
+                         [link](const FuseInit& init) {
+                           link->SendInit(EncodeFuseInit(init));
+                           link->SendServing();
+                         });
     }
     LC_ASSIGN_OR_RETURN(FuseInit init, DecodeFuseInit(link->init()));
-    LC_RETURN_IF_ERROR(mount.Adopt(link->TakeFuseFd(), req.mountpoint, &init));
+    LC_RETURN_IF_ERROR(mount.Adopt(link->TakeFuseFds(), req.mountpoint, &init));
     link->SendServing();
     return Status::Ok();
   }
@@ -444,8 +445,14 @@ int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOpt
   std::string mountpoint = NormalizedPath(req.mountpoint);
   MountRequest held = req;
   held.mountpoint = mountpoint;
-  auto link = HolderLink::Connect(req.holder, mountpoint,
-                                  FuseMountOptionString(FuseOptionsFor(req, options)),
+  FuseMountOptions fuse = FuseOptionsFor(req, options);
+  // One descriptor per FUSE thread, as libfuse's clone_fd reads with (LAKECACHE_FUSE_DESCRIPTORS
+  // sets another number, for measuring).
+  int descriptors = static_cast<int>(fuse.max_threads);
+  if (const char* n = std::getenv("LAKECACHE_FUSE_DESCRIPTORS"); n != nullptr && std::atoi(n) > 0) {
+    descriptors = std::atoi(n);
+  }
+  auto link = HolderLink::Connect(req.holder, mountpoint, FuseMountOptionString(fuse), descriptors,
                                   std::chrono::seconds(30));
   if (!link.ok()) return ReportError(link.status());
   auto mounted = Finish(std::move(*prepared), held, options, link->get());
@@ -479,9 +486,9 @@ Result<std::vector<std::string>> ServerArgv(const CliContext& ctx, const MountRe
 }
 
 Result<std::unique_ptr<HeldConnection>> MountHeld(const std::string& mountpoint,
-                                                  const std::string& options) {
+                                                  const std::string& options, int descriptors) {
   LC_ASSIGN_OR_RETURN(std::unique_ptr<FuseConnection> conn,
-                      FuseConnection::Mount(mountpoint, options));
+                      FuseConnection::Mount(mountpoint, options, descriptors));
   return std::unique_ptr<HeldConnection>(std::move(conn));
 }
 

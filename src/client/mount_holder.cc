@@ -31,6 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxMessage = 64 << 10;
+constexpr size_t kMaxFds = 64;
 
 std::string Escape(std::string_view v) {
   std::string out;
@@ -98,7 +99,7 @@ Result<HolderMessage> Receive(int fd, std::vector<int>* fds, std::chrono::millis
   std::string buffer(kMaxMessage, '\0');
   iovec iov{buffer.data(), buffer.size()};
   LC_ASSIGN_OR_RETURN(rpc::ReceivedMessage got,
-                      rpc::ReceiveWithFds(fd, std::span<iovec>(&iov, 1), 4));
+                      rpc::ReceiveWithFds(fd, std::span<iovec>(&iov, 1), kMaxFds));
   if (got.bytes == 0) return Status::Unavailable("the other end has gone");
   if (got.truncated) return Status::InvalidArgument("a message too long");
   if (fds != nullptr) {
@@ -257,7 +258,8 @@ void Holder::Refuse(int fd, const std::string& error) {
 }
 
 void Holder::Welcome(int fd) {
-  int fds[] = {conn_->fd(), journal_fd_};
+  std::vector<int> fds = {journal_fd_};
+  for (int f : conn_->fds()) fds.push_back(f);
   if (Status s = Send(fd, {"welcome", {{"init", init_}}}, fds); !s.ok()) {
     spdlog::warn("holder: could not hand the mount over: {}", s.message());
     Drop(fd);
@@ -276,8 +278,10 @@ void Holder::OnHello(int fd, const HolderMessage& m) {
     return;
   }
   if (conn_ == nullptr) {
+    int descriptors =
+        std::clamp(std::atoi(m.Get("descriptors").c_str()), 1, static_cast<int>(kMaxFds) - 1);
     Result<std::unique_ptr<HeldConnection>> conn =
-        options_.mount(m.Get("mountpoint"), m.Get("options"));
+        options_.mount(m.Get("mountpoint"), m.Get("options"), descriptors);
     if (!conn.ok()) {
       Refuse(fd, conn.status().message());
       return;
@@ -285,7 +289,8 @@ void Holder::OnHello(int fd, const HolderMessage& m) {
     conn_ = std::move(*conn);
     mountpoint_ = m.Get("mountpoint");
     fuse_options_ = m.Get("options");
-    spdlog::info("holder: mounted {} ({})", mountpoint_, fuse_options_);
+    spdlog::info("holder: mounted {} ({}; {} descriptors)", mountpoint_, fuse_options_,
+                 conn_->fds().size());
     Welcome(fd);
     return;
   }
@@ -615,7 +620,7 @@ struct HolderLink::Watcher {
 
 Result<std::unique_ptr<HolderLink>> HolderLink::Connect(const std::string& socket_path,
                                                         const std::string& mountpoint,
-                                                        const std::string& options,
+                                                        const std::string& options, int descriptors,
                                                         std::chrono::milliseconds wait) {
   std::unique_ptr<HolderLink> link(new HolderLink());
   LC_ASSIGN_OR_RETURN(link->fd_, ConnectTo(socket_path));
@@ -623,6 +628,7 @@ Result<std::unique_ptr<HolderLink>> HolderLink::Connect(const std::string& socke
                                       {{"version", std::to_string(kHolderProtocol)},
                                        {"mountpoint", mountpoint},
                                        {"options", options},
+                                       {"descriptors", std::to_string(descriptors)},
                                        {"pid", std::to_string(::getpid())}}}));
   std::vector<int> fds;
   Result<HolderMessage> answer = Receive(link->fd_, &fds, wait);
@@ -635,13 +641,13 @@ Result<std::unique_ptr<HolderLink>> HolderLink::Connect(const std::string& socke
     return answer.status().WithContext("the holder at " + socket_path);
   }
   if (answer->type == "refused") return Status::PreconditionFailed(answer->Get("error"));
-  if (answer->type != "welcome" || fds.size() != 2) {
+  if (answer->type != "welcome" || fds.size() < 2) {
     for (int f : fds) ::close(f);
     return Status::Internal("the holder's answer was '" + answer->type + "' with " +
                             std::to_string(fds.size()) + " descriptors");
   }
-  link->fuse_fd_ = fds[0];
-  link->journal_fd_ = fds[1];
+  link->journal_fd_ = fds[0];
+  link->fuse_fds_.assign(fds.begin() + 1, fds.end());
   link->init_ = Unhex(answer->Get("init"));
   return link;
 }
@@ -654,11 +660,11 @@ HolderLink::~HolderLink() {
     ::close(watcher_->wake[1]);
   }
   CloseFd(&fd_);
-  CloseFd(&fuse_fd_);
+  for (int f : fuse_fds_) ::close(f);
   CloseFd(&journal_fd_);
 }
 
-int HolderLink::TakeFuseFd() { return std::exchange(fuse_fd_, -1); }
+std::vector<int> HolderLink::TakeFuseFds() { return std::exchange(fuse_fds_, {}); }
 int HolderLink::TakeJournalFd() { return std::exchange(journal_fd_, -1); }
 
 void HolderLink::SendInit(const std::string& init) {
@@ -672,7 +678,7 @@ void HolderLink::SendServing() { (void)Send(fd_, {"serving", {}}); }
 
 Status HolderLink::SendJournal(int fd) {
   int fds[] = {fd};
-  Status s = Send(fd_, {"journal", {}}, fds);
+  Status s = Send(fd_, {"journal", {}}, std::span<const int>(fds));
   ::close(fd);
   return s;
 }

@@ -15,8 +15,9 @@
 //
 // The wire: a SOCK_SEQPACKET Unix socket only the holder's uid and root may use. Each message is
 // a type line, then KEY=VALUE lines (values escaped: \\ and \n):
-//   server -> holder  hello  version mountpoint options pid   (first; options: the FUSE mount's)
-//   holder -> server  welcome init(hex) + [fuse fd, journal fd] | refused error
+//   server -> holder  hello  version mountpoint options descriptors pid   (first; options: the
+//                     FUSE mount's; descriptors: how many to read on, asked by the first server)
+//   holder -> server  welcome init(hex) + [journal fd, fuse fds...] | refused error
 //   server -> holder  init init(hex)    the INIT it captured (the first server only)
 //   server -> holder  serving
 //   server -> holder  journal + [fd]    a compacted journal replaces the one held
@@ -42,14 +43,18 @@ namespace lakecache {
 inline constexpr int kHolderProtocol = 1;
 
 // A mounted FUSE connection as its holder keeps it (fuse/fuse_connection.h mounts one).
+// Its descriptors: the one the mount was made with, then clones of it (FUSE_DEV_IOC_CLONE), so
+// that a server reads requests on several at once and none dies with it.
 class HeldConnection {
  public:
   virtual ~HeldConnection() = default;
   virtual int fd() const = 0;
+  virtual std::vector<int> fds() const { return {fd()}; }
   virtual void Unmount() = 0;
 };
+// Mounts with `options`, with `descriptors` descriptors in all (at least 1).
 using MountConnection = std::function<Result<std::unique_ptr<HeldConnection>>(
-    const std::string& mountpoint, const std::string& options)>;
+    const std::string& mountpoint, const std::string& options, int descriptors)>;
 
 struct MountHolderOptions {
   std::string socket_path;
@@ -82,14 +87,14 @@ class HolderLink {
   // kPreconditionFailed with the holder's reason.
   static Result<std::unique_ptr<HolderLink>> Connect(const std::string& socket_path,
                                                      const std::string& mountpoint,
-                                                     const std::string& options,
+                                                     const std::string& options, int descriptors,
                                                      std::chrono::milliseconds wait);
   ~HolderLink();
   HolderLink(const HolderLink&) = delete;
   HolderLink& operator=(const HolderLink&) = delete;
 
-  // The descriptors handed over; the caller owns what it takes (-1 once taken).
-  int TakeFuseFd();
+  // The descriptors handed over; the caller owns what it takes (empty, -1 once taken).
+  std::vector<int> TakeFuseFds();
   int TakeJournalFd();
   // The connection's INIT as the first server captured it; empty for the first server.
   const std::string& init() const { return init_; }
@@ -106,7 +111,7 @@ class HolderLink {
  private:
   HolderLink() = default;
   int fd_ = -1;
-  int fuse_fd_ = -1;
+  std::vector<int> fuse_fds_;
   int journal_fd_ = -1;
   std::string init_;
   struct Watcher;

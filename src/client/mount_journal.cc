@@ -156,11 +156,35 @@ Result<std::unique_ptr<MountJournal>> MountJournal::Open(int fd) {
   LC_RETURN_IF_ERROR(Parse(fd, &journal->inodes_, &journal->open_files_, &journal->max_fh_, &end));
   MutexLock lock(&journal->mu_);
   journal->end_ = end;
+  if (Status s = journal->MapLocked(); !s.ok()) spdlog::warn("{}", s.message());
   journal->compacted_size_ = end;
   return journal;
 }
 
-MountJournal::~MountJournal() { ::close(fd_); }
+MountJournal::~MountJournal() {
+  MutexLock lock(&mu_);
+  Unmap();
+  ::close(fd_);
+}
+
+// Appends are copies into the memfd's pages, mapped once (a reservation of kMapSize, of which
+// only what is written is backed), rather than a write(2) each: the lock is held for a copy, so
+// the FUSE threads opening and releasing files at once hardly ever wait on it.
+Status MountJournal::MapLocked() {
+  void* map = ::mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
+  if (map == MAP_FAILED)
+    return Status::IoError(std::string("mount journal: mmap: ") + std::strerror(errno));
+  map_ = static_cast<char*>(map);
+  struct stat st;
+  capacity_ = ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  return Status::Ok();
+}
+
+void MountJournal::Unmap() {
+  if (map_ != nullptr) ::munmap(map_, kMapSize);
+  map_ = nullptr;
+  capacity_ = 0;
+}
 
 void MountJournal::SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes) {
   MutexLock lock(&mu_);
@@ -187,9 +211,11 @@ Status MountJournal::CompactLocked() {
     ::close(fd);
     return s;
   }
+  Unmap();
   ::close(fd_);
   fd_ = fd;
   end_ = snapshot.size();
+  if (Status mapped = MapLocked(); !mapped.ok()) spdlog::warn("{}", mapped.message());
   compacted_size_ = end_;
   ++compactions_;
   return Status::Ok();
@@ -198,7 +224,7 @@ Status MountJournal::CompactLocked() {
 void MountJournal::Append(const std::string& record) {
   MutexLock lock(&mu_);
   if (failed_) return;
-  if (Status s = WriteAll(fd_, record, end_); !s.ok()) {
+  if (Status s = CopyLocked(record); !s.ok()) {
     spdlog::warn("{}; a restart of this mount's server will not keep its state", s.message());
     failed_ = true;
     return;
@@ -213,6 +239,19 @@ void MountJournal::Append(const std::string& record) {
       spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
     }
   }
+}
+
+Status MountJournal::CopyLocked(std::string_view record) {
+  if (map_ == nullptr || end_ + record.size() > kMapSize) return WriteAll(fd_, record, end_);
+  if (end_ + record.size() > capacity_) {
+    uint64_t grown = (end_ + record.size() + kGrowth - 1) / kGrowth * kGrowth;
+    if (::ftruncate(fd_, static_cast<off_t>(grown)) != 0) {
+      return Status::IoError(std::string("mount journal: ftruncate: ") + std::strerror(errno));
+    }
+    capacity_ = grown;
+  }
+  std::memcpy(map_ + end_, record.data(), record.size());
+  return Status::Ok();
 }
 
 uint64_t MountJournal::compactions() const {

@@ -4,14 +4,16 @@
 // of the server, so the next one replays the journal before it serves.
 //
 // An append-only log in a file the mount's holder keeps open (a memfd: no disk write per lookup
-// or open). Each record carries its length and an XXH32 of its bytes; a record cut short by a
-// server killed while writing it ends the log. Thread-safe: appends are serialized.
+// or open), appended to through a shared mapping (a copy, no system call). Each record carries its
+// length and an XXH32 of its bytes; a record cut short by a server killed while writing it, or the
+// zeros after the last, end the log. Thread-safe: appends are serialized.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/mutex.h"
@@ -63,8 +65,16 @@ class MountJournal {
                       uint64_t* max_fh, uint64_t* end);
   void Append(const std::string& record) EXCLUDES(mu_);
   Status CompactLocked() REQUIRES(mu_);
+  Status MapLocked() REQUIRES(mu_);
+  void Unmap() REQUIRES(mu_);
+  Status CopyLocked(std::string_view record) REQUIRES(mu_);
+
+  static constexpr uint64_t kMapSize = 1ull << 32;  // reserved, not backed
+  static constexpr uint64_t kGrowth = 1 << 20;
 
   int fd_ GUARDED_BY(mu_);
+  char* map_ GUARDED_BY(mu_) = nullptr;
+  uint64_t capacity_ GUARDED_BY(mu_) = 0;  // the memfd's size: where the mapping is backed
   std::vector<Inode> inodes_;
   std::vector<OpenFile> open_files_;
   uint64_t max_fh_ = 0;

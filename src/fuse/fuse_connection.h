@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/mount_holder.h"
 #include "common/result.h"
@@ -19,19 +20,23 @@ class FuseConnection : public HeldConnection {
  public:
   static Result<std::unique_ptr<FuseConnection>> Mount(const std::string& mountpoint,
                                                        const FuseMountOptions& options);
-  // Mounted with an option string as FuseMountOptionString makes (what a server asks its holder).
+  // Mounted with an option string as FuseMountOptionString makes (what a server asks its holder),
+  // with `descriptors` - 1 clones of the connection's descriptor besides it.
   static Result<std::unique_ptr<FuseConnection>> Mount(const std::string& mountpoint,
-                                                       const std::string& options);
+                                                       const std::string& options,
+                                                       int descriptors = 1);
   ~FuseConnection() override;  // unmounts
   FuseConnection(const FuseConnection&) = delete;
   FuseConnection& operator=(const FuseConnection&) = delete;
 
   int fd() const override;
+  std::vector<int> fds() const override;
   void Unmount() override;
 
  private:
   FuseConnection() = default;
   fuse_session* session_ = nullptr;
+  std::vector<int> clones_;
   bool mounted_ = false;
 };
 

@@ -246,6 +246,7 @@ FuseMount::FuseMount(std::shared_ptr<FileSystem> fs, FuseMountOptions options)
     : fs_(std::move(fs)), options_(std::move(options)) {}
 
 FuseMount::~FuseMount() {
+  for (fuse_session* se : clones_) fuse_session_destroy(se);
   if (session_ != nullptr) {
     if (mounted_) fuse_session_unmount(session_);
     fuse_remove_signal_handlers(session_);
@@ -344,6 +345,26 @@ Status FuseMount::Adopt(int fuse_fd, const std::string& mountpoint, const FuseIn
   return Status::Ok();
 }
 
+Status FuseMount::Adopt(std::vector<int> fuse_fds, const std::string& mountpoint,
+                        const FuseInit* init, std::function<void(const FuseInit&)> on_init) {
+  if (fuse_fds.empty()) return Status::InvalidArgument("no FUSE descriptor to serve");
+  LC_RETURN_IF_ERROR(Adopt(fuse_fds[0], mountpoint, init, std::move(on_init)));
+  std::string opts = FuseMountOptionString(options_);
+  const char* argv[] = {"lakecache", "-o", opts.c_str()};
+  for (size_t i = 1; i < fuse_fds.size(); ++i) {
+    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+    fuse_lowlevel_ops ops = MakeOps();
+    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), fs_.get());
+    if (se == nullptr) return Status::Internal("could not create a FUSE session");
+    clones_.push_back(se);
+    std::string dev = "/dev/fd/" + std::to_string(fuse_fds[i]);
+    if (fuse_session_mount(se, dev.c_str()) != 0) {
+      return Status::IoError("cannot serve the FUSE descriptor " + dev);
+    }
+  }
+  return Status::Ok();
+}
+
 // Without the resend, what the dead server had read but not answered waits in the kernel for a
 // reply that would never come, its callers stuck for good. Those requests are the most recent
 // before the first this server reads, on the same descriptor: each gets EINTR (a caller that
@@ -351,8 +372,10 @@ Status FuseMount::Adopt(int fuse_fd, const std::string& mountpoint, const FuseIn
 // is not waiting for is refused and harms nothing. A statfs of the mountpoint makes sure a first
 // request comes.
 Status FuseMount::AnswerLostRequests() {
-  constexpr uint64_t kSwept = 1 << 17;  // far more than can be in flight
+  constexpr uint64_t kSwept = 1 << 15;  // far more than can be in flight
   int fd = fuse_session_fd(session_);
+  std::vector<int> fds = {fd};
+  for (fuse_session* se : clones_) fds.push_back(fuse_session_fd(se));
   if (!adopted_mountpoint_.empty()) {
     std::string path = adopted_mountpoint_;
     std::thread([path] {
@@ -373,7 +396,9 @@ Status FuseMount::AnswerLostRequests() {
   for (uint64_t id = first.unique, k = 0; id > 2 && k < kSwept; ++k) {
     id -= 2;
     fuse_out_header reply{sizeof(fuse_out_header), -EINTR, id};
-    if (::write(fd, &reply, sizeof(reply)) == static_cast<ssize_t>(sizeof(reply))) ++answered;
+    for (int f : fds) {  // a reply finds only the requests read on its own descriptor
+      if (::write(f, &reply, sizeof(reply)) == static_cast<ssize_t>(sizeof(reply))) ++answered;
+    }
   }
   if (answered > 0) {
     spdlog::warn(
@@ -431,11 +456,65 @@ void FuseMount::Stop() {
   stop_ = true;
   // The loop waits on a semaphore a signal interrupts; libfuse's SIGTERM handler ends the
   // session. Sent again until Run returns, in case the loop was between its check and its wait.
+  // Each clone's thread waits in read(2), which the signal interrupts.
   while (running_) {
     fuse_session_exit(session_);
+    for (fuse_session* se : clones_) fuse_session_exit(se);
     pthread_kill(run_thread_, SIGTERM);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+}
+
+namespace {
+struct SessionThread {
+  fuse_session* se;
+  std::atomic<int>* ended;  // fuse_session_loop resets the session's exit flag as it returns
+  static void* Loop(void* arg) {
+    auto* self = static_cast<SessionThread*>(arg);
+    fuse_session_loop(self->se);
+    ++*self->ended;
+    return nullptr;
+  }
+};
+}  // namespace
+
+// One thread per descriptor, each reading and answering one request at a time (a request read is
+// always answered before its thread looks at the exit flag). Ends when any session ends:
+// unmounted, or Stop.
+Status FuseMount::RunSessions() {
+  // The clones need the connection's INIT too: libfuse answers EIO until it has seen one. Their
+  // replies find no request in the kernel and are dropped.
+  for (fuse_session* se : clones_) {
+    fuse_buf buf;
+    std::memset(&buf, 0, sizeof(buf));
+    buf.size = init_.request.size();
+    buf.mem = init_.request.data();
+    fuse_session_process_buf(se, &buf);
+  }
+  std::vector<fuse_session*> all = clones_;
+  all.push_back(session_);
+  std::atomic<int> ended{0};
+  std::vector<SessionThread> args;
+  args.reserve(all.size());
+  for (fuse_session* se : all) args.push_back({se, &ended});
+  std::vector<pthread_t> threads(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (pthread_create(&threads[i], nullptr, &SessionThread::Loop, &args[i]) != 0) {
+      threads.resize(i);
+      break;
+    }
+  }
+  // The main thread waits for the first session to end, then ends the others.
+  while (ended == 0 && !stop_ && !fuse_session_exited(session_)) {
+    struct timespec ts {
+      0, 20 * 1000 * 1000
+    };
+    nanosleep(&ts, nullptr);
+  }
+  for (fuse_session* se : all) fuse_session_exit(se);
+  for (pthread_t t : threads) pthread_kill(t, SIGTERM);
+  for (pthread_t t : threads) pthread_join(t, nullptr);
+  return Status::Ok();
 }
 
 Status FuseMount::Run() {
@@ -448,6 +527,7 @@ Status FuseMount::Run() {
   if (stop_) return Status::Ok();
   if (adopted_) LC_RETURN_IF_ERROR(StartAdopted());
   if (stop_) return Status::Ok();
+  if (!clones_.empty()) return RunSessions();
   fuse_loop_config* config = fuse_loop_cfg_create();
   // A cloned descriptor dies with this process, and the requests read on it fail: a connection
   // that outlives its server is read on the one descriptor the holder keeps.

@@ -65,6 +65,12 @@ class FuseMount {
   // `mountpoint` is where the connection is mounted (for the takeover's own first request).
   Status Adopt(int fuse_fd, const std::string& mountpoint, const FuseInit* init,
                std::function<void(const FuseInit&)> on_init = nullptr);
+  // The same over the connection's descriptor and clones of it the holder keeps as well
+  // (FUSE_DEV_IOC_CLONE): one single-threaded session per descriptor, so requests are read in
+  // parallel as with libfuse's clone_fd, yet none read on a clone dies with this process (the
+  // kernel resends them from every descriptor of the connection).
+  Status Adopt(std::vector<int> fuse_fds, const std::string& mountpoint, const FuseInit* init,
+               std::function<void(const FuseInit&)> on_init = nullptr);
   // Serves requests until unmounted or signalled; then unmounts (a mount of its own).
   Status Run();
   // Makes Run return (from any thread): requests being served are answered, the rest stay in the
@@ -73,6 +79,7 @@ class FuseMount {
 
  private:
   Status NewSession();
+  Status RunSessions();
   // The first request of an adopted connection: the replayed INIT, or the one read and captured.
   Status StartAdopted();
   Status AnswerLostRequests();
@@ -80,6 +87,9 @@ class FuseMount {
   std::shared_ptr<FileSystem> fs_;
   FuseMountOptions options_;
   fuse_session* session_ = nullptr;
+  // Sessions on the clones of an adopted connection's descriptor, each served by one thread.
+  std::vector<fuse_session*> clones_;
+  std::vector<pthread_t> clone_threads_;
   bool mounted_ = false;
   bool adopted_ = false;
   std::string adopted_mountpoint_;

@@ -47,9 +47,10 @@ TEST(MountHolderTest, HandsTheMountToOneServerAtATimeAndRefusesOtherSettings) {
   std::atomic<int> mounts{0}, unmounts{0};
   MountHolderOptions options;
   options.socket_path = dir.path() + "/holder.sock";
-  options.mount = [&](const std::string& mountpoint,
-                      const std::string& fuse_options) -> Result<std::unique_ptr<HeldConnection>> {
+  options.mount = [&](const std::string& mountpoint, const std::string& fuse_options,
+                      int descriptors) -> Result<std::unique_ptr<HeldConnection>> {
     EXPECT_EQ(mountpoint, "/mnt/lake");
+    EXPECT_EQ(descriptors, 1) << "what the first server asked for";
     EXPECT_EQ(fuse_options, "ro,fsname=lakecache");
     ++mounts;
     return std::unique_ptr<HeldConnection>(new FakeConnection(&unmounts));
@@ -64,7 +65,7 @@ TEST(MountHolderTest, HandsTheMountToOneServerAtATimeAndRefusesOtherSettings) {
     for (int i = 0; i < 200 && !std::filesystem::exists(options.socket_path); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return HolderLink::Connect(options.socket_path, "/mnt/lake", fuse_options,
+    return HolderLink::Connect(options.socket_path, "/mnt/lake", fuse_options, 1,
                                std::chrono::seconds(10));
   };
 
@@ -72,7 +73,9 @@ TEST(MountHolderTest, HandsTheMountToOneServerAtATimeAndRefusesOtherSettings) {
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(mounts, 1);
   EXPECT_TRUE((*first)->init().empty()) << "the first server captures the INIT";
-  int fuse_fd = (*first)->TakeFuseFd();
+  std::vector<int> fuse_fds = (*first)->TakeFuseFds();
+  ASSERT_EQ(fuse_fds.size(), 1u);
+  int fuse_fd = fuse_fds[0];
   int journal_fd = (*first)->TakeJournalFd();
   EXPECT_GE(fuse_fd, 0);
   EXPECT_GE(journal_fd, 0);
