@@ -446,9 +446,10 @@ int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOpt
   MountRequest held = req;
   held.mountpoint = mountpoint;
   FuseMountOptions fuse = FuseOptionsFor(req, options);
-  // One descriptor per FUSE thread, as libfuse's clone_fd reads with (LAKECACHE_FUSE_DESCRIPTORS
-  // sets another number, for measuring).
-  int descriptors = static_cast<int>(fuse.max_threads);
+  // Four descriptors, the FUSE threads shared out among them (LAKECACHE_FUSE_DESCRIPTORS sets
+  // another number, for measuring): parallel reads need several; a metadata walk is served best
+  // by few threads (the kernel hands each request to the thread that has waited longest).
+  int descriptors = 4;
   if (const char* n = std::getenv("LAKECACHE_FUSE_DESCRIPTORS"); n != nullptr && std::atoi(n) > 0) {
     descriptors = std::atoi(n);
   }

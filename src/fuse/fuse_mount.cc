@@ -468,19 +468,23 @@ void FuseMount::Stop() {
 namespace {
 struct SessionThread {
   fuse_session* se;
-  std::atomic<int>* ended;  // fuse_session_loop resets the session's exit flag as it returns
+  std::atomic<int>* ended;  // the loops reset the session's exit flag as they return
+  unsigned threads;         // at most, started as requests come (libfuse's multi-threaded loop)
   static void* Loop(void* arg) {
     auto* self = static_cast<SessionThread*>(arg);
-    fuse_session_loop(self->se);
+    fuse_loop_config* config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(config, 0);
+    fuse_loop_cfg_set_max_threads(config, self->threads);
+    fuse_session_loop_mt(self->se, config);
+    fuse_loop_cfg_destroy(config);
     ++*self->ended;
     return nullptr;
   }
 };
 }  // namespace
 
-// One thread per descriptor, each reading and answering one request at a time (a request read is
-// always answered before its thread looks at the exit flag). Ends when any session ends:
-// unmounted, or Stop.
+// A multi-threaded loop per descriptor, its threads started as requests come. Ends when any session
+// ends: unmounted, or Stop.
 Status FuseMount::RunSessions() {
   // The clones need the connection's INIT too: libfuse answers EIO until it has seen one. Their
   // replies find no request in the kernel and are dropped.
@@ -496,7 +500,11 @@ Status FuseMount::RunSessions() {
   std::atomic<int> ended{0};
   std::vector<SessionThread> args;
   args.reserve(all.size());
-  for (fuse_session* se : all) args.push_back({se, &ended});
+  // The threads are shared out and started as requests come: a metadata walk (one request at a
+  // time) is served by a few warm threads, not passed round all of them.
+  unsigned per = std::max(1u, (options_.max_threads + static_cast<unsigned>(all.size()) - 1) /
+                                  static_cast<unsigned>(all.size()));
+  for (fuse_session* se : all) args.push_back({se, &ended, per});
   std::vector<pthread_t> threads(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     if (pthread_create(&threads[i], nullptr, &SessionThread::Loop, &args[i]) != 0) {
