@@ -2,6 +2,7 @@
 // gRPC and HTTP probes can present neither TLS nor a token). It asks the daemon's health socket
 // (a master's or worker's --health-socket, or a mount's control socket), never a TCP port.
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/mount_table.h"
 #include "client/mount_admin.h"
 #include "common/units.h"
 #include "rpc/health.h"
@@ -64,10 +66,13 @@ int RunHealth(const HealthRequest& req) {
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*wait);
   std::string socket = req.socket;
   if (!req.mountpoint.empty()) {
-    if (Status s = StatWithin(req.mountpoint, timeout); !s.ok()) return Unhealthy(s.message());
-    std::error_code ec;
-    std::string canonical = std::filesystem::canonical(req.mountpoint, ec).string();
-    socket = ControlSocketPath(ec ? req.mountpoint : canonical);
+    std::string mountpoint = NormalizedPath(req.mountpoint);
+    // Where the mount is visible, it must answer a statfs. A server whose mount is its holder's
+    // (a Kubernetes FUSE pod, which does not map the folder) is asked on its control socket.
+    if (MountTypeAt(mountpoint) == kLakecacheFsType || ::access(mountpoint.c_str(), F_OK) == 0) {
+      if (Status s = StatWithin(mountpoint, timeout); !s.ok()) return Unhealthy(s.message());
+    }
+    socket = ControlSocketPath(mountpoint);
   }
   Result<rpc::HealthState> state = rpc::CheckHealth(socket, timeout);
   if (!state.ok()) {

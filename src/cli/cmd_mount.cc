@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,9 +11,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "cache/block_store.h"
 #include "cache/memory_tier.h"
+#include "cli/cluster_launcher.h"
 #include "cli/commands.h"
 #include "cli/credentials_flag.h"
 #include "cli/mount_options.h"
@@ -20,11 +24,15 @@
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/mount_admin.h"
+#include "client/mount_holder.h"
+#include "client/mount_journal.h"
 #include "client/node_tier.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
+#include "fuse/fuse_connection.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
+#include "rpc/x509.h"
 #include "ufs/retrying_store.h"
 
 namespace lakecache::cli {
@@ -41,14 +49,39 @@ int MountpointError(const std::string& message) {
 
 // A lakecache mount at `path` already: a live one, or the stale one a killed mount leaves (every
 // access fails with ENOTCONN until it is unmounted).
+// Unmounts the dead mount at `path` (lazily: a process still in it keeps its errors).
+bool ClearDeadMount(const std::string& path) {
+  if (::geteuid() == 0) return ::umount2(path.c_str(), MNT_DETACH) == 0;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, STDOUT_FILENO);
+    ::dup2(devnull, STDERR_FILENO);
+    ::execlp("fusermount3", "fusermount3", "-u", "-z", path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
 int CheckNotMounted(const std::string& path) {
   if (MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) return kExitOk;
-  struct stat st;
   std::string fix = "unmount it with `lakecache umount " + path + "`, then mount again";
-  if (::stat(path.c_str(), &st) != 0 && errno == ENOTCONN) {
+  // A statfs always asks the server (a stat may answer from the kernel's cache).
+  struct statvfs sv;
+  if (::statvfs(path.c_str(), &sv) != 0 && errno == ENOTCONN) {
+    // Its server and holder are gone: nothing can bring it back, so it is cleared.
+    if (ClearDeadMount(path) && MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) {
+      std::fprintf(stderr,
+                   "lakecache: cleared the dead lakecache mount at %s (its server and holder "
+                   "were gone)\n",
+                   path.c_str());
+      return kExitOk;
+    }
     return MountpointError(path +
                            " is a stale lakecache mount: the process that served it is gone (" +
-                           std::strerror(ENOTCONN) + "); " + fix);
+                           std::strerror(ENOTCONN) + ") and it could not be cleared; " + fix);
   }
   return MountpointError(path + " is a lakecache mount already; " + fix);
 }
@@ -242,63 +275,123 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   return NamespaceTable::FromStores(std::move(sources));
 }
 
-// Builds the whole stack and mounts it. On success the mount is visible.
-Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
-                              const MountOptions& options) {
-  bool cluster = !req.master.empty();
+// What a mount is built from before it touches its FUSE connection: the config, and the
+// namespaces with their stores probed (or the cluster's, from its master). A mistake here is
+// reported before anything is mounted.
+struct Prepared {
+  bool cluster = false;
   Config config;
-  if (cluster) {
-    // No namespaces of its own: a --config (or just -o client.KEY=VALUE) sets how it reads.
-    if (!ctx.flags().config_file.empty()) {
-      LC_ASSIGN_OR_RETURN(config, ctx.LoadConfig());
-    } else {
-      LC_ASSIGN_OR_RETURN(config, LoadConfigText("", "the mount command line", ConfigFormat::kYaml,
-                                                 ctx.flags().overrides));
-    }
-  } else {
-    LC_ASSIGN_OR_RETURN(config, MountConfig(ctx, req.uri));
-  }
   std::unique_ptr<NamespaceTable> namespaces;
   std::shared_ptr<ClusterClient> client;
-  if (cluster) {
-    LC_ASSIGN_OR_RETURN(namespaces, ClusterNamespaces(req, &config, &client));
+};
+
+Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req) {
+  Prepared p;
+  p.cluster = !req.master.empty();
+  if (p.cluster) {
+    // No namespaces of its own: a --config (or just -o client.KEY=VALUE) sets how it reads.
+    if (!ctx.flags().config_file.empty()) {
+      LC_ASSIGN_OR_RETURN(p.config, ctx.LoadConfig());
+    } else {
+      LC_ASSIGN_OR_RETURN(p.config, LoadConfigText("", "the mount command line",
+                                                   ConfigFormat::kYaml, ctx.flags().overrides));
+    }
+    LC_ASSIGN_OR_RETURN(p.namespaces, ClusterNamespaces(req, &p.config, &p.client));
+  } else {
+    LC_ASSIGN_OR_RETURN(p.config, MountConfig(ctx, req.uri));
   }
-  LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &config.cache));
-  LC_RETURN_IF_ERROR(ApplyClientFlags(req, &config.client));
+  LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &p.config.cache));
+  LC_RETURN_IF_ERROR(ApplyClientFlags(req, &p.config.client));
+  if (!p.cluster) {
+    StoreOptions store_options = ctx.MakeStoreOptions();
+    store_options.retry = MountRetryPolicy();
+    LC_ASSIGN_OR_RETURN(p.namespaces,
+                        NamespaceTable::Open(p.config, store_options, /*probe=*/true));
+    WarnEmptyNamespaces(*p.namespaces);
+  }
+  return p;
+}
+
+// The FUSE settings a mount of `req` runs with; a holder pins them.
+FuseMountOptions FuseOptionsFor(const MountRequest& req, const MountOptions& options) {
+  FuseMountOptions fuse = options.fuse;
+  fuse.fs_name = !req.master.empty() ? "lakecache:cluster:" + req.master
+                 : req.uri.empty()   ? "lakecache"
+                                     : "lakecache:" + req.uri;
+  return fuse;
+}
+
+// Serves the connection the holder handed over (`link`), or the one inherited as --fuse-fd: the
+// first server captures the kernel's INIT for those after it, which replay it.
+Status AdoptConnection(FuseMount& mount, const MountRequest& req, HolderLink* link) {
+  if (link != nullptr) {
+    if (link->init().empty()) {
+      return mount.Adopt(link->TakeFuseFds(), req.mountpoint, nullptr,
+                         [link](const FuseInit& init) {
+                           link->SendInit(EncodeFuseInit(init));
+                           link->SendServing();
+                         });
+    }
+    LC_ASSIGN_OR_RETURN(FuseInit init, DecodeFuseInit(link->init()));
+    LC_RETURN_IF_ERROR(mount.Adopt(link->TakeFuseFds(), req.mountpoint, &init));
+    link->SendServing();
+    return Status::Ok();
+  }
+  if (req.fuse_init.empty()) return Status::InvalidArgument("--fuse-fd needs --fuse-init FILE");
+  std::error_code ec;
+  if (!std::filesystem::exists(req.fuse_init, ec)) {
+    std::string path = req.fuse_init;
+    return mount.Adopt(req.fuse_fd, req.mountpoint, nullptr, [path](const FuseInit& init) {
+      Status s = rpc::WriteFileAtomically(path, EncodeFuseInit(init), 0600);
+      if (!s.ok()) spdlog::error("cannot save the FUSE INIT: {}", s.message());
+    });
+  }
+  std::ifstream in(req.fuse_init, std::ios::binary);
+  std::string blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  LC_ASSIGN_OR_RETURN(FuseInit init, DecodeFuseInit(blob));
+  return mount.Adopt(req.fuse_fd, req.mountpoint, &init);
+}
+
+// Builds the rest of the stack on `p` and serves the connection: the holder's (`link`), the
+// inherited --fuse-fd, or a mount of its own.
+Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& options,
+                       HolderLink* link) {
+  Config& config = p.config;
   auto budget = std::make_shared<MemoryBudget>(config.client.memory_budget);
   std::shared_ptr<BlockStore> blocks;
-  if (cluster) {
+  if (p.cluster) {
     LC_ASSIGN_OR_RETURN(
-        blocks, ClusterBlockStore(client, config.cache, config.client.short_circuit, budget));
+        blocks, ClusterBlockStore(p.client, config.cache, config.client.short_circuit, budget));
   } else {
     LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> opened, BlockStore::Open(config.cache, budget));
     blocks = std::move(opened);
   }
-  if (!cluster) {
-    StoreOptions store_options = ctx.MakeStoreOptions();
-    store_options.retry = MountRetryPolicy();
-    LC_ASSIGN_OR_RETURN(namespaces, NamespaceTable::Open(config, store_options, /*probe=*/true));
-    WarnEmptyNamespaces(*namespaces);
-  }
   FileSystemOptions fs_options = options.fs;
-  if (cluster) {
+  if (p.cluster) {
     fs_options.max_run_blocks = 1;
     fs_options.range_reads_when_random = true;
   }
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;
-  auto fs = std::make_shared<FileSystem>(std::move(namespaces), blocks, fs_options);
-  FuseMountOptions fuse_options = options.fuse;
-  fuse_options.fs_name = cluster           ? "lakecache:cluster:" + req.master
-                         : req.uri.empty() ? "lakecache"
-                                           : "lakecache:" + req.uri;
-  auto mount = std::make_unique<FuseMount>(fs, fuse_options);
-  LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
+  int journal_fd = link != nullptr ? link->TakeJournalFd() : req.state_fd;
+  if (journal_fd >= 0) {
+    Result<std::unique_ptr<MountJournal>> journal = MountJournal::Open(journal_fd);
+    if (!journal.ok()) return journal.status().WithContext("the mount's journal");
+    fs_options.journal = std::move(*journal);
+    if (link != nullptr) {
+      fs_options.journal->SetCompaction([link](int fd) { return link->SendJournal(fd); });
+    }
+  }
+  auto fs = std::make_shared<FileSystem>(std::move(p.namespaces), blocks, fs_options);
+  auto mount = std::make_unique<FuseMount>(fs, FuseOptionsFor(req, options));
+  if (link != nullptr || req.fuse_fd >= 0) {
+    LC_RETURN_IF_ERROR(AdoptConnection(*mount, req, link));
+  } else {
+    LC_RETURN_IF_ERROR(mount->Mount(req.mountpoint));
+  }
   MountAdminOptions admin_options;
-  std::error_code ec;
-  admin_options.mountpoint = std::filesystem::canonical(req.mountpoint, ec).string();
-  if (ec) admin_options.mountpoint = std::filesystem::absolute(req.mountpoint).string();
+  admin_options.mountpoint = NormalizedPath(req.mountpoint);
   admin_options.socket_path = ControlSocketPath(admin_options.mountpoint);
   admin_options.master = req.master;
   // --allow-uid adds to client.allow_uids.
@@ -307,8 +400,8 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
                                   req.allow_uids.end());
   if (fs_options.single_namespace_root) admin_options.root_namespace = fs->namespaces().names()[0];
   std::string where = "the mount at " + admin_options.mountpoint;
-  if (client != nullptr) {
-    admin_options.health = [client, where] {
+  if (p.client != nullptr) {
+    admin_options.health = [client = p.client, where] {
       rpc::HealthState state = client->Health();
       state.detail = where + ": " + state.detail;
       return state;
@@ -326,8 +419,8 @@ Result<Mounted> BuildAndMount(const CliContext& ctx, const MountRequest& req,
   return Mounted{std::move(mount), std::move(blocks), std::move(*admin)};
 }
 
-// Serves until unmounted; then the control socket goes (none is left behind) and the cache's
-// figures go to the log.
+// Serves until unmounted (or stopped for a successor); then the control socket goes (none is
+// left behind) and the cache's figures go to the log.
 Status Serve(Mounted& mounted) {
   Status s = mounted.mount->Run();
   mounted.admin.reset();
@@ -335,16 +428,96 @@ Status Serve(Mounted& mounted) {
   return s;
 }
 
-int RunForeground(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
-  auto mount = BuildAndMount(ctx, req, options);
-  if (!mount.ok()) return ReportError(mount.status());
-  std::fprintf(stderr, "lakecache: mounted at %s\n", req.mountpoint.c_str());
-  Status s = Serve(*mount);
+void DetachStdio() {
+  int devnull = ::open("/dev/null", O_RDWR);
+  ::dup2(devnull, STDIN_FILENO);
+  ::dup2(devnull, STDOUT_FILENO);
+  ::dup2(devnull, STDERR_FILENO);
+  if (devnull > STDERR_FILENO) ::close(devnull);
+}
+
+// A server of a held mount (--holder SOCKET): prepares, asks the holder for the connection (the
+// previous server, if any, stops first), finishes the stack and serves until unmounted or told
+// that a successor waits.
+int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
+  auto prepared = Prepare(ctx, req);
+  if (!prepared.ok()) return ReportError(prepared.status());
+  std::string mountpoint = NormalizedPath(req.mountpoint);
+  MountRequest held = req;
+  held.mountpoint = mountpoint;
+  FuseMountOptions fuse = FuseOptionsFor(req, options);
+  // Four descriptors, the FUSE threads shared out among them (LAKECACHE_FUSE_DESCRIPTORS sets
+  // another number, for measuring): parallel reads need several; a metadata walk is served best
+  // by few threads (the kernel hands each request to the thread that has waited longest).
+  int descriptors = 4;
+  if (const char* n = std::getenv("LAKECACHE_FUSE_DESCRIPTORS"); n != nullptr && std::atoi(n) > 0) {
+    descriptors = std::atoi(n);
+  }
+  auto link = HolderLink::Connect(req.holder, mountpoint, FuseMountOptionString(fuse), descriptors,
+                                  std::chrono::seconds(30));
+  if (!link.ok()) return ReportError(link.status());
+  auto mounted = Finish(std::move(*prepared), held, options, link->get());
+  if (!mounted.ok()) return ReportError(mounted.status());
+  FuseMount* mount = mounted->mount.get();
+  (*link)->Watch([mount] { mount->Stop(); },
+                 [mountpoint] {
+                   spdlog::warn(
+                       "the holder of {} is gone: the mount serves on, but it ends with "
+                       "this process",
+                       mountpoint);
+                 });
+  if (req.background) DetachStdio();  // the holder told the caller; the log has the rest
+  Status s = Serve(*mounted);
+  spdlog::default_logger()->flush();
   return s.ok() ? kExitOk : ReportError(s);
 }
 
-// Forks a daemon that mounts and serves; returns once the mount is ready (or failed).
-int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
+// The command line of the servers a supervising holder starts: this one's, serving through the
+// holder at `socket`, logging where the holder does.
+Result<std::vector<std::string>> ServerArgv(const CliContext& ctx, const MountRequest& req,
+                                            const std::string& socket) {
+  LC_ASSIGN_OR_RETURN(std::string exe, SelfExecutable());
+  std::vector<std::string> argv = {exe};
+  if (req.background && ctx.flags().log_file.empty()) {
+    argv.insert(argv.end(), {"--log-file", DefaultMountLogFile()});
+  }
+  argv.insert(argv.end(), req.argv.begin() + (req.argv.empty() ? 0 : 1), req.argv.end());
+  argv.insert(argv.end(), {"--holder", socket});
+  return argv;
+}
+
+Result<std::unique_ptr<HeldConnection>> MountHeld(const std::string& mountpoint,
+                                                  const std::string& options, int descriptors) {
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<FuseConnection> conn,
+                      FuseConnection::Mount(mountpoint, options, descriptors));
+  return std::unique_ptr<HeldConnection>(std::move(conn));
+}
+
+// `lakecache mount`: this process holds the mount (client/mount_holder.h) and supervises its
+// server; `on_serving` runs once the first server serves.
+int RunSupervised(const CliContext& ctx, const MountRequest& req,
+                  std::function<void()> on_serving) {
+  MountHolderOptions holder;
+  holder.socket_path = HolderSocketPath(NormalizedPath(req.mountpoint));
+  holder.mount = MountHeld;
+  auto argv = ServerArgv(ctx, req, holder.socket_path);
+  if (!argv.ok()) return ReportError(argv.status());
+  holder.server_argv = std::move(*argv);
+  holder.on_serving = std::move(on_serving);
+  int server_exit = -1;
+  Status s = RunMountHolder(holder, &server_exit);
+  if (server_exit > 0) return server_exit;  // it said why
+  return s.ok() ? kExitOk : ReportError(s);
+}
+
+int RunForeground(const CliContext& ctx, const MountRequest& req) {
+  return RunSupervised(ctx, req, [&req] {
+    std::fprintf(stderr, "lakecache: mounted at %s\n", req.mountpoint.c_str());
+  });
+}
+
+// Forks a daemon that holds the mount; returns once its server serves (or failed).
+int RunBackground(const CliContext& ctx, const MountRequest& req) {
   int fds[2];
   if (::pipe(fds) != 0) return ReportError(Status::IoError("pipe failed"));
   pid_t pid = ::fork();
@@ -362,6 +535,7 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
     return code;
   }
   ::close(fds[0]);
+  ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);
   ::setsid();
   std::string log_file =
       ctx.flags().log_file.empty() ? DefaultMountLogFile() : ctx.flags().log_file;
@@ -369,18 +543,32 @@ int RunBackground(const CliContext& ctx, const MountRequest& req, const MountOpt
     std::fprintf(stderr, "lakecache: error: %s\n", s.message().c_str());
     ::_exit(kExitFailure);
   }
-  auto mount = BuildAndMount(ctx, req, options);
-  if (!mount.ok()) ::_exit(ReportError(mount.status()));  // stderr still reaches the caller
-  int devnull = ::open("/dev/null", O_RDWR);
-  ::dup2(devnull, STDIN_FILENO);
-  ::dup2(devnull, STDOUT_FILENO);
-  ::dup2(devnull, STDERR_FILENO);
-  char ok = kExitOk;
-  (void)!::write(fds[1], &ok, 1);
-  ::close(fds[1]);
-  Status s = Serve(*mount);
+  int ready_fd = fds[1];
+  int rc = RunSupervised(ctx, req, [ready_fd] {
+    char ok = kExitOk;
+    (void)!::write(ready_fd, &ok, 1);
+    ::close(ready_fd);
+    DetachStdio();
+  });
   spdlog::default_logger()->flush();
-  ::_exit(s.ok() ? kExitOk : kExitFailure);
+  ::_exit(rc);
+}
+
+// `lakecache mount --takeover MNT`: this binary's server takes the live mount over.
+int RunTakeover(const MountRequest& req) {
+  std::string mountpoint = NormalizedPath(req.mountpoint);
+  if (MountTypeAt(mountpoint) != kLakecacheFsType) {
+    return MountpointError(mountpoint + " is not a lakecache mount: nothing to take over");
+  }
+  std::string socket = req.holder.empty() ? HolderSocketPath(mountpoint) : req.holder;
+  auto exe = SelfExecutable();
+  if (!exe.ok()) return ReportError(exe.status());
+  auto taken = RequestTakeover(socket, *exe, std::chrono::seconds(60));
+  if (!taken.ok()) return ReportError(taken.status().WithContext("taking over " + mountpoint));
+  std::fprintf(stderr,
+               "lakecache: %s is served by pid %d (%s) now; the handover paused it %.3f s\n",
+               mountpoint.c_str(), static_cast<int>(taken->pid), exe->c_str(), taken->pause_s);
+  return kExitOk;
 }
 
 }  // namespace
@@ -392,16 +580,35 @@ std::string DefaultMountLogFile() {
 int RunMount(const GlobalFlags& flags, const MountRequest& req) {
   auto options = ParseMountOptions(flags.overrides);
   if (!options.ok()) return ReportError(options.status());
+  if (req.takeover) return RunTakeover(req);
   if (req.uri.empty() && flags.config_file.empty() && req.master.empty()) {
     return ReportError(
         Status::InvalidArgument("mount needs a URI, --config FILE, or --master HOST:PORT (or " +
                                 std::string(kMasterEnv) + ")"));
   }
-  if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
   GlobalFlags config_flags = flags;
   config_flags.overrides = options->config_overrides;
   CliContext ctx(config_flags);
-  return req.background ? RunBackground(ctx, req, *options) : RunForeground(ctx, req, *options);
+  // A held connection is mounted already: by the process that holds it.
+  if (!req.holder.empty()) return RunHeldServer(ctx, req, *options);
+  if (req.fuse_fd >= 0) {
+    auto prepared = Prepare(ctx, req);
+    if (!prepared.ok()) return ReportError(prepared.status());
+    auto mounted = Finish(std::move(*prepared), req, *options, nullptr);
+    if (!mounted.ok()) return ReportError(mounted.status());
+    Status s = Serve(*mounted);
+    return s.ok() ? kExitOk : ReportError(s);
+  }
+  if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
+  return req.background ? RunBackground(ctx, req) : RunForeground(ctx, req);
+}
+
+int RunHolder(const HolderRequest& req) {
+  MountHolderOptions holder;
+  holder.socket_path = req.socket;
+  holder.mount = MountHeld;
+  Status s = RunMountHolder(holder);
+  return s.ok() ? kExitOk : ReportError(s);
 }
 
 int RunUmount(const std::string& mountpoint) {

@@ -92,7 +92,24 @@ struct MountRequest {
   std::string credentials;  // cluster mode: --credentials DIR, calls as the client role
   std::vector<uint32_t>
       allow_uids;  // --allow-uid (repeatable): who else may use the control socket
+  // Serve an inherited /dev/fuse descriptor another process mounted and holds (fuse/fuse_mount.h
+  // Adopt), with the INIT saved in fuse_init (replayed when the file exists, else captured there).
+  int fuse_fd = -1;
+  std::string fuse_init;
+  int state_fd = -1;  // the held MountJournal (client/mount_journal.h) the servers share
+  // --holder SOCKET: serve the mount the holder there keeps (client/mount_holder.h); with
+  // --takeover, the holder to ask.
+  std::string holder;
+  bool takeover = false;          // --takeover MOUNTPOINT: this binary takes the live mount over
+  std::vector<std::string> argv;  // the command line, for the servers a holder starts
 };
+
+// `lakecache holder --socket PATH`: holds the mount its first server asks for, for the servers
+// that come after (a Kubernetes FUSE pod's restarts); ends, unmounting, on SIGTERM.
+struct HolderRequest {
+  std::string socket;
+};
+int RunHolder(const HolderRequest& request);
 
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.
 int RunMount(const GlobalFlags& flags, const MountRequest& request);

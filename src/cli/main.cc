@@ -176,6 +176,16 @@ int Main(int argc, char** argv) {
                    "socket serves, besides the mount's own and root (repeatable; adds to "
                    "client.allow_uids)")
       ->check(CLI::Range(0u, 4294967294u));
+  mount->add_option("--holder", mount_req.holder,
+                    "Serve the mount the holder at this socket keeps (`lakecache holder`); it "
+                    "survives this process. With --takeover: the holder to ask");
+  mount->add_flag("--takeover", mount_req.takeover,
+                  "`mount --takeover MOUNTPOINT`: this binary takes the live mount over, with "
+                  "its server's arguments, and readers see only a pause");
+  // Internal, for the process that holds a mount's FUSE connection: not in --help.
+  mount->add_option("--fuse-fd", mount_req.fuse_fd)->group("");
+  mount->add_option("--fuse-init", mount_req.fuse_init)->group("");
+  mount->add_option("--state-fd", mount_req.state_fd)->group("");
 
   MasterRequest master_req;
   CLI::App* master = app.add_subcommand(
@@ -323,6 +333,14 @@ int Main(int argc, char** argv) {
   health->add_option("--timeout", health_req.timeout, "How long to wait for an answer (e.g. 500ms)")
       ->capture_default_str();
 
+  HolderRequest holder_req;
+  CLI::App* holder = app.add_subcommand(
+      "holder",
+      "Hold a mount for its servers (`lakecache mount --holder SOCKET`), so it survives their "
+      "restarts; mounts when the first asks, unmounts on SIGTERM");
+  holder->add_option("--socket", holder_req.socket, "The Unix socket servers connect to")
+      ->required();
+
   std::string umount_point;
   CLI::App* umount = app.add_subcommand("umount", "Unmount a lakecache mount");
   umount->add_option("mountpoint", umount_point, "The folder it is mounted at")->required();
@@ -345,11 +363,13 @@ int Main(int argc, char** argv) {
       return ReportError(s);
     }
     flags.overrides.insert(flags.overrides.end(), mount_o.begin(), mount_o.end());
+    mount_req.argv.assign(argv, argv + argc);
     return RunMount(flags, mount_req);
   }
   if (*cert) return RunCert(cert_req);
   if (*health) return RunHealth(health_req);
   if (*umount) return RunUmount(umount_point);
+  if (*holder) return RunHolder(holder_req);
   if (*master) return RunMaster(flags, master_req);
   if (*worker) return RunWorker(flags, worker_req);
   if (*up) return RunClusterUp(flags, up_req);

@@ -63,8 +63,12 @@ std::string NormalizedPath(const std::string& path) {
   std::error_code ec;
   fs::path abs = fs::absolute(path, ec);
   if (ec) return path;
-  fs::path canonical = fs::weakly_canonical(abs, ec);
-  std::string p = (ec ? abs.lexically_normal() : canonical).string();
+  abs = abs.lexically_normal();
+  if (!abs.has_filename()) abs = abs.parent_path();
+  // The folder it is in, resolved; never the path itself, which may be a mount whose server is
+  // restarting (a stat would wait for it) or dead.
+  fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
+  std::string p = (ec ? abs : parent / abs.filename()).string();
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
 }

@@ -25,8 +25,9 @@ std::vector<std::string> LakecacheMounts();
 // when nothing is.
 std::string MountTypeAt(const std::string& path);
 
-// `path` made absolute and normalized without touching it, where it can be (a stale FUSE mount
-// fails every stat): its canonical form, else its lexical one.
+// `path` made absolute and normalized without touching it (a stale FUSE mount fails every stat,
+// and one whose server is restarting makes a stat wait): the canonical form of its folder, then
+// its last name.
 std::string NormalizedPath(const std::string& path);
 
 }  // namespace lakecache::cli

@@ -73,6 +73,43 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
   if (options_.prefetch_threads > 0 && options_.read_ahead_max > 0) {
     prefetch_pool_ = std::make_unique<ThreadPool>(options_.prefetch_threads);
   }
+  if (options_.journal != nullptr) RestoreFromJournal();
+}
+
+uint64_t FileSystem::AssignInode(Namespace* ns, const std::string& path, bool is_dir) {
+  bool changed = false;
+  uint64_t ino = inodes_.Assign(ns, path, is_dir, &changed);
+  if (changed && options_.journal != nullptr) {
+    options_.journal->AddInode({ino, is_dir, ns == nullptr ? "" : ns->name, path});
+  }
+  return ino;
+}
+
+void FileSystem::RestoreFromJournal() {
+  MountJournal& journal = *options_.journal;
+  for (const MountJournal::Inode& i : journal.inodes()) {
+    Namespace* ns = i.ns.empty() ? nullptr : namespaces_->Find(i.ns);
+    if (ns == nullptr && !i.ns.empty()) continue;  // a namespace this config no longer has
+    inodes_.Restore(i.ino, ns, i.path, i.is_dir);
+  }
+  size_t files = 0;
+  WriterMutexLock lock(&handles_mu_);
+  next_fh_ = std::max(next_fh_, journal.max_fh() + 1);
+  for (const MountJournal::OpenFile& f : journal.open_files()) {
+    std::optional<InodeInfo> info = inodes_.Get(f.ino);
+    if (!info || info->ns == nullptr || info->is_dir) continue;
+    const NamespaceConfig& nsc = info->ns->config;
+    ReadAheadOptions read_ahead;
+    read_ahead.block_size = nsc.block_size;
+    read_ahead.file_size = f.size;
+    read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
+    // The version it was opened at: the reader goes on reading the same bytes.
+    handles_.emplace(f.fh, std::make_unique<Handle>(info->ns, info->ns->meta->ObjectKey(info->path),
+                                                    f.etag, f.size, nsc.block_size, read_ahead));
+    ++files;
+  }
+  spdlog::info("restored {} inodes and {} open files of the previous server",
+               journal.inodes().size(), files);
 }
 
 FileSystem::~FileSystem() = default;
@@ -104,11 +141,11 @@ Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string&
   if (parent.ns == nullptr) {  // the multi-namespace root: its entries are the namespaces
     Namespace* ns = namespaces_->Find(name);
     if (ns == nullptr) return Status::NotFound("no namespace named '" + name + "'");
-    return DirAttr(inodes_.Assign(ns, "", true));
+    return DirAttr(AssignInode(ns, "", true));
   }
   std::string path = Join(parent.path, name);
   LC_ASSIGN_OR_RETURN(DirEntry entry, parent.ns->meta->Stat(path));
-  return FileAttrOf(inodes_.Assign(parent.ns, path, entry.is_dir), entry);
+  return FileAttrOf(AssignInode(parent.ns, path, entry.is_dir), entry);
 }
 
 Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
@@ -132,7 +169,7 @@ Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
 Result<std::vector<DirItem>> FileSystem::ListRoot() {
   std::vector<DirItem> items;
   for (const std::string& name : namespaces_->names()) {
-    items.push_back({name, DirAttr(inodes_.Assign(namespaces_->Find(name), "", true))});
+    items.push_back({name, DirAttr(AssignInode(namespaces_->Find(name), "", true))});
   }
   return items;
 }
@@ -149,7 +186,7 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
   std::vector<DirItem> items;
   items.reserve(listing->entries().size());
   for (const DirEntry& e : listing->entries()) {
-    uint64_t child = inodes_.Assign(info->ns, Join(info->path, e.name), e.is_dir);
+    uint64_t child = AssignInode(info->ns, Join(info->path, e.name), e.is_dir);
     items.push_back({e.name, FileAttrOf(child, e)});
   }
   return items;
@@ -170,7 +207,14 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino) {
   auto* h = new Handle(info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
   contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
-  opened.fh = reinterpret_cast<uint64_t>(h);
+  {
+    WriterMutexLock lock(&handles_mu_);
+    opened.fh = next_fh_++;
+    handles_.emplace(opened.fh, std::unique_ptr<Handle>(h));
+  }
+  if (options_.journal != nullptr) {
+    options_.journal->AddOpen({opened.fh, ino, entry.etag, entry.size});
+  }
   MutexLock lock(&etag_mu_);
   std::string& last = opened_etag_[ino];
   opened.keep_cache = last == entry.etag;
@@ -244,8 +288,21 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
   run->Seal();
 }
 
+FileSystem::Handle* FileSystem::FindHandle(uint64_t fh) const {
+  ReaderMutexLock lock(&handles_mu_);
+  auto it = handles_.find(fh);
+  return it == handles_.end() ? nullptr : it->second.get();
+}
+
+Status FileSystem::UnknownHandle(uint64_t fh) {
+  return Status::InvalidArgument("file handle " + std::to_string(fh) +
+                                 " is not open in this mount (opened before it restarted?)");
+}
+
 Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> dst) {
-  Handle& h = *reinterpret_cast<Handle*>(fh);
+  Handle* found = FindHandle(fh);
+  if (found == nullptr) return UnknownHandle(fh);
+  Handle& h = *found;
   if (offset >= h.size || dst.empty()) return size_t{0};
   ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
   Result<size_t> n = ReadBlocks(h, offset, dst);
@@ -255,7 +312,9 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
 
 Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offset,
                                                      std::span<char> scratch, BlockRef* pin) {
-  Handle& h = *reinterpret_cast<Handle*>(fh);
+  Handle* found = FindHandle(fh);
+  if (found == nullptr) return UnknownHandle(fh);
+  Handle& h = *found;
   Result<std::span<const char>> out = ReadPinnedSpan(h, offset, scratch, pin);
   if (!out.ok()) NoteReadError(h, out.status());
   return out;
@@ -384,7 +443,17 @@ Result<size_t> FileSystem::ReadBlocks(Handle& h, uint64_t offset, std::span<char
 }
 
 void FileSystem::Release(uint64_t fh) {
-  auto* h = reinterpret_cast<Handle*>(fh);
+  // The kernel sends no read of a handle once it releases it: nothing else holds it now.
+  std::unique_ptr<Handle> owned;
+  {
+    WriterMutexLock lock(&handles_mu_);
+    auto it = handles_.find(fh);
+    if (it == handles_.end()) return;  // not opened here (before a restart): nothing to free
+    owned = std::move(it->second);
+    handles_.erase(it);
+  }
+  if (options_.journal != nullptr) options_.journal->AddRelease(fh);
+  Handle* h = owned.get();
   ReadAheadWindow::Blocks offered;
   {
     MutexLock lock(&h->read_ahead_mu);
@@ -401,7 +470,33 @@ void FileSystem::Release(uint64_t fh) {
     pinned = std::move(h->pinned);
   }
   if (pinned != nullptr) blocks_->budget().Release(pinned->size());
-  delete h;
+}
+
+Result<uint64_t> FileSystem::OpenDir(uint64_t ino) {
+  LC_ASSIGN_OR_RETURN(std::vector<DirItem> items, ReadDir(ino));
+  auto listed = std::make_shared<const std::vector<DirItem>>(std::move(items));
+  WriterMutexLock lock(&handles_mu_);
+  uint64_t fh = next_fh_++;
+  dirs_.emplace(fh, std::move(listed));
+  return fh;
+}
+
+Result<std::shared_ptr<const std::vector<DirItem>>> FileSystem::DirItems(uint64_t fh,
+                                                                         uint64_t ino) {
+  {
+    ReaderMutexLock lock(&handles_mu_);
+    if (auto it = dirs_.find(fh); it != dirs_.end()) return it->second;
+  }
+  LC_ASSIGN_OR_RETURN(std::vector<DirItem> items, ReadDir(ino));
+  auto listed = std::make_shared<const std::vector<DirItem>>(std::move(items));
+  WriterMutexLock lock(&handles_mu_);
+  auto [it, added] = dirs_.emplace(fh, std::move(listed));
+  return it->second;
+}
+
+void FileSystem::ReleaseDir(uint64_t fh) {
+  WriterMutexLock lock(&handles_mu_);
+  dirs_.erase(fh);
 }
 
 double FileSystem::AttrTimeoutSeconds(uint64_t ino) const {

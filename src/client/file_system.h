@@ -23,6 +23,7 @@
 #include "cache/block_store.h"
 #include "cache/content_index.h"
 #include "client/inode_table.h"
+#include "client/mount_journal.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
@@ -49,6 +50,9 @@ struct FileSystemOptions {
   // (no eviction), else read by range again; a block a worker on this host owns goes through the
   // node's cache; sequential readers take whole blocks.
   bool range_reads_when_random = false;
+  // Where the inode numbers and open files go, for the next server of the same FUSE connection
+  // (client/mount_journal.h); what it holds is restored first. Null: kept in memory only.
+  std::shared_ptr<MountJournal> journal;
 };
 
 struct FileAttr {
@@ -90,6 +94,13 @@ class FileSystem {
                                            BlockRef* pin);
   void Release(uint64_t fh);
 
+  // A folder's entries, listed once at opendir and served from the handle by offset.
+  Result<uint64_t> OpenDir(uint64_t ino);
+  // The entries of the open folder `fh`; a handle not open here (kept by the kernel from before a
+  // restart of the mount's server) is listed again from `ino` and kept under the same number.
+  Result<std::shared_ptr<const std::vector<DirItem>>> DirItems(uint64_t fh, uint64_t ino);
+  void ReleaseDir(uint64_t fh);
+
   // How long the kernel may cache an entry or attributes of `ino`: its namespace's metadata TTL
   // (a day for immutable namespaces; the shortest TTL for the multi-namespace root).
   double AttrTimeoutSeconds(uint64_t ino) const;
@@ -101,6 +112,14 @@ class FileSystem {
 
  private:
   struct Handle;
+  // The open file `fh` names (a number, never a pointer: a handle the kernel kept from before a
+  // restart of the mount's server must not be taken for memory); null when it is not open here.
+  Handle* FindHandle(uint64_t fh) const EXCLUDES(handles_mu_);
+  static Status UnknownHandle(uint64_t fh);
+  // inodes_.Assign, journaling what changed.
+  uint64_t AssignInode(Namespace* ns, const std::string& path, bool is_dir);
+  // The previous server's inodes and open files (options_.journal).
+  void RestoreFromJournal();
   Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name);
   Result<std::vector<DirItem>> ListRoot();
   FileAttr DirAttr(uint64_t ino) const;
@@ -131,6 +150,11 @@ class FileSystem {
   // Hashes of blocks read by range (see ReadRangeOnly); direct-mapped, lossy.
   std::unique_ptr<std::atomic<uint64_t>[]> range_read_ =
       std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
+  mutable SharedMutex handles_mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<Handle>> handles_ GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirItem>>> dirs_
+      GUARDED_BY(handles_mu_);
+  uint64_t next_fh_ GUARDED_BY(handles_mu_) = 1;  // files and folders share the numbers
   Mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_ GUARDED_BY(etag_mu_);
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.

@@ -15,8 +15,9 @@ std::string InodeTable::KeyOf(const Namespace* ns, const std::string& path) {
   return key;
 }
 
-uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir) {
+uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir, bool* changed) {
   std::string key = KeyOf(ns, path);
+  if (changed != nullptr) *changed = false;
   {
     ReaderMutexLock lock(&mu_);
     auto it = by_key_.find(key);
@@ -24,12 +25,19 @@ uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir)
   }
   WriterMutexLock lock(&mu_);
   auto [it, inserted] = by_key_.try_emplace(key, inodes_.size() + 1);
-  if (inserted) {
-    inodes_.push_back(InodeInfo{ns, path, is_dir});
-  } else {
-    inodes_[it->second - 1].is_dir = is_dir;
-  }
+  InodeInfo& info =
+      inserted ? inodes_.emplace_back(InodeInfo{ns, path, is_dir}) : inodes_[it->second - 1];
+  if (changed != nullptr) *changed = inserted || info.is_dir != is_dir;
+  info.is_dir = is_dir;
   return it->second;
+}
+
+void InodeTable::Restore(uint64_t ino, Namespace* ns, const std::string& path, bool is_dir) {
+  if (ino == 0) return;
+  WriterMutexLock lock(&mu_);
+  if (ino > inodes_.size()) inodes_.resize(ino);  // gaps (unknown numbers) stay empty
+  inodes_[ino - 1] = InodeInfo{ns, path, is_dir};
+  by_key_[KeyOf(ns, path)] = ino;
 }
 
 std::optional<InodeInfo> InodeTable::Get(uint64_t ino) const {

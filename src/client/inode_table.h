@@ -32,7 +32,11 @@ class InodeTable {
 
   // The inode for (ns, path), assigned on first sight. A path that turned from file to folder (or
   // back) keeps its number; its type is updated.
-  uint64_t Assign(Namespace* ns, const std::string& path, bool is_dir);
+  // *changed (when given) says whether the table changed: a new inode, or a new type.
+  uint64_t Assign(Namespace* ns, const std::string& path, bool is_dir, bool* changed = nullptr);
+  // Gives `ino` to (ns, path), as a previous server of the mount had (MountJournal); numbers
+  // assigned later follow the highest restored.
+  void Restore(uint64_t ino, Namespace* ns, const std::string& path, bool is_dir);
 
   std::optional<InodeInfo> Get(uint64_t ino) const;
 

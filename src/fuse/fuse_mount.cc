@@ -2,8 +2,11 @@
 #include "fuse/fuse_mount.h"
 
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "fuse/errno_map.h"
 
@@ -18,6 +22,13 @@ namespace lakecache {
 namespace {
 
 constexpr size_t kMaxRead = 1 << 20;
+
+// Of the kernel's INIT request: where fuse_init_in's flags2 lies (after the 40-byte in-header and
+// major, minor, max_readahead, flags), and FUSE_HAS_RESEND (flag bit 39, so bit 7 of flags2);
+// FUSE_NOTIFY_RESEND, the notification that asks for the resend. Newer than Debian 12's headers.
+constexpr size_t kInitFlags2Offset = sizeof(fuse_in_header) + 4 * sizeof(uint32_t);
+constexpr uint32_t kHasResendFlags2Bit = 1u << 7;
+constexpr int32_t kNotifyResend = 7;
 
 FileSystem& Fs(fuse_req_t req) { return *static_cast<FileSystem*>(fuse_req_userdata(req)); }
 
@@ -130,22 +141,24 @@ void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 
 // A folder's entries are listed once at opendir and served from there by offset.
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  auto items = Fs(req).ReadDir(ino);
-  if (!items.ok()) return ReplyError(req, items.status(), "opendir");
-  fi->fh = reinterpret_cast<uint64_t>(new std::vector<DirItem>(std::move(*items)));
+  auto fh = Fs(req).OpenDir(ino);
+  if (!fh.ok()) return ReplyError(req, fh.status(), "opendir");
+  fi->fh = *fh;
   fi->cache_readdir = 0;
   fuse_reply_open(req, fi);
 }
 
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-  delete reinterpret_cast<std::vector<DirItem>*>(fi->fh);
+  Fs(req).ReleaseDir(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi,
               bool plus) {
   FileSystem& fs = Fs(req);
-  const auto& items = *reinterpret_cast<std::vector<DirItem>*>(fi->fh);
+  auto listed = fs.DirItems(fi->fh, ino);
+  if (!listed.ok()) return ReplyError(req, listed.status(), "readdir");
+  const std::vector<DirItem>& items = **listed;
   std::vector<char> buf(size);
   size_t used = 0;
   // Offsets 0 and 1 are "." and ".."; item i is at offset i + 2.
@@ -233,6 +246,7 @@ FuseMount::FuseMount(std::shared_ptr<FileSystem> fs, FuseMountOptions options)
     : fs_(std::move(fs)), options_(std::move(options)) {}
 
 FuseMount::~FuseMount() {
+  for (fuse_session* se : clones_) fuse_session_destroy(se);
   if (session_ != nullptr) {
     if (mounted_) fuse_session_unmount(session_);
     fuse_remove_signal_handlers(session_);
@@ -240,11 +254,53 @@ FuseMount::~FuseMount() {
   }
 }
 
-Status FuseMount::Mount(const std::string& mountpoint) {
+std::string FuseMountOptionString(const FuseMountOptions& options) {
   std::string opts =
-      "ro,fsname=" + options_.fs_name + ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
-  if (options_.allow_other) opts += ",allow_other";
-  if (options_.default_permissions) opts += ",default_permissions";
+      "ro,fsname=" + options.fs_name + ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
+  if (options.allow_other) opts += ",allow_other";
+  if (options.default_permissions) opts += ",default_permissions";
+  return opts;
+}
+
+namespace {
+constexpr std::string_view kInitMagic = "lakecache-fuse-init 1\n";
+}  // namespace
+
+std::string EncodeFuseInit(const FuseInit& init) {
+  return std::string(kInitMagic) + init.options + "\n" + init.request;
+}
+
+Result<FuseInit> DecodeFuseInit(std::string_view blob) {
+  if (!blob.starts_with(kInitMagic)) {
+    return Status::InvalidArgument("not a saved FUSE INIT (no '" +
+                                   std::string(kInitMagic.substr(0, kInitMagic.size() - 1)) +
+                                   "' header)");
+  }
+  blob.remove_prefix(kInitMagic.size());
+  size_t nl = blob.find('\n');
+  if (nl == std::string_view::npos || blob.size() - nl - 1 < sizeof(fuse_in_header)) {
+    return Status::InvalidArgument("a saved FUSE INIT that is cut short");
+  }
+  FuseInit init;
+  init.options = std::string(blob.substr(0, nl));
+  init.request = std::string(blob.substr(nl + 1));
+  fuse_in_header header;
+  std::memcpy(&header, init.request.data(), sizeof(header));
+  if (header.opcode != FUSE_INIT || header.len != init.request.size()) {
+    return Status::InvalidArgument("a saved FUSE INIT whose request is not an INIT");
+  }
+  return init;
+}
+
+bool KernelResends(const FuseInit& init) {
+  if (init.request.size() < kInitFlags2Offset + sizeof(uint32_t)) return false;
+  uint32_t flags2 = 0;
+  std::memcpy(&flags2, init.request.data() + kInitFlags2Offset, sizeof(flags2));
+  return (flags2 & kHasResendFlags2Bit) != 0;
+}
+
+Status FuseMount::NewSession() {
+  std::string opts = FuseMountOptionString(options_);
   const char* argv[] = {"lakecache", "-o", opts.c_str()};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fuse_lowlevel_ops ops = MakeOps();
@@ -254,6 +310,11 @@ Status FuseMount::Mount(const std::string& mountpoint) {
   if (fuse_set_signal_handlers(session_) != 0) {
     return Status::Internal("could not install signal handlers");
   }
+  return Status::Ok();
+}
+
+Status FuseMount::Mount(const std::string& mountpoint) {
+  LC_RETURN_IF_ERROR(NewSession());
   if (fuse_session_mount(session_, mountpoint.c_str()) != 0) {
     return Status::IoError("mounting at " + mountpoint +
                            " failed (is /dev/fuse available and fusermount3 installed?)");
@@ -262,13 +323,229 @@ Status FuseMount::Mount(const std::string& mountpoint) {
   return Status::Ok();
 }
 
+Status FuseMount::Adopt(int fuse_fd, const std::string& mountpoint, const FuseInit* init,
+                        std::function<void(const FuseInit&)> on_init) {
+  std::string opts = FuseMountOptionString(options_);
+  if (init != nullptr && init->options != opts) {
+    return Status::InvalidArgument("the mount was made with other FUSE options (" + init->options +
+                                   ") than this server's (" + opts +
+                                   "): it cannot take the mount over");
+  }
+  LC_RETURN_IF_ERROR(NewSession());
+  // libfuse adopts an open descriptor given as /dev/fd/N: no mount, and no unmount later.
+  std::string dev = "/dev/fd/" + std::to_string(fuse_fd);
+  if (fuse_session_mount(session_, dev.c_str()) != 0) {
+    return Status::IoError("cannot serve the FUSE connection " + dev);
+  }
+  adopted_ = true;
+  adopted_mountpoint_ = mountpoint;
+  if (init != nullptr) init_ = *init;
+  init_.options = opts;
+  on_init_ = std::move(on_init);
+  return Status::Ok();
+}
+
+Status FuseMount::Adopt(std::vector<int> fuse_fds, const std::string& mountpoint,
+                        const FuseInit* init, std::function<void(const FuseInit&)> on_init) {
+  if (fuse_fds.empty()) return Status::InvalidArgument("no FUSE descriptor to serve");
+  LC_RETURN_IF_ERROR(Adopt(fuse_fds[0], mountpoint, init, std::move(on_init)));
+  std::string opts = FuseMountOptionString(options_);
+  const char* argv[] = {"lakecache", "-o", opts.c_str()};
+  for (size_t i = 1; i < fuse_fds.size(); ++i) {
+    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+    fuse_lowlevel_ops ops = MakeOps();
+    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), fs_.get());
+    if (se == nullptr) return Status::Internal("could not create a FUSE session");
+    clones_.push_back(se);
+    std::string dev = "/dev/fd/" + std::to_string(fuse_fds[i]);
+    if (fuse_session_mount(se, dev.c_str()) != 0) {
+      return Status::IoError("cannot serve the FUSE descriptor " + dev);
+    }
+  }
+  return Status::Ok();
+}
+
+// Without the resend, what the dead server had read but not answered waits in the kernel for a
+// reply that would never come, its callers stuck for good. Those requests are the most recent
+// before the first this server reads, on the same descriptor: each gets EINTR (a caller that
+// retries on EINTR, as Python does, reads on). Request ids rise by 2; a reply to an id the kernel
+// is not waiting for is refused and harms nothing. A statfs of the mountpoint makes sure a first
+// request comes.
+Status FuseMount::AnswerLostRequests() {
+  constexpr uint64_t kSwept = 1 << 15;  // far more than can be in flight
+  int fd = fuse_session_fd(session_);
+  std::vector<int> fds = {fd};
+  for (fuse_session* se : clones_) fds.push_back(fuse_session_fd(se));
+  if (!adopted_mountpoint_.empty()) {
+    std::string path = adopted_mountpoint_;
+    std::thread([path] {
+      struct statvfs st;
+      ::statvfs(path.c_str(), &st);
+    }).detach();
+  }
+  fuse_buf buf;
+  std::memset(&buf, 0, sizeof(buf));
+  int n = fuse_session_receive_buf(session_, &buf);
+  if (n < static_cast<int>(sizeof(fuse_in_header))) {
+    std::free(buf.mem);
+    return Status::IoError("the FUSE connection ended while this server took it over");
+  }
+  fuse_in_header first;
+  std::memcpy(&first, buf.mem, sizeof(first));
+  uint64_t answered = 0;
+  for (uint64_t id = first.unique, k = 0; id > 2 && k < kSwept; ++k) {
+    id -= 2;
+    fuse_out_header reply{sizeof(fuse_out_header), -EINTR, id};
+    for (int f : fds) {  // a reply finds only the requests read on its own descriptor
+      if (::write(f, &reply, sizeof(reply)) == static_cast<ssize_t>(sizeof(reply))) ++answered;
+    }
+  }
+  if (answered > 0) {
+    spdlog::warn(
+        "FUSE: {} request(s) the previous server had not answered got EINTR (this kernel "
+        "cannot resend them)",
+        answered);
+  }
+  buf.size = static_cast<size_t>(n);
+  fuse_session_process_buf(session_, &buf);
+  std::free(buf.mem);
+  return Status::Ok();
+}
+
+Status FuseMount::StartAdopted() {
+  int fd = fuse_session_fd(session_);
+  if (!init_.request.empty()) {
+    // The kernel sent INIT to the first server only: replay it, so libfuse negotiates the same
+    // settings and serves (before it, it answers every request with EIO). Its reply finds no
+    // request in the kernel and is dropped.
+    fuse_buf buf;
+    std::memset(&buf, 0, sizeof(buf));
+    buf.size = init_.request.size();
+    buf.mem = init_.request.data();
+    fuse_session_process_buf(session_, &buf);
+    // LAKECACHE_FUSE_RESEND=0 behaves as a kernel without the resend (before 6.9) would.
+    const char* resend = std::getenv("LAKECACHE_FUSE_RESEND");
+    if (KernelResends(init_) && (resend == nullptr || std::string(resend) != "0")) {
+      // FUSE_NOTIFY_RESEND (libfuse 3.14 has no call for it): what the dead server had read but
+      // not answered goes back to the queue this server reads.
+      fuse_out_header notify{sizeof(fuse_out_header), kNotifyResend, 0};
+      if (::write(fd, &notify, sizeof(notify)) == static_cast<ssize_t>(sizeof(notify))) {
+        return Status::Ok();
+      }
+      spdlog::warn("FUSE: asking the kernel to resend the previous server's requests failed: {}",
+                   std::strerror(errno));
+    }
+    return AnswerLostRequests();
+  }
+  fuse_buf buf;
+  std::memset(&buf, 0, sizeof(buf));
+  int n = fuse_session_receive_buf(session_, &buf);
+  if (n <= 0) {
+    std::free(buf.mem);
+    return Status::IoError("the FUSE connection ended before its INIT");
+  }
+  init_.request.assign(static_cast<const char*>(buf.mem), static_cast<size_t>(n));
+  if (on_init_) on_init_(init_);
+  buf.size = static_cast<size_t>(n);
+  fuse_session_process_buf(session_, &buf);
+  std::free(buf.mem);
+  return Status::Ok();
+}
+
+void FuseMount::Stop() {
+  stop_ = true;
+  // The loop waits on a semaphore a signal interrupts; libfuse's SIGTERM handler ends the
+  // session. Sent again until Run returns, in case the loop was between its check and its wait.
+  // Each clone's thread waits in read(2), which the signal interrupts.
+  while (running_) {
+    fuse_session_exit(session_);
+    for (fuse_session* se : clones_) fuse_session_exit(se);
+    pthread_kill(run_thread_, SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+namespace {
+struct SessionThread {
+  fuse_session* se;
+  std::atomic<int>* ended;  // the loops reset the session's exit flag as they return
+  unsigned threads;         // at most, started as requests come (libfuse's multi-threaded loop)
+  static void* Loop(void* arg) {
+    auto* self = static_cast<SessionThread*>(arg);
+    fuse_loop_config* config = fuse_loop_cfg_create();
+    fuse_loop_cfg_set_clone_fd(config, 0);
+    fuse_loop_cfg_set_max_threads(config, self->threads);
+    fuse_session_loop_mt(self->se, config);
+    fuse_loop_cfg_destroy(config);
+    ++*self->ended;
+    return nullptr;
+  }
+};
+}  // namespace
+
+// A multi-threaded loop per descriptor, its threads started as requests come. Ends when any session
+// ends: unmounted, or Stop.
+Status FuseMount::RunSessions() {
+  // The clones need the connection's INIT too: libfuse answers EIO until it has seen one. Their
+  // replies find no request in the kernel and are dropped.
+  for (fuse_session* se : clones_) {
+    fuse_buf buf;
+    std::memset(&buf, 0, sizeof(buf));
+    buf.size = init_.request.size();
+    buf.mem = init_.request.data();
+    fuse_session_process_buf(se, &buf);
+  }
+  std::vector<fuse_session*> all = clones_;
+  all.push_back(session_);
+  std::atomic<int> ended{0};
+  std::vector<SessionThread> args;
+  args.reserve(all.size());
+  // The threads are shared out and started as requests come: a metadata walk (one request at a
+  // time) is served by a few warm threads, not passed round all of them.
+  unsigned per = std::max(1u, (options_.max_threads + static_cast<unsigned>(all.size()) - 1) /
+                                  static_cast<unsigned>(all.size()));
+  for (fuse_session* se : all) args.push_back({se, &ended, per});
+  std::vector<pthread_t> threads(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (pthread_create(&threads[i], nullptr, &SessionThread::Loop, &args[i]) != 0) {
+      threads.resize(i);
+      break;
+    }
+  }
+  // The main thread waits for the first session to end, then ends the others.
+  while (ended == 0 && !stop_ && !fuse_session_exited(session_)) {
+    struct timespec ts {
+      0, 20 * 1000 * 1000
+    };
+    nanosleep(&ts, nullptr);
+  }
+  for (fuse_session* se : all) fuse_session_exit(se);
+  for (pthread_t t : threads) pthread_kill(t, SIGTERM);
+  for (pthread_t t : threads) pthread_join(t, nullptr);
+  return Status::Ok();
+}
+
 Status FuseMount::Run() {
+  run_thread_ = pthread_self();
+  running_ = true;
+  struct NotRunning {
+    std::atomic<bool>& running;
+    ~NotRunning() { running = false; }
+  } not_running{running_};
+  if (stop_) return Status::Ok();
+  if (adopted_) LC_RETURN_IF_ERROR(StartAdopted());
+  if (stop_) return Status::Ok();
+  if (!clones_.empty()) return RunSessions();
   fuse_loop_config* config = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(config, 1);
+  // A cloned descriptor dies with this process, and the requests read on it fail: a connection
+  // that outlives its server is read on the one descriptor the holder keeps.
+  const char* clone = std::getenv("LAKECACHE_FUSE_CLONE_FD");  // measuring: 0 or 1 forces it
+  int clone_fd = clone != nullptr ? (std::string(clone) == "1" ? 1 : 0) : (adopted_ ? 0 : 1);
+  fuse_loop_cfg_set_clone_fd(config, clone_fd);
   fuse_loop_cfg_set_max_threads(config, options_.max_threads);
   int rc = fuse_session_loop_mt(session_, config);
   fuse_loop_cfg_destroy(config);
-  fuse_session_unmount(session_);
+  if (mounted_) fuse_session_unmount(session_);
   mounted_ = false;
   if (rc != 0 && rc != SIGTERM && rc != SIGINT && rc != SIGHUP) {
     return Status::IoError("FUSE loop ended with error " + std::to_string(rc));

@@ -6,12 +6,17 @@
 // process gets SIGTERM/SIGINT, then unmounts. One FuseMount per process.
 #pragma once
 
+#include <pthread.h>
+
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "client/file_system.h"
+#include "common/result.h"
 #include "common/status.h"
 
 struct fuse_session;
@@ -25,6 +30,25 @@ struct FuseMountOptions {
   unsigned max_threads = 16;
 };
 
+// The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."); a connection
+// held by another process must have been mounted with the same.
+std::string FuseMountOptionString(const FuseMountOptions& options);
+
+// The kernel's INIT request of a connection (its in-header and fuse_init_in, as read from
+// /dev/fuse) and the option string it was mounted with: what a later server of the same connection
+// replays before it serves, since the kernel sends INIT only once.
+struct FuseInit {
+  std::string request;
+  std::string options;
+};
+// A FuseInit as bytes (a versioned header, the options, the request), and back; a blob that is
+// not one is InvalidArgument.
+std::string EncodeFuseInit(const FuseInit& init);
+Result<FuseInit> DecodeFuseInit(std::string_view blob);
+// The kernel can resend the requests a dead server had read but not answered (FUSE_HAS_RESEND in
+// the INIT's flags2; Linux 6.9 and later).
+bool KernelResends(const FuseInit& init);
+
 class FuseMount {
  public:
   FuseMount(std::shared_ptr<FileSystem> fs, FuseMountOptions options);
@@ -32,14 +56,48 @@ class FuseMount {
 
   // Mounts at `mountpoint`. After success the mount is visible; call Run to serve it.
   Status Mount(const std::string& mountpoint);
-  // Serves requests until unmounted or signalled; then unmounts.
+  // Serves the connection `fuse_fd` (an open /dev/fuse descriptor another process mounted and
+  // holds; this one takes it over and closes it at the end). With `init` (the connection's INIT, as
+  // a previous server captured it) Run replays it before it reads anything, then asks the kernel to
+  // resend what the previous server left unanswered; an `init` mounted with other options is
+  // refused. Without, Run captures the INIT it reads first and hands it to `on_init`. Run never
+  // unmounts an adopted connection: its holder does.
+  // `mountpoint` is where the connection is mounted (for the takeover's own first request).
+  Status Adopt(int fuse_fd, const std::string& mountpoint, const FuseInit* init,
+               std::function<void(const FuseInit&)> on_init = nullptr);
+  // The same over the connection's descriptor and clones of it the holder keeps as well
+  // (FUSE_DEV_IOC_CLONE): one single-threaded session per descriptor, so requests are read in
+  // parallel as with libfuse's clone_fd, yet none read on a clone dies with this process (the
+  // kernel resends them from every descriptor of the connection).
+  Status Adopt(std::vector<int> fuse_fds, const std::string& mountpoint, const FuseInit* init,
+               std::function<void(const FuseInit&)> on_init = nullptr);
+  // Serves requests until unmounted or signalled; then unmounts (a mount of its own).
   Status Run();
+  // Makes Run return (from any thread): requests being served are answered, the rest stay in the
+  // kernel for the connection's next server. Safe before Run starts.
+  void Stop();
 
  private:
+  Status NewSession();
+  Status RunSessions();
+  // The first request of an adopted connection: the replayed INIT, or the one read and captured.
+  Status StartAdopted();
+  Status AnswerLostRequests();
+
   std::shared_ptr<FileSystem> fs_;
   FuseMountOptions options_;
   fuse_session* session_ = nullptr;
+  // Sessions on the clones of an adopted connection's descriptor, each served by one thread.
+  std::vector<fuse_session*> clones_;
+  std::vector<pthread_t> clone_threads_;
   bool mounted_ = false;
+  bool adopted_ = false;
+  std::string adopted_mountpoint_;
+  FuseInit init_;  // adopted: the INIT to replay (empty request: capture one)
+  std::function<void(const FuseInit&)> on_init_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  pthread_t run_thread_{};
 };
 
 }  // namespace lakecache

@@ -50,22 +50,8 @@ Status SendNodeHello(int fd, const NodeHello& hello) {
   header.accepted = hello.accepted ? 1 : 0;
   header.fds = static_cast<uint32_t>(hello.fds.size());
   std::string reason = hello.reason.substr(0, kMaxReason);
-  iovec iov[2] = {{&header, sizeof(header)}, {reason.data(), reason.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * hello.fds.size()));
-  if (!hello.fds.empty()) {
-    msg.msg_control = control.data();
-    msg.msg_controllen = control.size();
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * hello.fds.size());
-    std::memcpy(CMSG_DATA(c), hello.fds.data(), sizeof(int) * hello.fds.size());
-  }
-  if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) return Errno("sending on the node socket");
-  return Status::Ok();
+  std::string_view parts[] = {{reinterpret_cast<const char*>(&header), sizeof(header)}, reason};
+  return SendWithFds(fd, parts, hello.fds).WithContext("node socket");
 }
 
 Result<int> ConnectNodeSocket(const std::string& path, std::chrono::milliseconds timeout,
@@ -86,28 +72,15 @@ Result<int> ConnectNodeSocket(const std::string& path, std::chrono::milliseconds
   HelloHeader header;
   char reason[kMaxReason];
   iovec iov[2] = {{&header, sizeof(header)}, {reason, sizeof(reason)}};
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * (kMaxNodeFds + 3)));
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
-  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  if (n < 0) return fail(Errno("reading node socket " + path));
-  std::vector<int> fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    size_t at = fds.size();
-    fds.resize(at + count);
-    std::memcpy(fds.data() + at, CMSG_DATA(c), count * sizeof(int));
-  }
+  Result<ReceivedMessage> got = ReceiveWithFds(fd, iov, kMaxNodeFds);
+  if (!got.ok()) return fail(got.status().WithContext("node socket " + path));
+  std::vector<int> fds = std::move(got->fds);
+  size_t n = got->bytes;
   auto drop_fds = [&fds] {
     for (int f : fds) ::close(f);
     fds.clear();
   };
-  if (static_cast<size_t>(n) < sizeof(header) || header.magic != kHelloMagic ||
-      (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) != 0) {
+  if (n < sizeof(header) || header.magic != kHelloMagic || got->truncated) {
     drop_fds();
     return fail(Status::InvalidArgument("node socket " + path + " sent a malformed hello"));
   }
@@ -117,7 +90,7 @@ Result<int> ConnectNodeSocket(const std::string& path, std::chrono::milliseconds
                                         std::to_string(header.version)));
   }
   hello->accepted = header.accepted != 0;
-  hello->reason.assign(reason, static_cast<size_t>(n) - sizeof(header));
+  hello->reason.assign(reason, n - sizeof(header));
   if (!hello->accepted || fds.size() != header.fds) {
     drop_fds();
     if (hello->accepted) {

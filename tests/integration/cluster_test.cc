@@ -349,7 +349,7 @@ TEST_F(ClusterProcessTest, CoLocatedWorkerKilledAndRestartedUnderReadersCostsNot
   size_t before = CountInFile(log, mapped);  // the log goes on across mounts
   Mount();
   EXPECT_EQ(CountInFile(log, mapped), before + 2);
-  EXPECT_EQ(ArenaMappings(mount_->pid()), 2);
+  EXPECT_EQ(ArenaMappings(MountServerPid()), 2);
   std::atomic<uint64_t> progress{0};
   std::thread readers(
       [&] { errors = ReadAll(kBigBucket, kFiles, kBigFileSize, kMiB, 100, kReaders, &progress); });
@@ -373,12 +373,12 @@ TEST_F(ClusterProcessTest, CoLocatedWorkerKilledAndRestartedUnderReadersCostsNot
   EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
   // Within a heartbeat or two the mount maps the new incarnation and drops the old one.
   deadline = Clock::now() + std::chrono::seconds(10);
-  while ((CountInFile(log, mapped) < before + 3 || ArenaMappings(mount_->pid()) != 2) &&
+  while ((CountInFile(log, mapped) < before + 3 || ArenaMappings(MountServerPid()) != 2) &&
          Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(CountInFile(log, mapped), before + 3);
-  EXPECT_EQ(ArenaMappings(mount_->pid()), 2) << "an old worker's memory is still mapped";
+  EXPECT_EQ(ArenaMappings(MountServerPid()), 2) << "an old worker's memory is still mapped";
   errors = ReadAll(kBigBucket, kFiles, kBigFileSize, kMiB, 100, kReaders);
   EXPECT_TRUE(errors.empty()) << errors.front();
   Unmount();
@@ -423,7 +423,8 @@ TEST_F(ClusterProcessTest, MountKilledWhileMappingLeavesTheWorkerHealthyAndBound
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ASSERT_EQ(Stats(workers_[0]).shm_sessions(), 1u);
-  ASSERT_EQ(::kill(mount_->pid(), SIGKILL), 0);
+  // The holder and its server: nothing can bring the mount back.
+  ASSERT_EQ(::kill(-mount_->pid(), SIGKILL), 0);
   readers.join();  // their reads fail now: the mount is gone
   Unmount();
   deadline = Clock::now() + std::chrono::seconds(5);

@@ -128,7 +128,7 @@ TEST_F(HealthTest, AKilledMountIsDeadAndTheProbeSaysHowToClearIt) {
   Mount({}, {"LAKECACHE_RUN_DIR=" + run_dir_});
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(WaitForHealth({mountpoint_}, 0).exit_code, 0);
-  ::kill(mount_->pid(), SIGKILL);
+  ::kill(-mount_->pid(), SIGKILL);  // the holder and its server
   while (mount_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   testing::RunResult r = Health({"--live", mountpoint_});
   EXPECT_EQ(r.exit_code, 1);

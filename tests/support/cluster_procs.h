@@ -260,6 +260,21 @@ class ClusterProcessFixture : public ::testing::Test {
     }
   }
 
+  // The mount's server: the child of mount_, the process that holds the mount
+  // (client/mount_holder.h).
+  pid_t MountServerPid() {
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (mount_ && Clock::now() < deadline) {
+      std::ifstream in("/proc/" + std::to_string(mount_->pid()) + "/task/" +
+                       std::to_string(mount_->pid()) + "/children");
+      pid_t child = 0;
+      if (in >> child) return child;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the mount has no server";
+    return 0;
+  }
+
   void Unmount() {
     Status unmounted = UnmountForTest(mountpoint_);
     EXPECT_TRUE(unmounted.ok()) << unmounted.ToString();

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -53,12 +54,25 @@ ExecPlan MakePlan(const std::vector<std::string>& argv, const std::vector<std::s
 void WriteAll(int fd, const char* s) { [[maybe_unused]] ssize_t n = write(fd, s, strlen(s)); }
 
 // Runs in the forked child. Only async-signal-safe calls from here on.
-[[noreturn]] void ExecChild(const ExecPlan& plan, pid_t parent, int in_fd, int out_fd, int err_fd) {
+[[noreturn]] void ExecChild(const ExecPlan& plan, pid_t parent, int in_fd, int out_fd, int err_fd,
+                            const std::vector<int>& pass_fds) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(126);  // the parent died before prctl took effect
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(126);
-  close_range(3, ~0U, 0);  // don't leak the test's sockets and pipes into servers
+  // Out of the way first (a source may be another's target), then in place; dup2 clears
+  // FD_CLOEXEC.
+  int moved[8];
+  size_t passed = std::min<size_t>(pass_fds.size(), 8);
+  for (size_t i = 0; i < passed; ++i) {
+    moved[i] = fcntl(pass_fds[i], F_DUPFD_CLOEXEC, 100);
+    if (moved[i] < 0) _exit(126);
+  }
+  for (size_t i = 0; i < passed; ++i) {
+    if (dup2(moved[i], kPassedFd + static_cast<int>(i)) < 0) _exit(126);
+  }
+  // Don't leak the test's sockets and pipes into servers.
+  close_range(kPassedFd + static_cast<unsigned>(passed), ~0U, 0);
   execvpe(plan.argv[0], plan.argv.data(), plan.envp.data());
   WriteAll(2, "exec failed (not found or not executable): ");
   WriteAll(2, plan.argv[0]);
@@ -74,14 +88,15 @@ int RemainingMs(Clock::time_point deadline) {
 }  // namespace
 
 Result<pid_t> SpawnProcess(const std::vector<std::string>& argv,
-                           const std::vector<std::string>& extra_env, int out_fd, int err_fd) {
+                           const std::vector<std::string>& extra_env, int out_fd, int err_fd,
+                           const std::vector<int>& pass_fds) {
   if (argv.empty()) return Status::InvalidArgument("empty argv");
   ExecPlan plan = MakePlan(argv, extra_env);
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) return Status::IoError(std::string("open /dev/null: ") + strerror(errno));
   pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid == 0) ExecChild(plan, parent, null_fd, out_fd, err_fd);
+  if (pid == 0) ExecChild(plan, parent, null_fd, out_fd, err_fd, pass_fds);
   int fork_errno = errno;
   close(null_fd);
   if (pid < 0) return Status::IoError(std::string("fork: ") + strerror(fork_errno));
@@ -117,12 +132,13 @@ std::string JoinArgv(const std::vector<std::string>& argv) {
   return s;
 }
 
-Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(
-    const std::vector<std::string>& argv, const std::string& log_path,
-    const std::vector<std::string>& extra_env) {
+Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std::string>& argv,
+                                                          const std::string& log_path,
+                                                          const std::vector<std::string>& extra_env,
+                                                          const std::vector<int>& pass_fds) {
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Status::IoError("open " + log_path + ": " + strerror(errno));
-  Result<pid_t> pid = SpawnProcess(argv, extra_env, log_fd, log_fd);
+  Result<pid_t> pid = SpawnProcess(argv, extra_env, log_fd, log_fd, pass_fds);
   close(log_fd);
   if (!pid.ok()) return pid.status().WithContext(JoinArgv(argv));
   return std::unique_ptr<ChildProcess>(new ChildProcess(*pid, log_path));

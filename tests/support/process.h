@@ -19,13 +19,18 @@
 namespace lakecache::testing {
 
 // A child process whose stdout and stderr are appended to a log file. The destructor stops it.
+// The number the first descriptor handed to a child (ChildProcess::Start's pass_fds) has in it.
+inline constexpr int kPassedFd = 3;
+
 class ChildProcess {
  public:
   // Runs argv (argv[0] is looked up in PATH, no shell). `extra_env` entries are "NAME=value"
   // (added or overriding) or "-NAME" (removed from the inherited environment).
-  static Result<std::unique_ptr<ChildProcess>> Start(
-      const std::vector<std::string>& argv, const std::string& log_path,
-      const std::vector<std::string>& extra_env = {});
+  // `pass_fds` (at most 8) are the descriptors the child inherits, as kPassedFd, kPassedFd + 1...
+  static Result<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                     const std::string& log_path,
+                                                     const std::vector<std::string>& extra_env = {},
+                                                     const std::vector<int>& pass_fds = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
@@ -72,8 +77,10 @@ std::string JoinArgv(const std::vector<std::string>& argv);
 // ChildProcess::Start) in a process group of its own, with stdin on /dev/null and stdout and stderr
 // on `out_fd` and `err_fd`; the child gets SIGKILL when the calling thread exits. Returns its pid,
 // which is also its process group id. The caller still owns (and closes) `out_fd` and `err_fd`.
+// `pass_fds` as in ChildProcess::Start.
 Result<pid_t> SpawnProcess(const std::vector<std::string>& argv,
-                           const std::vector<std::string>& extra_env, int out_fd, int err_fd);
+                           const std::vector<std::string>& extra_env, int out_fd, int err_fd,
+                           const std::vector<int>& pass_fds = {});
 
 // RunResult::exit_code of a waitpid status: the exit code, 128 + signal when killed by a signal,
 // else -1.

@@ -6,7 +6,7 @@
 RENDERED: `helm template` output. SECRETS: the Secret objects the test made (the chart only names
 them). LAYOUT: JSON {"work": DIR, "ips": {ROLE: IP}}, ROLE one of the keys of OUTDIR below.
 EXAMPLE: the plain training Pod of examples/kubernetes (it checks every byte itself).
-Writes OUTDIR/<role>.yaml for the roles master, worker-a, worker-b, fuse, load and train (each
+Writes OUTDIR/<role>.yaml for the roles master, worker-a, worker-b, holder, fuse, load and train (each
 with the ConfigMaps) and OUTDIR/pods.env (shell assignments: pod and container names, grace
 periods, probe commands).
 
@@ -43,7 +43,7 @@ import sys
 
 import yaml
 
-ROLES = ("master", "worker", "mount", "load")
+ROLES = ("master", "worker", "holder", "mount", "load")
 FOLDER_TYPES = ("", "Directory", "DirectoryOrCreate")  # hostPaths that move; devices stay
 
 
@@ -211,6 +211,7 @@ def main(rendered_path, secrets_path, layout_path, outdir, example_path=None):
     placements = [("master", "master", f"{workloads['master']['metadata']['name']}-0", "a"),
                   ("worker-a", "worker", f"{workloads['worker']['metadata']['name']}-node-a", "a"),
                   ("worker-b", "worker", f"{workloads['worker']['metadata']['name']}-node-b", "b"),
+                  ("holder", "holder", f"{workloads['holder']['metadata']['name']}-node-a", "a"),
                   ("fuse", "mount", f"{workloads['mount']['metadata']['name']}-node-a", "a"),
                   ("load", "load", f"{workloads['load']['metadata']['name']}-run", "a")]
     env = {"MASTER_HOST": master_host}

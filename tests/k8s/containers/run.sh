@@ -244,7 +244,8 @@ done
 cat >"$WORK/layout.json" <<EOF
 {"work": "$WORK",
  "ips": {"master": "$SUBNET_PREFIX.20", "worker-a": "$SUBNET_PREFIX.31",
-         "worker-b": "$SUBNET_PREFIX.32", "fuse": "$SUBNET_PREFIX.40", "load": "$SUBNET_PREFIX.60",
+         "worker-b": "$SUBNET_PREFIX.32", "holder": "$SUBNET_PREFIX.45",
+         "fuse": "$SUBNET_PREFIX.40", "load": "$SUBNET_PREFIX.60",
          "train": "$SUBNET_PREFIX.50"}}
 EOF
 /usr/bin/python3 "$HERE/pods.py" "$WORK/rendered.yaml" "$WORK/secrets.yaml" "$WORK/layout.json" \
@@ -317,6 +318,9 @@ echo "the master sees 2 workers (cluster status)"
 mkdir -p "$LAKE"
 mount --bind "$LAKE" "$LAKE"
 mount --make-shared "$LAKE"
+# The holder mounts when the FUSE pod's server first asks, and keeps the mount across its restarts.
+play holder "$SUBNET_PREFIX.45"
+wait_ready "$CTR_HOLDER" "" "" holder
 play fuse "$SUBNET_PREFIX.40"
 for _ in $(seq 60); do
   grep -q " $LAKE .* - fuse" /proc/self/mountinfo && break
@@ -348,6 +352,39 @@ echo "workers: fetches $f1 -> $f2, blocks served or located $s1 -> $s2"
 [ "$s2" -gt "$s1" ] || fail "the second read was not served by the workers' caches"
 podman pod rm -f "$POD_TRAIN" >/dev/null 2>>"$WORK/podman.log"
 
+# ---- a FUSE pod restart under a reading training container: its reads go on --------------------
+phase restart
+# Reads with O_DIRECT (each read reaches the FUSE server) for 20 s, then checks every byte.
+READER='cd /data
+files=$(sed -e "s/^[0-9a-f]\{64\} [ *]//" MANIFEST.sha256)
+end=$(( $(date +%s) + 20 )); rounds=0
+while [ "$(date +%s)" -lt "$end" ]; do
+  for f in $files; do
+    dd if="$f" of=/dev/null bs=1M iflag=direct status=none || { echo "reader: reading $f failed" >&2; exit 1; }
+  done
+  rounds=$((rounds + 1))
+done
+sha256sum --check --quiet --strict MANIFEST.sha256 >&2 || { echo "reader: bytes differ" >&2; exit 1; }
+echo "reader: $rounds rounds over every file, no read failed, all files match"'
+podman run -d --name lakecache-restart-reader --network none --user 10001:10001 \
+  -v "$LAKE/test:/data:ro,rslave" --entrypoint /bin/sh "$IMAGE" -c "$READER" >/dev/null \
+  || fail "the reading container"
+sleep 4
+[ "$(podman inspect lakecache-restart-reader --format '{{.State.Running}}')" = true ] ||
+  { podman logs lakecache-restart-reader; fail "the reader stopped before the FUSE pod's restart"; }
+t0=$(date +%s.%N)
+podman pod rm -f -t 0 "$POD_FUSE" >/dev/null 2>>"$WORK/podman.log"  # SIGKILL: a crash
+grep -q " $LAKE .* - fuse" /proc/self/mountinfo || fail "the mount went with the FUSE pod"
+echo "FUSE pod killed: the holder keeps the mount at $LAKE"
+play fuse "$SUBNET_PREFIX.40"
+wait_ready "$CTR_FUSE" "$READY_FUSE" "$LIVE_FUSE" "fuse (restarted)"
+printf 'FUSE pod back and ready %.1f s after the kill\n' "$(echo "$(date +%s.%N) - $t0" | bc -l)"
+[ "$(podman wait lakecache-restart-reader)" = 0 ] ||
+  { podman logs lakecache-restart-reader 2>&1 | tail -n 5; fail "the reader's reads failed across the FUSE pod's restart"; }
+podman logs lakecache-restart-reader 2>&1 | tail -n 1
+grep -q 'no read failed' <(podman logs lakecache-restart-reader 2>&1) || fail "the reader did not finish"
+podman rm -f lakecache-restart-reader >/dev/null 2>>"$WORK/podman.log"
+
 # ---- the load Job: the dataset evicted, then loaded again by the Job ---------------------------
 phase load
 admin free -R /test >/dev/null || fail "lakecache free"
@@ -366,7 +403,7 @@ if [ "$f4" -le "$f3" ] || [ $((u4 - u3)) -lt "$NBYTES" ]; then
 fi
 podman pod rm -f "$POD_LOAD" >/dev/null 2>>"$WORK/podman.log"
 
-# ---- SIGTERM: the FUSE pod unmounts; master and workers exit 0, within their grace periods -----
+# ---- SIGTERM: FUSE pod, holder (which unmounts), workers and master exit 0 within their grace -
 phase stop
 stop_pod() {  # stop_pod POD CONTAINER GRACE WHAT
   local t0 secs code
@@ -379,8 +416,10 @@ stop_pod() {  # stop_pod POD CONTAINER GRACE WHAT
   [ "$(echo "$secs < 10" | bc -l)" = 1 ] || fail "$4 took $secs s to stop"
 }
 stop_pod "$POD_FUSE" "$CTR_FUSE" "$GRACE_FUSE" fuse
+grep -q " $LAKE .* - fuse" /proc/self/mountinfo || fail "the FUSE pod's stop took the holder's mount"
+stop_pod "$POD_HOLDER" "$CTR_HOLDER" "$GRACE_HOLDER" holder
 if grep -q " $LAKE .* - fuse" /proc/self/mountinfo; then fail "stale FUSE mount at $LAKE"; fi
-echo "no mount left at $LAKE (mountinfo)"
+echo "no mount left at $LAKE once the holder stopped (mountinfo)"
 stop_pod "$POD_WORKER_A" "$CTR_WORKER_A" "$GRACE_WORKER_A" worker-a
 stop_pod "$POD_WORKER_B" "$CTR_WORKER_B" "$GRACE_WORKER_B" worker-b
 stop_pod "$POD_MASTER" "$CTR_MASTER" "$GRACE_MASTER" master

@@ -65,19 +65,49 @@ function lintPropagation(c, at, pod, opts, out) {
   });
 }
 
-function lintFuse(c, at, pod, out) {
+function hasFuseDevice(c, pod) {
   const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
   const dev = (c.volumeMounts || []).find((m) => m.mountPath === '/dev/fuse');
   const v = dev && volumes.get(dev.name);
-  if (!v || !v.hostPath || v.hostPath.path !== '/dev/fuse' || v.hostPath.type !== 'CharDevice') {
-    out.push(`${at}: the FUSE container has no /dev/fuse (hostPath /dev/fuse, type CharDevice)`);
+  return !!(v && v.hostPath && v.hostPath.path === '/dev/fuse' && v.hostPath.type === 'CharDevice');
+}
+
+// The holder mounts: it needs the device, and Bidirectional propagation for the mount to reach
+// the host (lintPropagation checks that this needs privilege).
+function lintHolder(c, at, pod, out) {
+  if (!hasFuseDevice(c, pod)) {
+    out.push(`${at}: the holder has no /dev/fuse (hostPath /dev/fuse, type CharDevice)`);
   }
+  if (!(c.volumeMounts || []).some((m) => m.mountPropagation === 'Bidirectional')) {
+    out.push(`${at}: the holder mounts the lake folder without mountPropagation Bidirectional (its mount would not reach the host)`);
+  }
+}
+
+function lintFuse(c, at, pod, out) {
+  const args = c.args || [];
   const stop = c.lifecycle && c.lifecycle.preStop && c.lifecycle.preStop.exec;
-  if (!stop || !isLakecache(stop.command) || stop.command[1] !== 'umount') {
-    out.push(`${at}: the FUSE container has no preStop 'lakecache umount'`);
+  const unmounts = !!(stop && isLakecache(stop.command) && stop.command[1] === 'umount');
+  if (args.includes('--holder')) {
+    // The holder keeps the mount across this pod's restarts: unmounting would end it for all.
+    if (unmounts) {
+      out.push(`${at}: the FUSE container serves a holder's mount but unmounts it in preStop (a pod restart would break every reader)`);
+    }
+    // Starting the container stats what it maps: the mount, waiting for the server it starts.
+    const volumes = new Map((pod.volumes || []).map((v) => [v.name, v]));
+    const lake = args[args.indexOf('mount') + 1];
+    for (const m of c.volumeMounts || []) {
+      const host = ((volumes.get(m.name) || {}).hostPath || {}).path || '';
+      if (lake && (host === lake || m.mountPath === lake)) {
+        out.push(`${at}: the FUSE container serves a holder's mount but maps its folder ${lake} (a restart would wait on its own mount)`);
+      }
+    }
+  } else {
+    if (!hasFuseDevice(c, pod)) {
+      out.push(`${at}: the FUSE container has no /dev/fuse (hostPath /dev/fuse, type CharDevice)`);
+    }
+    if (!unmounts) out.push(`${at}: the FUSE container has no preStop 'lakecache umount'`);
   }
   // Training pods run as their own uids: without allow_other the kernel refuses them every path.
-  const args = c.args || [];
   const o = args.flatMap((a, i) => (a === '-o' ? String(args[i + 1] || '').split(',') : []));
   if (!o.includes('allow_other')) {
     out.push(`${at}: the FUSE container mounts without -o allow_other (pods of other uids could not read it)`);
@@ -141,6 +171,7 @@ function lintObject(obj, opts) {
       lintPropagation(c, at, pod, opts, out);
       const role = (c.args || [])[0];
       if (role === 'mount') lintFuse(c, at, pod, out);
+      if (role === 'holder') lintHolder(c, at, pod, out);
       if (role === 'worker') lintWorkerMemory(c, at, pod, out);
     });
   }

@@ -1,0 +1,90 @@
+// MountJournal: what a mount's kernel side refers to by number, kept where the next server of the
+// same FUSE connection finds it: the inode numbers it handed out (namespace and path) and the
+// files open (handle, inode, object version, size). The kernel keeps using both across a restart
+// of the server, so the next one replays the journal before it serves.
+//
+// An append-only log in a file the mount's holder keeps open (a memfd: no disk write per lookup
+// or open), appended to through a shared mapping (a copy, no system call). Each record carries its
+// length and an XXH32 of its bytes; a record cut short by a server killed while writing it, or the
+// zeros after the last, end the log. Thread-safe: appends are serialized.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/result.h"
+
+namespace lakecache {
+
+class MountJournal {
+ public:
+  struct Inode {
+    uint64_t ino = 0;
+    bool is_dir = false;
+    std::string ns;  // "" for the root of a multi-namespace mount
+    std::string path;
+  };
+  struct OpenFile {
+    uint64_t fh = 0;
+    uint64_t ino = 0;
+    std::string etag;
+    uint64_t size = 0;
+  };
+
+  // Reads what `fd` holds (an empty file is a new journal) and appends after it. Takes `fd`.
+  static Result<std::unique_ptr<MountJournal>> Open(int fd);
+  ~MountJournal();
+  MountJournal(const MountJournal&) = delete;
+  MountJournal& operator=(const MountJournal&) = delete;
+
+  // What the journal held when opened: inodes in the order assigned, files still open.
+  const std::vector<Inode>& inodes() const { return inodes_; }
+  const std::vector<OpenFile>& open_files() const { return open_files_; }
+  uint64_t max_fh() const { return max_fh_; }
+
+  // Failures are logged once and the journal stops (the mount goes on; a restart loses state).
+  void AddInode(const Inode& inode) EXCLUDES(mu_);
+  void AddOpen(const OpenFile& open) EXCLUDES(mu_);
+  void AddRelease(uint64_t fh) EXCLUDES(mu_);
+
+  // Opens and releases grow the log without end: once it is `min_bytes` and four times what it
+  // held after the last compaction, what it says is written to a new memfd, which `hand_over`
+  // gives the holder to keep (taking the descriptor) before this journal moves to it.
+  void SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes = 16 << 20)
+      EXCLUDES(mu_);
+  uint64_t compactions() const EXCLUDES(mu_);
+
+ private:
+  explicit MountJournal(int fd) : fd_(fd) {}
+  static Status Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenFile>* open_files,
+                      uint64_t* max_fh, uint64_t* end);
+  void Append(const std::string& record) EXCLUDES(mu_);
+  Status CompactLocked() REQUIRES(mu_);
+  Status MapLocked() REQUIRES(mu_);
+  void Unmap() REQUIRES(mu_);
+  Status CopyLocked(std::string_view record) REQUIRES(mu_);
+
+  static constexpr uint64_t kMapSize = 1ull << 32;  // reserved, not backed
+  static constexpr uint64_t kGrowth = 1 << 20;
+
+  int fd_ GUARDED_BY(mu_);
+  char* map_ GUARDED_BY(mu_) = nullptr;
+  uint64_t capacity_ GUARDED_BY(mu_) = 0;  // the memfd's size: where the mapping is backed
+  std::vector<Inode> inodes_;
+  std::vector<OpenFile> open_files_;
+  uint64_t max_fh_ = 0;
+  mutable Mutex mu_;
+  uint64_t end_ GUARDED_BY(mu_) = 0;  // where the next record goes
+  uint64_t compacted_size_ GUARDED_BY(mu_) = 0;
+  uint64_t min_compaction_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t compactions_ GUARDED_BY(mu_) = 0;
+  std::function<Status(int fd)> hand_over_ GUARDED_BY(mu_);
+  bool failed_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace lakecache
