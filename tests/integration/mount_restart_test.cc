@@ -296,8 +296,8 @@ TEST_F(MountRestartTest, AWaitingHolderRefusesOtherFuseSettingsAndWaitsForTheNex
   EXPECT_FALSE(testing::IsMounted(mountpoint_));
 }
 
-// With the holder gone too, nothing can serve: readers get an error at once (ENOTCONN), never a hang, and
-// the next `lakecache mount` on the path clears the dead mount itself.
+// With the holder gone too, nothing can serve: readers get an error at once (ENOTCONN), never a
+// hang, and the next `lakecache mount` on the path clears the dead mount itself.
 TEST_F(MountRestartTest, WithTheHolderGoneReadersGetEnotconnAndTheNextMountClearsIt) {
   StartStandalone();
   std::string path = mountpoint_ + "/" + kBucket + "/f1";
