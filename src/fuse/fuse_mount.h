@@ -89,7 +89,6 @@ class FuseMount {
   fuse_session* session_ = nullptr;
   // Sessions on the clones of an adopted connection's descriptor, each served by one thread.
   std::vector<fuse_session*> clones_;
-  std::vector<pthread_t> clone_threads_;
   bool mounted_ = false;
   bool adopted_ = false;
   std::string adopted_mountpoint_;
