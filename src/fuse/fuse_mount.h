@@ -66,9 +66,9 @@ class FuseMount {
   Status Adopt(int fuse_fd, const std::string& mountpoint, const FuseInit* init,
                std::function<void(const FuseInit&)> on_init = nullptr);
   // The same over the connection's descriptor and clones of it the holder keeps as well
-  // (FUSE_DEV_IOC_CLONE): one single-threaded session per descriptor, so requests are read in
-  // parallel as with libfuse's clone_fd, yet none read on a clone dies with this process (the
-  // kernel resends them from every descriptor of the connection).
+  // (FUSE_DEV_IOC_CLONE): a session per descriptor, all read by one pool of threads, so requests
+  // are read in parallel as with libfuse's clone_fd, yet none read on a clone dies with this
+  // process (the kernel resends them from every descriptor of the connection).
   Status Adopt(std::vector<int> fuse_fds, const std::string& mountpoint, const FuseInit* init,
                std::function<void(const FuseInit&)> on_init = nullptr);
   // Serves requests until unmounted or signalled; then unmounts (a mount of its own).
@@ -87,7 +87,7 @@ class FuseMount {
   std::shared_ptr<FileSystem> fs_;
   FuseMountOptions options_;
   fuse_session* session_ = nullptr;
-  // Sessions on the clones of an adopted connection's descriptor, each served by one thread.
+  // Sessions on the clones of an adopted connection's descriptor, read by the same threads.
   std::vector<fuse_session*> clones_;
   bool mounted_ = false;
   bool adopted_ = false;

@@ -251,7 +251,8 @@ TEST_F(MountRestartTest, ATakeoverByAnotherBinaryUnderReadersIsAPause) {
     std::vector<pid_t> now = Children(holder_->pid());
     return !now.empty() && now.front() != new_server;
   }));
-  EXPECT_EQ(Exe(ServerPid()), v2);
+  // Until it execs, the forked child still runs the holder's binary.
+  EXPECT_TRUE(WaitFor([&] { return Exe(ServerPid()) == v2; })) << Exe(ServerPid());
   CheckTree();
 }
 
