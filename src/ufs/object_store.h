@@ -95,8 +95,8 @@ struct ReadReply {
 
 struct PutOptions : IoOptions {
   // Create only: sends If-None-Match: *, so that an existing key fails with kPreconditionFailed.
-  // Honoured by LocalStore and by AWS S3 (since 2024); s3rver 3.7 and Swift's s3api ignore it and
-  // overwrite (s3_write_test pins this per server).
+  // LocalStore honours it; s3rver 3.7 ignores the header and overwrites; Swift's s3api refuses
+  // it (HTTP 501: kUnimplemented). s3_write_test pins both servers.
   bool if_none_match = false;
 };
 

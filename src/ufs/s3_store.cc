@@ -133,6 +133,12 @@ Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) con
     return Status::AccessDenied(where + ": access denied for " + who + " (" + http + ")");
   }
   if (status == 412) return Status::PreconditionFailed(where + ": object changed (" + http + ")");
+  // Before the 5xx rule: a server without the feature will not grow it on a retry.
+  if (status == 501 || status == 405 || err.code == "NotImplemented" ||
+      err.code == "MethodNotAllowed") {
+    return Status::Unimplemented(where + ": the server does not implement this request (" + http +
+                                 ")");
+  }
   if (IsRetryableCode(status, err.code)) return Status::Unavailable(where + ": " + http);
   // The body differs from its Content-MD5: damaged on the way, so sending it again may work.
   if (err.code == "BadDigest") {
