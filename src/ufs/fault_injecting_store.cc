@@ -29,15 +29,51 @@ Result<ReadReply> FaultInjectingStore::ReadRaw(std::string_view key, uint64_t of
   return reply;
 }
 
-Status FaultInjectingStore::Put(std::string_view key, std::span<const char> data,
-                                const IoOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kPut, key).status);
-  return inner().Put(key, data, options);
+Result<ObjectInfo> FaultInjectingStore::Put(std::string_view key, std::span<const char> data,
+                                            const PutOptions& options) {
+  return Run(StoreOp::kPut, key, 0, [&] { return inner().Put(key, data, options); });
 }
 
 Status FaultInjectingStore::Delete(std::string_view key, const IoOptions& options) {
-  LC_RETURN_IF_ERROR(Intercept(StoreOp::kDelete, key).status);
-  return inner().Delete(key, options);
+  return Run(StoreOp::kDelete, key, 0, [&] { return inner().Delete(key, options); });
+}
+
+Result<ObjectInfo> FaultInjectingStore::Copy(std::string_view from_key, std::string_view to_key,
+                                             const IoOptions& options) {
+  return Run(StoreOp::kCopy, to_key, 0, [&] { return inner().Copy(from_key, to_key, options); });
+}
+
+Result<std::string> FaultInjectingStore::CreateMultipartUpload(std::string_view key,
+                                                               const IoOptions& options) {
+  return Run(StoreOp::kCreateUpload, key, 0,
+             [&] { return inner().CreateMultipartUpload(key, options); });
+}
+
+Result<std::string> FaultInjectingStore::UploadPart(std::string_view key,
+                                                    std::string_view upload_id, int part_number,
+                                                    std::span<const char> data,
+                                                    const IoOptions& options) {
+  return Run(StoreOp::kUploadPart, key, part_number,
+             [&] { return inner().UploadPart(key, upload_id, part_number, data, options); });
+}
+
+Result<ObjectInfo> FaultInjectingStore::CompleteMultipartUpload(
+    std::string_view key, std::string_view upload_id, const std::vector<CompletedPart>& parts,
+    const IoOptions& options) {
+  return Run(StoreOp::kCompleteUpload, key, 0,
+             [&] { return inner().CompleteMultipartUpload(key, upload_id, parts, options); });
+}
+
+Status FaultInjectingStore::AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                                                 const IoOptions& options) {
+  return Run(StoreOp::kAbortUpload, key, 0,
+             [&] { return inner().AbortMultipartUpload(key, upload_id, options); });
+}
+
+Result<std::vector<PendingUpload>> FaultInjectingStore::ListMultipartUploads(
+    std::string_view prefix, const IoOptions& options) {
+  return Run(StoreOp::kListUploads, prefix, 0,
+             [&] { return inner().ListMultipartUploads(prefix, options); });
 }
 
 void FaultInjectingStore::AddRule(FaultRule rule) {
@@ -103,7 +139,7 @@ Status FaultInjectingStore::ConnectionReset(std::string_view key) const {
   return Status::Unavailable(Target(key) + ": Recv failure: Connection reset by peer");
 }
 
-FaultRule FaultInjectingStore::Intercept(StoreOp op, std::string_view key) {
+FaultRule FaultInjectingStore::Intercept(StoreOp op, std::string_view key, int part_number) {
   calls_[static_cast<size_t>(op)].fetch_add(1);
   FaultRule applied;
   {
@@ -111,6 +147,7 @@ FaultRule FaultInjectingStore::Intercept(StoreOp op, std::string_view key) {
     for (FaultRule& rule : rules_) {
       if (rule.times == 0 || (rule.op != StoreOp::kAny && rule.op != op)) continue;
       if (key.find(rule.key_contains) == std::string_view::npos) continue;
+      if (rule.part_number != 0 && rule.part_number != part_number) continue;
       if (rule.times > 0) --rule.times;
       applied = rule;
       break;

@@ -21,7 +21,20 @@
 
 namespace lakecache {
 
-enum class StoreOp { kList, kHead, kRead, kPut, kDelete, kAny };
+enum class StoreOp {
+  kList,
+  kHead,
+  kRead,
+  kPut,
+  kDelete,
+  kCopy,
+  kCreateUpload,    // CreateMultipartUpload
+  kUploadPart,      // see FaultRule::part_number
+  kCompleteUpload,  // CompleteMultipartUpload
+  kAbortUpload,     // AbortMultipartUpload
+  kListUploads,     // ListMultipartUploads; matches on its prefix
+  kAny,             // last: the count of the others
+};
 
 struct FaultRule {
   static constexpr int kForever = -1;
@@ -34,6 +47,10 @@ struct FaultRule {
   // Reads only, with an OK status: the reply says this ETag / total size instead of its own.
   std::optional<std::string> reply_etag;
   std::optional<uint64_t> reply_object_size;
+  int part_number = 0;  // UploadPart only: the part this rule fails; 0 matches every part
+  // The call goes through to the store, and then `status` is returned instead of its reply: a
+  // write that was done but whose answer was lost on the way back.
+  bool after_call = false;
 };
 
 class FaultInjectingStore : public ObjectStoreWrapper {
@@ -45,8 +62,22 @@ class FaultInjectingStore : public ObjectStoreWrapper {
   Result<ReadReply> ReadRaw(std::string_view key, uint64_t offset,
                             std::span<const std::span<char>> bufs,
                             const ReadOptions& options) override;
-  Status Put(std::string_view key, std::span<const char> data, const IoOptions& options) override;
+  Result<ObjectInfo> Put(std::string_view key, std::span<const char> data,
+                         const PutOptions& options) override;
   Status Delete(std::string_view key, const IoOptions& options) override;
+  Result<ObjectInfo> Copy(std::string_view from_key, std::string_view to_key,
+                          const IoOptions& options) override;  // matches on to_key
+  Result<std::string> CreateMultipartUpload(std::string_view key,
+                                            const IoOptions& options) override;
+  Result<std::string> UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                                 std::span<const char> data, const IoOptions& options) override;
+  Result<ObjectInfo> CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
+                                             const std::vector<CompletedPart>& parts,
+                                             const IoOptions& options) override;
+  Status AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                              const IoOptions& options) override;
+  Result<std::vector<PendingUpload>> ListMultipartUploads(std::string_view prefix,
+                                                          const IoOptions& options) override;
 
   // Rules apply in the order added: a call takes the first matching rule with uses left.
   void AddRule(FaultRule rule);
@@ -75,7 +106,18 @@ class FaultInjectingStore : public ObjectStoreWrapper {
 
   // Counts the call, then applies the first matching rule: its delay, then its Status (OK: go on).
   // Returns the rule applied (a default rule when none matched).
-  FaultRule Intercept(StoreOp op, std::string_view key);
+  FaultRule Intercept(StoreOp op, std::string_view key, int part_number = 0);
+  // Intercept, then `call` unless the rule fails the call first; an after_call rule's Status
+  // replaces the reply.
+  template <typename Call>
+  auto Run(StoreOp op, std::string_view key, int part_number, const Call& call)
+      -> decltype(call()) {
+    FaultRule rule = Intercept(op, key, part_number);
+    if (!rule.after_call && !rule.status.ok()) return rule.status;
+    auto reply = call();
+    if (rule.after_call && !rule.status.ok()) return rule.status;
+    return reply;
+  }
   std::string Target(std::string_view key) const {
     return key.empty() ? Describe() : Describe() + "/" + std::string(key);
   }

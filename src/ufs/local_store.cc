@@ -15,145 +15,16 @@
 
 #include <fmt/format.h>
 
+#include "ufs/local_files.h"
+
 namespace lakecache {
 namespace {
+
+using namespace local_files;  // NOLINT: this file's own helpers
 
 static_assert(sizeof(off_t) == 8, "offsets above 4 GiB need a 64-bit off_t");
 
 constexpr size_t kMaxKeysPerPage = 1000;  // S3's cap, so callers meet pagination here too
-
-Status ErrnoStatus(int err, const std::string& name) {
-  std::string msg = name + ": " + std::generic_category().message(err);
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return Status::NotFound(std::move(msg));
-    case EACCES:
-    case EPERM:
-      return Status::AccessDenied(std::move(msg));
-    case ENOSPC:
-    case EDQUOT:
-      return Status::NoSpace(std::move(msg));
-    default:
-      return Status::IoError(std::move(msg));
-  }
-}
-
-Status CheckDeadline(const IoOptions& options, const std::string& name) {
-  if (Clock::now() < options.deadline) return Status::Ok();
-  return Status::DeadlineExceeded(name + ": deadline passed");
-}
-
-// Splits "a/b/c" into its '/'-separated segments.
-std::vector<std::string_view> Segments(std::string_view path) {
-  std::vector<std::string_view> out;
-  for (size_t start = 0;;) {
-    size_t slash = path.find('/', start);
-    out.push_back(path.substr(start, slash - start));
-    if (slash == std::string_view::npos) return out;
-    start = slash + 1;
-  }
-}
-
-// A key names exactly one file below the root: no "..", which would escape it, and no empty or "."
-// segment, which would give one file two keys.
-Status ValidateKey(std::string_view key, const std::string& name) {
-  if (key.empty()) return Status::InvalidArgument(name + ": empty key");
-  if (key.find('\0') != std::string_view::npos) {
-    return Status::InvalidArgument(name + ": key contains a NUL byte");
-  }
-  for (std::string_view seg : Segments(key)) {
-    if (seg == "..") return Status::InvalidArgument(name + ": '..' is not allowed in a key");
-    if (seg.empty() || seg == ".") {
-      return Status::InvalidArgument(name + ": key has an empty or '.' path segment");
-    }
-  }
-  return Status::Ok();
-}
-
-Status Precheck(std::string_view key, const IoOptions& options, const std::string& name) {
-  LC_RETURN_IF_ERROR(ValidateKey(key, name));
-  return CheckDeadline(options, name);
-}
-
-// Size, mtime and inode together change on every rewrite, including Put's rename.
-std::string EtagOf(const struct stat& st) {
-  auto mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ULL +
-                  static_cast<uint64_t>(st.st_mtim.tv_nsec);
-  return fmt::format("{:x}-{:x}-{:x}", static_cast<uint64_t>(st.st_size), mtime_ns,
-                     static_cast<uint64_t>(st.st_ino));
-}
-
-ObjectInfo InfoOf(std::string key, const struct stat& st) {
-  return ObjectInfo{std::move(key), static_cast<uint64_t>(st.st_size), EtagOf(st),
-                    static_cast<int64_t>(st.st_mtim.tv_sec)};
-}
-
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-  // Closes now so that a failing close (deferred write error) is reported.
-  int Close() { return ::close(std::exchange(fd_, -1)); }
-
- private:
-  int fd_;
-};
-
-Result<size_t> PreadFull(int fd, uint64_t offset, std::span<char> buf, const std::string& name) {
-  size_t done = 0;
-  while (done < buf.size()) {
-    ssize_t n =
-        ::pread(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, name);
-    if (n == 0) break;  // end of file
-    done += static_cast<size_t>(n);
-  }
-  return done;
-}
-
-Status WriteFull(int fd, std::span<const char> data, const std::string& name) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, name);
-    done += static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-Status FsyncDir(const std::string& dir, const std::string& name) {
-  ScopedFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0) return ErrnoStatus(errno, name);
-  return Status::Ok();
-}
-
-// Creates the directories above `key`. Other failures surface when Put creates its temporary file.
-Status MakeParents(const std::string& root, std::string_view key, const std::string& name) {
-  for (size_t slash = key.find('/'); slash != std::string_view::npos;
-       slash = key.find('/', slash + 1)) {
-    std::string parent = root + "/" + std::string(key.substr(0, slash));
-    if (::mkdir(parent.c_str(), 0777) == 0 || errno != EEXIST) continue;
-    struct stat st;
-    if (::stat(parent.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      return Status::InvalidArgument(name + ": '" + std::string(key.substr(0, slash)) +
-                                     "' is an object, so no key can lie below it");
-    }
-  }
-  return Status::Ok();
-}
-
-std::string RandomSuffix() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:016x}", rng());
-}
 
 // One directory entry that can hold objects: a regular file, or a real directory (symlinked
 // directories are skipped so that a link cycle cannot make List loop).
@@ -177,7 +48,9 @@ bool StatEntry(int dir_fd, const char* name, DirEntry* entry) {
 
 // The entries of `path` in key order. A directory that does not exist (any more) is empty: entries
 // vanish under a concurrent Delete, and a prefix may name no directory at all.
-Status ReadDir(const std::string& path, const std::string& name, std::vector<DirEntry>* out) {
+// The root's staging folder of uploads (`top`) is no directory of objects.
+Status ReadDir(const std::string& path, const std::string& name, bool top,
+               std::vector<DirEntry>* out) {
   DIR* dir = ::opendir(path.c_str());
   if (dir == nullptr) {
     return errno == ENOENT || errno == ENOTDIR ? Status::Ok() : ErrnoStatus(errno, name);
@@ -185,7 +58,7 @@ Status ReadDir(const std::string& path, const std::string& name, std::vector<Dir
   errno = 0;
   while (const struct dirent* ent = ::readdir(dir)) {
     std::string_view n = ent->d_name;
-    if (n == "." || n == ".." || n.starts_with(LocalStore::kTempPrefix)) continue;
+    if (n == "." || n == ".." || n.starts_with(kTempPrefix) || (top && n == kUploadsDir)) continue;
     DirEntry entry;
     if (StatEntry(::dirfd(dir), ent->d_name, &entry)) out->push_back(std::move(entry));
     errno = 0;
@@ -232,7 +105,7 @@ class TreeLister {
   Status VisitDir(const std::string& rel) {
     LC_RETURN_IF_ERROR(CheckDeadline(options_, name_));
     std::vector<DirEntry> entries;
-    LC_RETURN_IF_ERROR(ReadDir(root_ + "/" + rel, name_ + "/" + rel, &entries));
+    LC_RETURN_IF_ERROR(ReadDir(root_ + "/" + rel, name_ + "/" + rel, rel.empty(), &entries));
     for (const DirEntry& e : entries) {
       if (done_) break;
       if (e.is_dir) {
@@ -295,7 +168,7 @@ class TreeLister {
   // Directories are not objects: a common prefix exists only if some file lies below it.
   Result<bool> HoldsObject(const std::string& dir) {
     std::vector<DirEntry> entries;
-    LC_RETURN_IF_ERROR(ReadDir(root_ + "/" + dir, name_ + "/" + dir, &entries));
+    LC_RETURN_IF_ERROR(ReadDir(root_ + "/" + dir, name_ + "/" + dir, false, &entries));
     for (const DirEntry& e : entries) {
       if (!e.is_dir) return true;
       LC_ASSIGN_OR_RETURN(bool any, HoldsObject(dir + e.name));
@@ -371,24 +244,14 @@ Result<ReadReply> LocalStore::ReadRaw(std::string_view key, uint64_t offset,
   return reply;
 }
 
-Status LocalStore::Put(std::string_view key, std::span<const char> data, const IoOptions& options) {
+Result<ObjectInfo> LocalStore::Put(std::string_view key, std::span<const char> data,
+                                   const PutOptions& options) {
   LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
   LC_RETURN_IF_ERROR(MakeParents(root_, key, Name(key)));
-  std::string path = PathOf(key);
-  std::string dir = path.substr(0, path.rfind('/'));
-  std::string tmp = dir + "/" + std::string(kTempPrefix) + RandomSuffix();
-  ScopedFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (fd.get() < 0) return ErrnoStatus(errno, Name(key));
-  Status st = WriteFull(fd.get(), data, Name(key));
-  if (st.ok() &&
-      (::fsync(fd.get()) != 0 || fd.Close() != 0 || ::rename(tmp.c_str(), path.c_str()) != 0)) {
-    st = ErrnoStatus(errno, Name(key));
-  }
-  if (!st.ok()) {
-    ::unlink(tmp.c_str());
-    return st;
-  }
-  return FsyncDir(dir.empty() ? "/" : dir, Name(key));
+  LC_ASSIGN_OR_RETURN(struct stat st,
+                      WriteFileWhole(PathOf(key), Name(key), options.if_none_match,
+                                     [&](int fd) { return WriteFull(fd, data, Name(key)); }));
+  return InfoOf(std::string(key), st);
 }
 
 Status LocalStore::Delete(std::string_view key, const IoOptions& options) {
@@ -397,6 +260,19 @@ Status LocalStore::Delete(std::string_view key, const IoOptions& options) {
   // A missing key, or a directory (which is no object), is already deleted as far as S3 goes.
   if (errno == ENOENT || errno == ENOTDIR || errno == EISDIR) return Status::Ok();
   return ErrnoStatus(errno, Name(key));
+}
+
+Result<ObjectInfo> LocalStore::Copy(std::string_view from_key, std::string_view to_key,
+                                    const IoOptions& options) {
+  LC_RETURN_IF_ERROR(Precheck(from_key, options, Name(from_key)));
+  LC_RETURN_IF_ERROR(Precheck(to_key, options, Name(to_key)));
+  LC_RETURN_IF_ERROR(Head(from_key, options).status());  // a file, not a folder
+  LC_RETURN_IF_ERROR(MakeParents(root_, to_key, Name(to_key)));
+  LC_ASSIGN_OR_RETURN(struct stat st,
+                      WriteFileWhole(PathOf(to_key), Name(to_key), false, [&](int fd) {
+                        return AppendFile(fd, PathOf(from_key), Name(from_key));
+                      }));
+  return InfoOf(std::string(to_key), st);
 }
 
 }  // namespace lakecache

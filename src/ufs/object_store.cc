@@ -1,9 +1,12 @@
 #include "ufs/object_store.h"
 
 #include <algorithm>
+#include <charconv>
 #include <string>
 
 #include <fmt/format.h>
+
+#include "ufs/content_md5.h"
 
 namespace lakecache {
 
@@ -39,14 +42,73 @@ Status CheckReadVersion(const ObjectStore& store, std::string_view key, const Re
   return Status::Ok();
 }
 
-Status ObjectStore::Put(std::string_view key, std::span<const char>, const IoOptions&) {
-  return Status::Unimplemented(Describe() + "/" + std::string(key) +
-                               ": writes are not supported yet");
+Status ObjectStore::CannotWrite(std::string_view key, std::string_view what) const {
+  return Status::Unimplemented(
+      fmt::format("{}/{}: store {} cannot write ({})", Describe(), key, Describe(), what));
+}
+
+Result<ObjectInfo> ObjectStore::Put(std::string_view key, std::span<const char>,
+                                    const PutOptions&) {
+  return CannotWrite(key, "Put");
 }
 
 Status ObjectStore::Delete(std::string_view key, const IoOptions&) {
-  return Status::Unimplemented(Describe() + "/" + std::string(key) +
-                               ": deletes are not supported yet");
+  return CannotWrite(key, "Delete");
+}
+
+Result<ObjectInfo> ObjectStore::Copy(std::string_view, std::string_view to_key, const IoOptions&) {
+  return CannotWrite(to_key, "Copy");
+}
+
+Result<std::string> ObjectStore::CreateMultipartUpload(std::string_view key, const IoOptions&) {
+  return CannotWrite(key, "CreateMultipartUpload");
+}
+
+Result<std::string> ObjectStore::UploadPart(std::string_view key, std::string_view, int,
+                                            std::span<const char>, const IoOptions&) {
+  return CannotWrite(key, "UploadPart");
+}
+
+Result<ObjectInfo> ObjectStore::CompleteMultipartUpload(std::string_view key, std::string_view,
+                                                        const std::vector<CompletedPart>&,
+                                                        const IoOptions&) {
+  return CannotWrite(key, "CompleteMultipartUpload");
+}
+
+Status ObjectStore::AbortMultipartUpload(std::string_view key, std::string_view, const IoOptions&) {
+  return CannotWrite(key, "AbortMultipartUpload");
+}
+
+Result<std::vector<PendingUpload>> ObjectStore::ListMultipartUploads(std::string_view prefix,
+                                                                     const IoOptions&) {
+  return CannotWrite(prefix, "ListMultipartUploads");
+}
+
+std::string MultipartEtag(const std::vector<CompletedPart>& parts) {
+  std::string digests;
+  for (const CompletedPart& part : parts) {
+    Md5Digest d;
+    if (!ParseMd5Hex(part.etag, &d)) return "";
+    digests.append(reinterpret_cast<const char*>(d.data()), d.size());
+  }
+  return Md5Hex(digests) + "-" + std::to_string(parts.size());
+}
+
+int EtagPartCount(std::string_view etag) {
+  size_t dash = etag.rfind('-');
+  if (dash == std::string_view::npos) return 0;
+  int n = 0;
+  auto [ptr, ec] = std::from_chars(etag.data() + dash + 1, etag.data() + etag.size(), n);
+  return ec == std::errc() && ptr == etag.data() + etag.size() ? n : 0;
+}
+
+bool IsObjectOfUpload(const ObjectInfo& object, const std::vector<CompletedPart>& parts) {
+  uint64_t size = 0;
+  for (const CompletedPart& part : parts) size += part.size;
+  if (size != 0 && object.size != size) return false;
+  std::string expected = MultipartEtag(parts);
+  if (!expected.empty()) return object.etag == expected;
+  return EtagPartCount(object.etag) == static_cast<int>(parts.size());
 }
 
 Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,

@@ -6,12 +6,27 @@
 // retry), kPreconditionFailed (the object changed under If-Match); anything else is final. Messages
 // name the bucket, the key and the HTTP status. Implementations are thread-safe; behaviour such as
 // retries or fault injection is added by wrapping (ObjectStoreWrapper: RetryingStore,
-// FaultInjectingStore), not by flags.
+// FaultInjectingStore), not by flags. A store that cannot write keeps the write defaults, which
+// fail with kUnimplemented naming the store.
 //
 // Versions are exact: every read reply says which version its bytes came from (ETag, total size),
 // and Read/ReadV check it against the version the caller names (ReadOptions::if_match,
 // object_size). Bytes of any other version fail with kPreconditionFailed, so nothing above this
 // interface can cache them under the wrong key, whether or not the server honoured If-Match.
+//
+// Writes follow S3: an object appears whole or not at all, by one Put or by a multipart upload
+// (CreateMultipartUpload, UploadPart per part, CompleteMultipartUpload; AbortMultipartUpload
+// drops it). Every body goes with its Content-MD5, so a body damaged on the way is refused.
+// Which calls may be repeated after a retryable error (RetryingStore does so):
+//   Put, UploadPart, Copy, Delete, AbortMultipartUpload, ListMultipartUploads: yes, a repeat
+//     writes or removes the same thing again (a create-only Put: see RetryingStore).
+//   CreateMultipartUpload: yes, but a lost reply leaves an unused upload behind, which
+//     ListMultipartUploads finds and AbortMultipartUpload removes.
+//   CompleteMultipartUpload: when its first attempt succeeded but the reply was lost, the repeat
+//     finds the upload gone (kNotFound, NoSuchUpload). The repeat then counts as done only if the
+//     key holds the object that upload made: the ETag MultipartEtag computes from the parts (S3,
+//     Swift), or, where part ETags are no MD5s, an ETag ending in "-<part count>" and the parts'
+//     total size. Anything else is the kNotFound.
 #pragma once
 
 #include <chrono>
@@ -78,6 +93,31 @@ struct ReadReply {
   uint64_t object_size = kUnknownSize;  // the version's total size, when the reply said it
 };
 
+struct PutOptions : IoOptions {
+  // Create only: sends If-None-Match: *, so that an existing key fails with kPreconditionFailed.
+  // LocalStore honours it; s3rver 3.7 ignores the header and overwrites; Swift's s3api refuses
+  // it (HTTP 501: kUnimplemented). s3_write_test pins both servers.
+  bool if_none_match = false;
+};
+
+// S3's limits on multipart uploads.
+inline constexpr uint64_t kMinPartSize = 5ull << 20;  // every part but the last
+inline constexpr uint64_t kMaxPartSize = 5ull << 30;  // also the largest single Put or Copy
+inline constexpr int kMaxParts = 10000;
+
+struct CompletedPart {
+  int part_number = 0;  // 1..kMaxParts, ascending in a CompleteMultipartUpload
+  std::string etag;     // as UploadPart returned it, without quotes
+  uint64_t size = 0;    // the part's bytes; the completed object's size is their sum
+};
+
+// A multipart upload that was created and neither completed nor aborted.
+struct PendingUpload {
+  std::string key;
+  std::string upload_id;
+  int64_t initiated = 0;  // seconds since the epoch, 0 if unknown
+};
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -107,10 +147,39 @@ class ObjectStore {
                                     std::span<const std::span<char>> bufs,
                                     const ReadOptions& options) = 0;
 
-  // The write path (Put, multipart upload, Delete) lands here in a later version; stores that
-  // cannot write keep these defaults.
-  virtual Status Put(std::string_view key, std::span<const char> data, const IoOptions& options);
+  // Writes `data` as the whole object `key`, replacing any other. Returns its ETag and size.
+  virtual Result<ObjectInfo> Put(std::string_view key, std::span<const char> data,
+                                 const PutOptions& options);
+  // Removes `key`; a missing key is OK, as on S3.
   virtual Status Delete(std::string_view key, const IoOptions& options);
+  // A server-side copy of `from_key`'s current version to `to_key`; returns the copy's ETag and
+  // size. Objects above the store's single-copy limit (5 GiB on S3) are copied part by part.
+  virtual Result<ObjectInfo> Copy(std::string_view from_key, std::string_view to_key,
+                                  const IoOptions& options);
+
+  // Starts a multipart upload to `key`; returns its upload id. Nothing shows at `key` until
+  // CompleteMultipartUpload.
+  virtual Result<std::string> CreateMultipartUpload(std::string_view key, const IoOptions& options);
+  // Uploads (or replaces) part `part_number` (1..kMaxParts); returns the part's ETag.
+  // REQUIRES: data.size() >= kMinPartSize unless it is the last part (S3 checks at Complete).
+  virtual Result<std::string> UploadPart(std::string_view key, std::string_view upload_id,
+                                         int part_number, std::span<const char> data,
+                                         const IoOptions& options);
+  // Joins `parts` (ascending part numbers) into the object `key`; returns its ETag and size.
+  virtual Result<ObjectInfo> CompleteMultipartUpload(std::string_view key,
+                                                     std::string_view upload_id,
+                                                     const std::vector<CompletedPart>& parts,
+                                                     const IoOptions& options);
+  // Drops the upload and its parts; an upload that no longer exists is OK.
+  virtual Status AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                                      const IoOptions& options);
+  // Every pending upload whose key starts with `prefix`, sorted by key, then by initiation.
+  virtual Result<std::vector<PendingUpload>> ListMultipartUploads(std::string_view prefix,
+                                                                  const IoOptions& options);
+
+ protected:
+  // What the write defaults return: kUnimplemented, "file:///x/key: store ... cannot write".
+  Status CannotWrite(std::string_view key, std::string_view what) const;
 };
 
 // Wraps another store: every call goes through to it, so a wrapper overrides only what it changes.
@@ -131,11 +200,37 @@ class ObjectStoreWrapper : public ObjectStore {
                             const ReadOptions& options) override {
     return inner_->ReadRaw(key, offset, bufs, options);
   }
-  Status Put(std::string_view key, std::span<const char> data, const IoOptions& options) override {
+  Result<ObjectInfo> Put(std::string_view key, std::span<const char> data,
+                         const PutOptions& options) override {
     return inner_->Put(key, data, options);
   }
   Status Delete(std::string_view key, const IoOptions& options) override {
     return inner_->Delete(key, options);
+  }
+  Result<ObjectInfo> Copy(std::string_view from_key, std::string_view to_key,
+                          const IoOptions& options) override {
+    return inner_->Copy(from_key, to_key, options);
+  }
+  Result<std::string> CreateMultipartUpload(std::string_view key,
+                                            const IoOptions& options) override {
+    return inner_->CreateMultipartUpload(key, options);
+  }
+  Result<std::string> UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                                 std::span<const char> data, const IoOptions& options) override {
+    return inner_->UploadPart(key, upload_id, part_number, data, options);
+  }
+  Result<ObjectInfo> CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
+                                             const std::vector<CompletedPart>& parts,
+                                             const IoOptions& options) override {
+    return inner_->CompleteMultipartUpload(key, upload_id, parts, options);
+  }
+  Status AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                              const IoOptions& options) override {
+    return inner_->AbortMultipartUpload(key, upload_id, options);
+  }
+  Result<std::vector<PendingUpload>> ListMultipartUploads(std::string_view prefix,
+                                                          const IoOptions& options) override {
+    return inner_->ListMultipartUploads(prefix, options);
   }
 
  protected:
@@ -149,6 +244,18 @@ class ObjectStoreWrapper : public ObjectStore {
 // sides know them. Otherwise kPreconditionFailed naming `store`/`key` and both versions.
 Status CheckReadVersion(const ObjectStore& store, std::string_view key, const ReadOptions& options,
                         const ReadReply& reply);
+
+// The ETag S3 gives the object a multipart upload of `parts` makes: the MD5 of the parts' binary
+// MD5s, then "-<count>". Empty when a part's ETag is no MD5 (hex, 32 digits).
+std::string MultipartEtag(const std::vector<CompletedPart>& parts);
+
+// The part count an ETag "<md5>-N" names; 0 when it has no such suffix.
+int EtagPartCount(std::string_view etag);
+
+// Whether `object` (from Head) is what completing an upload of `parts` made, by the rule in this
+// file's opening comment: the MultipartEtag of the parts, or where that cannot be computed, an
+// ETag naming as many parts; and in both cases their total size, when the parts give sizes.
+bool IsObjectOfUpload(const ObjectInfo& object, const std::vector<CompletedPart>& parts);
 
 // Lists every page of `prefix`, merging pages and dropping duplicates (some servers repeat common
 // prefixes across pages).

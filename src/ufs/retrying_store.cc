@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "ufs/content_md5.h"
+
 namespace lakecache {
 namespace {
 
@@ -62,13 +64,97 @@ Result<ReadReply> RetryingStore::ReadRaw(std::string_view key, uint64_t offset,
   return std::move(*reply);
 }
 
-Status RetryingStore::Put(std::string_view key, std::span<const char> data,
-                          const IoOptions& options) {
-  return Retry("Put", key, options, [&] { return inner().Put(key, data, options); });
+Result<ObjectInfo> RetryingStore::Put(std::string_view key, std::span<const char> data,
+                                      const PutOptions& options) {
+  std::optional<ObjectInfo> info;
+  int attempts = 0;
+  LC_RETURN_IF_ERROR(Retry("Put", key, options, [&] {
+    auto put = inner().Put(key, data, options);
+    // A create-only repeat finds the key taken, maybe by its own first attempt.
+    if (++attempts > 1 && options.if_none_match &&
+        put.status().code() == StatusCode::kPreconditionFailed) {
+      put = AcceptIfWritten(key, put.status(), options, [&](const ObjectInfo& o) {
+        return o.size == data.size() && o.etag == Md5Hex(data);
+      });
+    }
+    return Keep(std::move(put), &info);
+  }));
+  return std::move(*info);
 }
 
 Status RetryingStore::Delete(std::string_view key, const IoOptions& options) {
   return Retry("Delete", key, options, [&] { return inner().Delete(key, options); });
+}
+
+Result<ObjectInfo> RetryingStore::Copy(std::string_view from_key, std::string_view to_key,
+                                       const IoOptions& options) {
+  std::optional<ObjectInfo> info;
+  LC_RETURN_IF_ERROR(Retry("Copy", to_key, options,
+                           [&] { return Keep(inner().Copy(from_key, to_key, options), &info); }));
+  return std::move(*info);
+}
+
+Result<std::string> RetryingStore::CreateMultipartUpload(std::string_view key,
+                                                         const IoOptions& options) {
+  std::optional<std::string> id;
+  LC_RETURN_IF_ERROR(Retry("CreateMultipartUpload", key, options,
+                           [&] { return Keep(inner().CreateMultipartUpload(key, options), &id); }));
+  return std::move(*id);
+}
+
+Result<std::string> RetryingStore::UploadPart(std::string_view key, std::string_view upload_id,
+                                              int part_number, std::span<const char> data,
+                                              const IoOptions& options) {
+  std::optional<std::string> etag;
+  LC_RETURN_IF_ERROR(Retry("UploadPart", key, options, [&] {
+    return Keep(inner().UploadPart(key, upload_id, part_number, data, options), &etag);
+  }));
+  return std::move(*etag);
+}
+
+Result<ObjectInfo> RetryingStore::CompleteMultipartUpload(std::string_view key,
+                                                          std::string_view upload_id,
+                                                          const std::vector<CompletedPart>& parts,
+                                                          const IoOptions& options) {
+  std::optional<ObjectInfo> info;
+  int attempts = 0;
+  LC_RETURN_IF_ERROR(Retry("CompleteMultipartUpload", key, options, [&] {
+    auto done = inner().CompleteMultipartUpload(key, upload_id, parts, options);
+    // A repeat finds the upload gone, maybe completed by its own first attempt.
+    if (++attempts > 1 && done.status().code() == StatusCode::kNotFound) {
+      done = AcceptIfWritten(key, done.status(), options,
+                             [&](const ObjectInfo& o) { return IsObjectOfUpload(o, parts); });
+    }
+    return Keep(std::move(done), &info);
+  }));
+  return std::move(*info);
+}
+
+Status RetryingStore::AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                                           const IoOptions& options) {
+  return Retry("AbortMultipartUpload", key, options,
+               [&] { return inner().AbortMultipartUpload(key, upload_id, options); });
+}
+
+Result<std::vector<PendingUpload>> RetryingStore::ListMultipartUploads(std::string_view prefix,
+                                                                       const IoOptions& options) {
+  std::optional<std::vector<PendingUpload>> uploads;
+  LC_RETURN_IF_ERROR(Retry("ListMultipartUploads", prefix, options, [&] {
+    return Keep(inner().ListMultipartUploads(prefix, options), &uploads);
+  }));
+  return std::move(*uploads);
+}
+
+Result<ObjectInfo> RetryingStore::AcceptIfWritten(
+    std::string_view key, const Status& status, const IoOptions& options,
+    const std::function<bool(const ObjectInfo&)>& made) {
+  auto object = inner().Head(key, options);
+  if (object.ok() && made(*object)) {
+    spdlog::info("{}: a repeated write found its own earlier attempt done ({})", Target(key),
+                 status.ToString());
+    return object;
+  }
+  return status.WithContext("repeated after a failure, and the key holds no object it made");
 }
 
 Status RetryingStore::Retry(std::string_view op, std::string_view key, const IoOptions& options,

@@ -2,7 +2,11 @@
 //
 // Exponential backoff with full jitter, capped per sleep; 404/403/precondition errors return at
 // once. The IoOptions deadline bounds the total: a retry that could not start before it ends the
-// call with kDeadlineExceeded naming the last error. Shares ownership of the wrapped store;
+// call with kDeadlineExceeded naming the last error. Writes are retried by the rules in
+// object_store.h; two repeats look at the key when they cannot tell success from failure: a
+// create-only Put that finds the key taken and a CompleteMultipartUpload that finds its upload
+// gone count as done when Head shows the object they would have made (Put: the body's MD5 as
+// ETag and its size; Complete: IsObjectOfUpload). Shares ownership of the wrapped store;
 // thread-safe if it and the policy's sleep/now functions are.
 #pragma once
 
@@ -42,14 +46,33 @@ class RetryingStore : public ObjectStoreWrapper {
   Result<ReadReply> ReadRaw(std::string_view key, uint64_t offset,
                             std::span<const std::span<char>> bufs,
                             const ReadOptions& options) override;
-  Status Put(std::string_view key, std::span<const char> data, const IoOptions& options) override;
+  Result<ObjectInfo> Put(std::string_view key, std::span<const char> data,
+                         const PutOptions& options) override;
   Status Delete(std::string_view key, const IoOptions& options) override;
+  Result<ObjectInfo> Copy(std::string_view from_key, std::string_view to_key,
+                          const IoOptions& options) override;
+  Result<std::string> CreateMultipartUpload(std::string_view key,
+                                            const IoOptions& options) override;
+  Result<std::string> UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                                 std::span<const char> data, const IoOptions& options) override;
+  Result<ObjectInfo> CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
+                                             const std::vector<CompletedPart>& parts,
+                                             const IoOptions& options) override;
+  Status AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                              const IoOptions& options) override;
+  Result<std::vector<PendingUpload>> ListMultipartUploads(std::string_view prefix,
+                                                          const IoOptions& options) override;
 
  private:
   // Runs `attempt` until it succeeds, fails for good, runs out of attempts or would retry past the
   // deadline. `op` and `key` (the prefix for List) name the call in logs and messages.
   Status Retry(std::string_view op, std::string_view key, const IoOptions& options,
                const std::function<Status()>& attempt);
+  // After a repeated write failed with `status`: the object at `key` if Head shows it is the
+  // one the write would have made (`made`), else `status`.
+  Result<ObjectInfo> AcceptIfWritten(std::string_view key, const Status& status,
+                                     const IoOptions& options,
+                                     const std::function<bool(const ObjectInfo&)>& made);
   // The sleep before retry number `retry` (1 for the first retry), jitter applied.
   Clock::duration Backoff(int retry);
   std::string Target(std::string_view key) const {

@@ -12,14 +12,6 @@ namespace {
 
 const char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-std::string AddQuery(std::string query, std::string_view name, std::string_view value) {
-  if (!query.empty()) query += '&';
-  query += UriEncode(name, false);
-  query += '=';
-  query += UriEncode(value, false);
-  return query;
-}
-
 Result<uint64_t> ParseContentLength(const HttpResponse& r, const std::string& what) {
   std::string v = r.Header("content-length");
   try {
@@ -99,6 +91,7 @@ Result<HttpResponse> S3Store::Send(HttpRequest& request, std::string_view key,
         "the config";
   }
 
+  if (options_.before_signing) options_.before_signing(request);
   std::string payload_hash =
       request.body.empty() ? kEmptySha256
                            : Sha256Hex(std::string_view(request.body.data(), request.body.size()));
@@ -126,8 +119,11 @@ Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) con
                      (err.code.empty() ? "" : " " + err.code) +
                      (err.message.empty() ? "" : ": " + err.message);
   long status = response.status;
-  if (status == 404 || err.code == "NoSuchKey" || err.code == "NoSuchBucket") {
-    std::string what = err.code == "NoSuchBucket" ? "bucket does not exist" : "not found";
+  if (status == 404 || err.code == "NoSuchKey" || err.code == "NoSuchBucket" ||
+      err.code == "NoSuchUpload") {
+    std::string what = err.code == "NoSuchBucket"   ? "bucket does not exist"
+                       : err.code == "NoSuchUpload" ? "no such multipart upload"
+                                                    : "not found";
     return Status::NotFound(where + ": " + what + " (" + http + ")");
   }
   if (status == 403 || err.code == "InvalidAccessKeyId" || err.code == "ExpiredToken") {
@@ -137,7 +133,17 @@ Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) con
     return Status::AccessDenied(where + ": access denied for " + who + " (" + http + ")");
   }
   if (status == 412) return Status::PreconditionFailed(where + ": object changed (" + http + ")");
+  // Before the 5xx rule: a server without the feature will not grow it on a retry.
+  if (status == 501 || status == 405 || err.code == "NotImplemented" ||
+      err.code == "MethodNotAllowed") {
+    return Status::Unimplemented(where + ": the server does not implement this request (" + http +
+                                 ")");
+  }
   if (IsRetryableCode(status, err.code)) return Status::Unavailable(where + ": " + http);
+  // The body differs from its Content-MD5: damaged on the way, so sending it again may work.
+  if (err.code == "BadDigest") {
+    return Status::Unavailable(where + ": the body arrived damaged (" + http + ")");
+  }
   if (status == 301 || status == 307 || err.code == "PermanentRedirect") {
     return Status::InvalidArgument(where +
                                    ": the bucket must be addressed through another "
@@ -148,13 +154,13 @@ Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) con
 }
 
 Result<ListPage> S3Store::List(const ListRequest& request, const IoOptions& options) {
-  std::string query = AddQuery("", "list-type", "2");
+  std::string query = AddQueryParam("", "list-type", "2");
   if (!request.continuation_token.empty()) {
-    query = AddQuery(query, "continuation-token", request.continuation_token);
+    query = AddQueryParam(query, "continuation-token", request.continuation_token);
   }
-  if (!request.delimiter.empty()) query = AddQuery(query, "delimiter", request.delimiter);
-  query = AddQuery(query, "max-keys", std::to_string(request.max_keys));
-  query = AddQuery(query, "prefix", request.prefix);
+  if (!request.delimiter.empty()) query = AddQueryParam(query, "delimiter", request.delimiter);
+  query = AddQueryParam(query, "max-keys", std::to_string(request.max_keys));
+  query = AddQueryParam(query, "prefix", request.prefix);
   HttpRequest http;
   http.method = "GET";
   LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, "", query, options));
@@ -228,23 +234,6 @@ Result<ReadReply> S3Store::ReadRaw(std::string_view key, uint64_t offset,
   }
   reply.bytes = response.sink_bytes;
   return reply;
-}
-
-Status S3Store::Put(std::string_view key, std::span<const char> data, const IoOptions& options) {
-  HttpRequest http;
-  http.method = "PUT";
-  http.body = data;
-  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
-  if (response.status != 200) return ErrorFor(response, key);
-  return Status::Ok();
-}
-
-Status S3Store::Delete(std::string_view key, const IoOptions& options) {
-  HttpRequest http;
-  http.method = "DELETE";
-  LC_ASSIGN_OR_RETURN(HttpResponse response, Send(http, key, "", options));
-  if (response.status != 204 && response.status != 200) return ErrorFor(response, key);
-  return Status::Ok();
 }
 
 }  // namespace lakecache

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <pugixml.hpp>
+#include <sstream>
 
 namespace lakecache {
 namespace {
@@ -15,6 +16,19 @@ Result<uint64_t> ParseSize(std::string_view text) {
     return Status::Internal("ListObjectsV2: invalid <Size> '" + std::string(text) + "'");
   }
   return value;
+}
+
+// Loads `xml` and returns its root element `root`, or kInternal naming `what`.
+Result<pugi::xml_node> LoadRoot(pugi::xml_document& doc, std::string_view xml, const char* root,
+                                std::string_view what) {
+  pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
+  if (!parsed) {
+    return Status::Internal(std::string(what) +
+                            ": malformed XML response: " + parsed.description());
+  }
+  pugi::xml_node node = doc.child(root);
+  if (!node) return Status::Internal(std::string(what) + ": response has no <" + root + ">");
+  return node;
 }
 
 }  // namespace
@@ -41,13 +55,7 @@ int64_t ParseIso8601(std::string_view text) {
 
 Result<ListPage> ParseListObjectsV2(std::string_view xml) {
   pugi::xml_document doc;
-  pugi::xml_parse_result parsed = doc.load_buffer(xml.data(), xml.size());
-  if (!parsed) {
-    return Status::Internal(std::string("ListObjectsV2: malformed XML response: ") +
-                            parsed.description());
-  }
-  pugi::xml_node root = doc.child("ListBucketResult");
-  if (!root) return Status::Internal("ListObjectsV2: response has no <ListBucketResult>");
+  LC_ASSIGN_OR_RETURN(pugi::xml_node root, LoadRoot(doc, xml, "ListBucketResult", "ListObjectsV2"));
   ListPage page;
   for (pugi::xml_node c : root.children("Contents")) {
     ObjectInfo info;
@@ -63,6 +71,52 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml) {
   page.truncated = std::string_view(root.child_value("IsTruncated")) == "true";
   page.next_token = root.child_value("NextContinuationToken");
   return page;
+}
+
+Result<MultipartUploadsPage> ParseListMultipartUploads(std::string_view xml) {
+  pugi::xml_document doc;
+  LC_ASSIGN_OR_RETURN(pugi::xml_node root,
+                      LoadRoot(doc, xml, "ListMultipartUploadsResult", "ListMultipartUploads"));
+  MultipartUploadsPage page;
+  for (pugi::xml_node u : root.children("Upload")) {
+    page.uploads.push_back({u.child_value("Key"), u.child_value("UploadId"),
+                            ParseIso8601(u.child_value("Initiated"))});
+  }
+  page.truncated = std::string_view(root.child_value("IsTruncated")) == "true";
+  page.next_key_marker = root.child_value("NextKeyMarker");
+  page.next_upload_id_marker = root.child_value("NextUploadIdMarker");
+  return page;
+}
+
+Result<std::string> ParseUploadId(std::string_view xml) {
+  pugi::xml_document doc;
+  LC_ASSIGN_OR_RETURN(pugi::xml_node root,
+                      LoadRoot(doc, xml, "InitiateMultipartUploadResult", "CreateMultipartUpload"));
+  std::string id = root.child_value("UploadId");
+  if (id.empty()) return Status::Internal("CreateMultipartUpload: response has no <UploadId>");
+  return id;
+}
+
+Result<std::string> ParseResultEtag(std::string_view xml, const char* root_name) {
+  pugi::xml_document doc;
+  LC_ASSIGN_OR_RETURN(pugi::xml_node root, LoadRoot(doc, xml, root_name, root_name));
+  std::string etag = UnquoteEtag(root.child_value("ETag"));
+  if (etag.empty()) return Status::Internal(std::string(root_name) + ": response has no <ETag>");
+  return etag;
+}
+
+std::string CompleteMultipartUploadXml(const std::vector<CompletedPart>& parts) {
+  pugi::xml_document doc;
+  pugi::xml_node root = doc.append_child("CompleteMultipartUpload");
+  root.append_attribute("xmlns") = "http://s3.amazonaws.com/doc/2006-03-01/";
+  for (const CompletedPart& part : parts) {
+    pugi::xml_node p = root.append_child("Part");
+    p.append_child("PartNumber").text().set(part.part_number);
+    p.append_child("ETag").text().set(("\"" + part.etag + "\"").c_str());
+  }
+  std::ostringstream out;
+  doc.save(out, "", pugi::format_raw);
+  return out.str();
 }
 
 S3Error ParseS3Error(std::string_view xml) {

@@ -1,10 +1,12 @@
-// Parsing of S3 XML responses (ListObjectsV2 results and error documents) with pugixml.
+// S3's XML documents with pugixml: parsing responses (listings, multipart and copy results, error
+// documents) and writing the CompleteMultipartUpload request body.
 //
 // Pure functions, thread-safe. Malformed XML is kInternal naming what was being parsed.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "ufs/object_store.h"
@@ -17,6 +19,26 @@ struct S3Error {
 };
 
 Result<ListPage> ParseListObjectsV2(std::string_view xml);
+
+// One page of ListMultipartUploads.
+struct MultipartUploadsPage {
+  std::vector<PendingUpload> uploads;
+  bool truncated = false;
+  std::string next_key_marker;  // with next_upload_id_marker, where the next page starts
+  std::string next_upload_id_marker;
+};
+
+Result<MultipartUploadsPage> ParseListMultipartUploads(std::string_view xml);
+
+// The <UploadId> of an InitiateMultipartUploadResult.
+Result<std::string> ParseUploadId(std::string_view xml);
+
+// The unquoted <ETag> below the root element `root` (CompleteMultipartUploadResult,
+// CopyObjectResult, CopyPartResult). kInternal when the root or its ETag is missing.
+Result<std::string> ParseResultEtag(std::string_view xml, const char* root);
+
+// The CompleteMultipartUpload request body; ETags are written quoted and XML-escaped.
+std::string CompleteMultipartUploadXml(const std::vector<CompletedPart>& parts);
 
 // Best effort: an unparsable or empty body gives an empty S3Error.
 S3Error ParseS3Error(std::string_view xml);

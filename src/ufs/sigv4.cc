@@ -248,6 +248,14 @@ std::string UriEncode(std::string_view in, bool keep_slash) {
   return out;
 }
 
+std::string AddQueryParam(std::string query, std::string_view name, std::string_view value) {
+  if (!query.empty()) query += '&';
+  query += UriEncode(name, false);
+  query += '=';
+  query += UriEncode(value, false);
+  return query;
+}
+
 std::string Sha256Hex(std::string_view data) { return ToHex(Sha256(data)); }
 
 std::string AmzDate(std::chrono::system_clock::time_point t) {

@@ -55,6 +55,9 @@ SigV4Signature SignV4(const SigV4Request& request, const SigV4Credentials& crede
 // every other byte becomes %XX (uppercase). '/' stays when keep_slash is true (object key paths).
 std::string UriEncode(std::string_view in, bool keep_slash);
 
+// `query` with "name=value" appended, both UriEncoded, '&'-separated.
+std::string AddQueryParam(std::string query, std::string_view name, std::string_view value);
+
 std::string Sha256Hex(std::string_view data);
 
 // "20150830T123600Z" for the given time (UTC).

@@ -189,7 +189,7 @@ class FileSystemTest : public ::testing::Test {
   // path.
   void WriteFile(const std::string& path, const std::string& content) {
     auto [root, key] = RootAndKey(path);
-    Status st = LocalStore(root).Put(key, content, {});
+    Status st = LocalStore(root).Put(key, content, {}).status();
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 

@@ -53,20 +53,12 @@ S3Server& Server(const std::string& kind) {
   static std::map<std::string, std::unique_ptr<S3Server>> servers;
   auto& slot = servers[kind];
   if (!slot) {
-    Status started;
-    if (kind == "swift") {
-      auto swift = testing::SwiftS3::Start();
-      started = swift.status();
-      if (swift.ok()) slot = std::move(swift).value();
-    } else {
-      auto s3rver = testing::S3rver::Start();
-      started = s3rver.status();
-      if (s3rver.ok()) slot = std::move(s3rver).value();
-    }
-    if (!slot) {
-      ADD_FAILURE() << kind << " did not start: " << started.ToString();
+    auto started = testing::StartS3Server(kind);
+    if (!started.ok()) {
+      ADD_FAILURE() << kind << " did not start: " << started.status().ToString();
       std::abort();
     }
+    slot = std::move(started).value();
     Status s = slot->CreateBucket(kBucket);
     if (s.ok()) s = slot->PutObjects(kBucket, Dataset());
     if (!s.ok()) {

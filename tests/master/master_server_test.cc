@@ -50,7 +50,7 @@ class MasterServerTest : public ::testing::Test {
   }
 
   static void Put(const testing::TempDir& dir, const std::string& key, const std::string& data) {
-    Status st = LocalStore(dir.path()).Put(key, data, {});
+    Status st = LocalStore(dir.path()).Put(key, data, {}).status();
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 

@@ -26,7 +26,7 @@ class BlockRunFetchTest : public ::testing::Test {
     content_.resize(5 * kBlock + 123);
     for (size_t i = 0; i < content_.size(); ++i) content_[i] = static_cast<char>(i * 7 + i / 999);
     local_ = std::make_shared<LocalStore>(dir_.path());
-    ASSERT_TRUE(local_->Put("obj", content_, IoOptions{}).ok());
+    ASSERT_TRUE(local_->Put("obj", content_, PutOptions{}).ok());
     store_ = std::make_shared<FaultInjectingStore>(local_);
   }
 

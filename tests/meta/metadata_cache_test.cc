@@ -50,7 +50,7 @@ class MetadataCacheTest : public ::testing::Test {
   }
 
   void Put(const std::string& key, const std::string& data) {
-    Status st = local_->Put(key, data, {});
+    Status st = local_->Put(key, data, {}).status();
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 

@@ -601,4 +601,17 @@ Status SwiftS3::Launch() {
   return Status(serving.code(), serving.message() + logs);
 }
 
+Result<std::unique_ptr<S3Server>> StartS3Server(const std::string& kind,
+                                                const std::vector<std::string>& buckets) {
+  if (kind == "swift") {
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<SwiftS3> swift, SwiftS3::Start({buckets}));
+    return std::unique_ptr<S3Server>(std::move(swift));
+  }
+  if (kind == "s3rver") {
+    LC_ASSIGN_OR_RETURN(std::unique_ptr<S3rver> s3rver, S3rver::Start({buckets}));
+    return std::unique_ptr<S3Server>(std::move(s3rver));
+  }
+  return Status::InvalidArgument("no S3 test server of kind '" + kind + "'");
+}
+
 }  // namespace lakecache::testing

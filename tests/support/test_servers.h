@@ -162,4 +162,9 @@ class SwiftS3 final : public S3Server {
   std::unique_ptr<ChildProcess> process_;  // run_swift.py, which forks the four servers
 };
 
+// Starts an S3rver ("s3rver") or a SwiftS3 ("swift") with `buckets`, for tests that run the same
+// cases against both.
+Result<std::unique_ptr<S3Server>> StartS3Server(const std::string& kind,
+                                                const std::vector<std::string>& buckets = {});
+
 }  // namespace lakecache::testing

@@ -32,7 +32,7 @@ class LocalStoreTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(root_); }
 
   void Put(const std::string& key, std::string_view data = "x") {
-    Status st = store_->Put(key, data, {});
+    Status st = store_->Put(key, data, {}).status();
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
@@ -292,7 +292,7 @@ TEST_F(LocalStoreTest, KeysThatLeaveTheRootAreRejected) {
   std::string buf(4, '\0');
   EXPECT_EQ(store_->Head("../etc/passwd", {}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Read("a/../../x", 0, buf, {}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(store_->Put("..", "x", {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Put("..", "x", {}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Delete("a/..", {}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Head("a//b", {}).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->Head("/abs", {}).status().code(), StatusCode::kInvalidArgument);
@@ -343,7 +343,7 @@ TEST_F(LocalStoreTest, PutLeavesNoTemporaryFiles) {
 
 TEST_F(LocalStoreTest, PutBelowAnObjectIsRejected) {
   Put("a", "file");
-  EXPECT_EQ(store_->Put("a/b", "x", {}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Put("a/b", "x", {}).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(LocalStoreTest, IfMatchChecksTheEtag) {

@@ -234,5 +234,67 @@ TEST_F(RetryingStoreTest, DelayRuleStallsThenPassesThrough) {
   EXPECT_TRUE(faults_->Head("k", {}).ok());
 }
 
+// A rule for part 2 fails only that part; its repeat succeeds and the upload completes.
+TEST_F(RetryingStoreTest, AFailedPartIsRetriedAlone) {
+  FaultRule rule;
+  rule.op = StoreOp::kUploadPart;
+  rule.part_number = 2;
+  rule.status = faults_->ServerError("mp");
+  rule.times = 1;
+  faults_->AddRule(rule);
+  auto id = Store().CreateMultipartUpload("mp", {});
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  std::vector<CompletedPart> parts;
+  const std::string chunks[] = {std::string(kMinPartSize, '1'), std::string(kMinPartSize, '2'),
+                                "3"};
+  for (int n = 1; n <= 3; ++n) {
+    auto etag = Store().UploadPart("mp", *id, n, chunks[n - 1], {});
+    ASSERT_TRUE(etag.ok()) << etag.status().ToString();
+    parts.push_back({n, *etag, chunks[n - 1].size()});
+  }
+  EXPECT_EQ(faults_->Calls(StoreOp::kUploadPart), 4);
+  auto done = Store().CompleteMultipartUpload("mp", *id, parts, {});
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->size, 2 * kMinPartSize + 1);
+}
+
+// The first Complete was done but its reply lost. The repeat finds the upload gone; a local
+// object's ETag is its file's version, not the MD5 form the parts name, so nothing shows the
+// object is this upload's: the repeat stays kNotFound rather than guess.
+TEST_F(RetryingStoreTest, RepeatedCompleteAcceptsOnlyAnObjectItCanProveItsOwn) {
+  auto id = Store().CreateMultipartUpload("mp", {});
+  ASSERT_TRUE(id.ok());
+  auto etag = Store().UploadPart("mp", *id, 1, std::string_view("only"), {});
+  ASSERT_TRUE(etag.ok());
+  FaultRule lost;
+  lost.op = StoreOp::kCompleteUpload;
+  lost.status = faults_->ServerError("mp");
+  lost.times = 1;
+  lost.after_call = true;
+  faults_->AddRule(lost);
+  auto done = Store().CompleteMultipartUpload("mp", *id, {{1, *etag, 4}}, {});
+  ASSERT_FALSE(done.ok());
+  EXPECT_EQ(done.status().code(), StatusCode::kNotFound) << done.status().ToString();
+  EXPECT_NE(done.status().message().find("holds no object it made"), std::string::npos);
+  EXPECT_EQ(faults_->Calls(StoreOp::kCompleteUpload), 2);
+  EXPECT_TRUE(local_->Head("mp", {}).ok());  // the first attempt did complete it
+}
+
+TEST_F(RetryingStoreTest, CopyAbortAndListUploadsAreRetried) {
+  faults_->FailNext(StoreOp::kCopy, faults_->ServerError("k2"), 1);
+  ASSERT_TRUE(Store().Copy("k", "k2", {}).ok());
+  EXPECT_EQ(faults_->Calls(StoreOp::kCopy), 2);
+  auto id = Store().CreateMultipartUpload("mp", {});
+  ASSERT_TRUE(id.ok());
+  faults_->FailNext(StoreOp::kListUploads, faults_->ServerError(""), 1);
+  auto uploads = Store().ListMultipartUploads("", {});
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_EQ(uploads->size(), 1u);
+  faults_->FailNext(StoreOp::kAbortUpload, faults_->ConnectionReset("mp"), 1);
+  EXPECT_TRUE(Store().AbortMultipartUpload("mp", *id, {}).ok());
+  EXPECT_EQ(faults_->Calls(StoreOp::kAbortUpload), 2);
+  EXPECT_TRUE(local_->ListMultipartUploads("", {})->empty());
+}
+
 }  // namespace
 }  // namespace lakecache
