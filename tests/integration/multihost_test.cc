@@ -380,6 +380,23 @@ class MultihostTest : public ::testing::Test {
     return ok ? status : json();
   }
 
+  // A status in which every worker but `dead` (an address) answered: a worker's counters are
+  // missing from a status whose call to it timed out (3 s), which a loaded 2-core machine sees.
+  json AnsweredStatus(const std::string& dead = "") {
+    auto deadline = Clock::now() + kStartTimeout;
+    json status;
+    while (Clock::now() < deadline) {
+      status = ClusterStatus();
+      bool answered = status.is_object();
+      for (const json& w : Workers(status)) {
+        if (w.value("address", "") != dead && w.contains("error")) answered = false;
+      }
+      if (answered) break;
+      std::this_thread::sleep_for(kPoll * 2);
+    }
+    return status;
+  }
+
   // Until the workers' disk tiers (written behind) hold `blocks` together; the last status.
   json WaitForDiskBlocks(uint64_t blocks) {
     auto deadline = Clock::now() + kStartTimeout;
@@ -522,12 +539,13 @@ TEST_F(MultihostTest, ClusterAcrossHostsReadsExactlyFromWorkersAndSurvivesAWorke
   uint64_t served = Sum(status, "blocks_served");
   ASSERT_NO_FATAL_FAILURE(Mount());
   ASSERT_NO_FATAL_FAILURE(ExpectEveryByte(objects));
-  status = ClusterStatus();
+  status = AnsweredStatus();
   EXPECT_EQ(Sum(status, "fetches"), blocks) << "the second read went to the object store";
   EXPECT_GE(Sum(status, "blocks_served") - served, blocks);
   for (const json& w : Workers(status)) {  // a mount of another host maps no worker's memory
-    EXPECT_EQ(w["shared_memory"]["sessions"], 0) << w.dump();
-    EXPECT_EQ(w["shared_memory"]["deferred_bytes"], 0) << w.dump();
+    json shm = w.value("shared_memory", json::object());
+    EXPECT_EQ(shm.value("sessions", -1), 0) << w.dump();
+    EXPECT_EQ(shm.value("deferred_bytes", -1), 0) << w.dump();
   }
   report("second read, from the workers");
 
@@ -537,7 +555,7 @@ TEST_F(MultihostTest, ClusterAcrossHostsReadsExactlyFromWorkersAndSurvivesAWorke
   Unmount();
   ASSERT_NO_FATAL_FAILURE(Mount());
   ASSERT_NO_FATAL_FAILURE(ExpectEveryByte(objects));
-  status = ClusterStatus();
+  status = AnsweredStatus(lab_.Ip("w2") + ":" + kWorkerPort);
   for (const json& w : Workers(status)) {
     bool is_w2 = w.value("address", "") == lab_.Ip("w2") + ":" + kWorkerPort;
     EXPECT_FALSE(is_w2 && w.value("reachable", true)) << "w2 answers after SIGKILL: " << w.dump();
