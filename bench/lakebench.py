@@ -115,6 +115,32 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid):
+    """[(pid, argv)] of pid's children and theirs, from /proc/PID/task/*/children."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    for child in map(int, f.read().split()):
+                        with open(f"/proc/{child}/cmdline", "rb") as c:
+                            out.append((child, c.read().decode(errors="replace").split("\0")))
+                        todo.append(child)
+        except OSError:
+            pass  # gone meanwhile
+    return out
+
+
+def rss_kib(pid):
+    """VmRSS of a process in KiB; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return None
+
+
 def set_affinity_all_threads(pid, cpus):
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):

@@ -12,6 +12,7 @@ DEBIAN_PACKAGES=(
   libfuse3-dev fuse3 systemd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   swift swift-proxy swift-account swift-container swift-object python3-swift
+  fio python3-torch
 )
 
 # Node.js runs the npm test servers; one installed outside Debian's packages serves as well.

@@ -152,6 +152,11 @@ void BlockStore::Offer(const BlockRequest& request, const BlockRef& block, size_
   for (size_t i = 0; i < end; ++i) tiers_[i]->Insert(request, block);
 }
 
+void BlockStore::Admit(const BlockRequest& request, const BlockRef& block) {
+  if (Contains(request.key)) return;
+  Offer(request, block, tiers_.size());
+}
+
 Result<BlockRef> BlockStore::Get(const BlockRequest& request, const BlockSource& source) {
   if (BlockRef block = Lookup(request)) return block;
   if (BlockRef block = AdmitStaged(request)) return block;

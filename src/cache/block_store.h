@@ -87,6 +87,11 @@ class BlockStore {
   Result<PinnedRead> ReadPinned(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                                 const BlockSource& source);
 
+  // Offers a block whose bytes the caller has (a file written through the mount, keyed under the
+  // version its upload made) to every tier, as a fetch would; not counted as a fetch.
+  // REQUIRES: block holds exactly request.length bytes of that version.
+  void Admit(const BlockRequest& request, const BlockRef& block);
+
   enum class PrefetchResult { kStarted, kPresent, kNoBudget };
   // Starts fetching the block on `pool` into staging (from the disk tier when it holds the block,
   // else through `source`) unless the memory tier or staging holds it already or a fetch of it is

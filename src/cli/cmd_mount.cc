@@ -321,6 +321,16 @@ FuseMountOptions FuseOptionsFor(const MountRequest& req, const MountOptions& opt
   return fuse;
 }
 
+// True when the mount `p` prepares may write: a standalone mount, not `-o ro`, with a namespace
+// that writes. It is then mounted "rw" (the FileSystem decides the same from the same inputs).
+bool MountWrites(const Prepared& p, const MountOptions& options) {
+  if (p.cluster || options.fs.read_only) return false;
+  for (const auto& [name, ns] : p.config.namespaces) {
+    if (ns.write) return true;
+  }
+  return false;
+}
+
 // Serves the connection the holder handed over (`link`), or the one inherited as --fuse-fd: the
 // first server captures the kernel's INIT for those after it, which replay it.
 Status AdoptConnection(FuseMount& mount, const MountRequest& req, HolderLink* link) {
@@ -374,6 +384,24 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;
+  // Cluster mounts hold no store credentials: their writes would go through a worker, which
+  // they do not yet; they are read-only.
+  if (p.cluster) fs_options.read_only = true;
+  fs_options.write_budget = config.client.write_budget;
+  fs_options.upload =
+      UploadOptionsFor(config.client.write_per_file, config.client.upload_parts_in_flight);
+  // For tests of part growth without writing thousands of parts: parts per size step.
+  if (const char* step = std::getenv("LAKECACHE_UPLOAD_PARTS_PER_STEP"); step != nullptr) {
+    fs_options.upload.parts_per_step = std::max(1, std::atoi(step));
+  }
+  if (!config.cache.disks.empty()) {
+    fs_options.stage_dir = config.cache.disks[0].path;
+    fs_options.stage_capacity = config.cache.disks[0].capacity;
+  }
+  {
+    std::string socket = ControlSocketPath(NormalizedPath(req.mountpoint));
+    fs_options.upload_registry = socket.substr(0, socket.rfind('.')) + ".uploads";
+  }
   int journal_fd = link != nullptr ? link->TakeJournalFd() : req.state_fd;
   if (journal_fd >= 0) {
     Result<std::unique_ptr<MountJournal>> journal = MountJournal::Open(journal_fd);
@@ -384,7 +412,9 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
     }
   }
   auto fs = std::make_shared<FileSystem>(std::move(p.namespaces), blocks, fs_options);
-  auto mount = std::make_unique<FuseMount>(fs, FuseOptionsFor(req, options));
+  FuseMountOptions fuse_options = FuseOptionsFor(req, options);
+  fuse_options.read_only = !fs->writable();
+  auto mount = std::make_unique<FuseMount>(fs, fuse_options);
   if (link != nullptr || req.fuse_fd >= 0) {
     LC_RETURN_IF_ERROR(AdoptConnection(*mount, req, link));
   } else {
@@ -446,6 +476,7 @@ int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOpt
   MountRequest held = req;
   held.mountpoint = mountpoint;
   FuseMountOptions fuse = FuseOptionsFor(req, options);
+  fuse.read_only = !MountWrites(*prepared, options);
   // Four descriptors, the FUSE threads shared out among them (LAKECACHE_FUSE_DESCRIPTORS sets
   // another number, for measuring): parallel reads need several; a metadata walk is served best
   // by few threads (the kernel hands each request to the thread that has waited longest).

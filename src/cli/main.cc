@@ -135,7 +135,8 @@ int Main(int argc, char** argv) {
   MountRequest mount_req;
   CLI::App* mount = app.add_subcommand(
       "mount",
-      "Mount object storage as a read-only folder: `mount s3://bucket[/prefix] MOUNTPOINT` "
+      "Mount object storage as a folder (read-write where the namespaces allow writes): `mount "
+      "s3://bucket[/prefix] MOUNTPOINT` "
       "or `mount --config FILE MOUNTPOINT` (each namespace a top-level folder), or `mount "
       "--master HOST:PORT MOUNTPOINT` (every namespace of a cluster)");
   mount->add_option("URI", mount_first,

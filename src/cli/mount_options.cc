@@ -28,10 +28,11 @@ constexpr MountOptionSpec kMountOptions[] = {
     {"allow_other", "", "every user may read the mount, not only the one who mounted it"},
     {"uid", "N", "owner of every file and folder (default: the mounting user)"},
     {"gid", "N", "group of every file and folder (default: the mounting user's)"},
-    {"file_mode", "MODE", "octal mode of files (default 0444)"},
-    {"dir_mode", "MODE", "octal mode of folders (default 0555)"},
+    {"file_mode", "MODE", "octal mode of files (default 0444; 0644 where the namespace writes)"},
+    {"dir_mode", "MODE", "octal mode of folders (default 0555; 0755 where the namespace writes)"},
     {"default_permissions", "", "the kernel checks those modes (always on)"},
-    {"ro", "", "read-only (always)"},
+    {"ro", "", "read-only, whatever the namespaces allow (default: rw when a namespace writes)"},
+    {"rw", "", "read-write where the namespaces allow it (the default)"},
 };
 
 std::string Spelled(const MountOptionSpec& o) {
@@ -47,7 +48,9 @@ Status ApplyOne(const std::string& opt, MountOptions* out) {
   } else if (name == "default_permissions" && eq == std::string::npos) {
     out->fuse.default_permissions = true;
   } else if (name == "ro" && eq == std::string::npos) {
-    // Always read-only.
+    out->fs.read_only = true;
+  } else if (name == "rw" && eq == std::string::npos) {
+    out->fs.read_only = false;
   } else if (name == "uid") {
     LC_ASSIGN_OR_RETURN(out->fs.uid, ParseNumber(opt, value, 10));
   } else if (name == "gid") {

@@ -69,11 +69,13 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
       mount_time_(std::time(nullptr)),
       inodes_(InodeInfo{
           options.single_namespace_root ? namespaces_->Find(namespaces_->names()[0]) : nullptr, "",
-          true}) {
+          true}),
+      write_budget_(options.write_budget) {
   if (options_.prefetch_threads > 0 && options_.read_ahead_max > 0) {
     prefetch_pool_ = std::make_unique<ThreadPool>(options_.prefetch_threads);
   }
   if (options_.journal != nullptr) RestoreFromJournal();
+  StartWrites();
 }
 
 uint64_t FileSystem::AssignInode(Namespace* ns, const std::string& path, bool is_dir) {
@@ -96,6 +98,10 @@ void FileSystem::RestoreFromJournal() {
   WriterMutexLock lock(&handles_mu_);
   next_fh_ = std::max(next_fh_, journal.max_fh() + 1);
   for (const MountJournal::OpenFile& f : journal.open_files()) {
+    if (f.etag == kWritingMark) {
+      lost_writers_.insert(f.fh);  // its bytes died with the previous server
+      continue;
+    }
     std::optional<InodeInfo> info = inodes_.Get(f.ino);
     if (!info || info->ns == nullptr || info->is_dir) continue;
     const NamespaceConfig& nsc = info->ns->config;
@@ -112,13 +118,28 @@ void FileSystem::RestoreFromJournal() {
                journal.inodes().size(), files);
 }
 
-FileSystem::~FileSystem() = default;
+FileSystem::~FileSystem() {
+  // Files still being written (a server stopped under its writers) are aborted while the pool
+  // and the registry they use still exist.
+  std::unordered_map<uint64_t, std::shared_ptr<FileWriter>> writers;
+  {
+    WriterMutexLock lock(&handles_mu_);
+    writers.swap(writers_);
+  }
+  writers.clear();
+}
+
+uint32_t FileSystem::ModeOf(uint64_t ino, std::optional<uint32_t> set, uint32_t read_only) const {
+  if (set.has_value()) return *set;
+  std::optional<InodeInfo> info = inodes_.Get(ino);
+  return info && Writable(info->ns) ? read_only | 0200 : read_only;
+}
 
 FileAttr FileSystem::DirAttr(uint64_t ino) const {
   FileAttr a;
   a.ino = ino;
   a.is_dir = true;
-  a.mode = S_IFDIR | options_.dir_mode;
+  a.mode = S_IFDIR | ModeOf(ino, options_.dir_mode, 0555);
   a.mtime = mount_time_;  // folders have no time of their own in an object store
   a.uid = options_.uid;
   a.gid = options_.gid;
@@ -131,7 +152,7 @@ FileAttr FileSystem::FileAttrOf(uint64_t ino, const DirEntry& entry) const {
   a.ino = ino;
   a.size = entry.size;
   a.mtime = entry.mtime;
-  a.mode = S_IFREG | options_.file_mode;
+  a.mode = S_IFREG | ModeOf(ino, options_.file_mode, 0444);
   a.uid = options_.uid;
   a.gid = options_.gid;
   return a;
@@ -159,6 +180,15 @@ Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
   if (info->ns == nullptr || info->path.empty()) return DirAttr(ino);
+  {
+    // A file being written shows the size written so far.
+    ReaderMutexLock lock(&handles_mu_);
+    for (const auto& [fh, w] : writers_) {
+      if (w->ino() == ino && !w->committed()) {
+        return FileAttrOf(ino, DirEntry{"", false, w->size(), "", std::time(nullptr)});
+      }
+    }
+  }
   LC_ASSIGN_OR_RETURN(DirEntry entry, info->ns->meta->Stat(info->path));
   if (entry.is_dir != info->is_dir) {
     return Status::NotFound(info->path + ": replaced by a " + (entry.is_dir ? "folder" : "file"));
@@ -192,12 +222,8 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
   return items;
 }
 
-Result<OpenedFile> FileSystem::Open(uint64_t ino) {
-  std::optional<InodeInfo> info = inodes_.Get(ino);
-  if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
-  if (info->is_dir || info->ns == nullptr) return Status::InvalidArgument("is a folder");
-  LC_ASSIGN_OR_RETURN(DirEntry entry, info->ns->meta->Stat(info->path));
-  if (entry.is_dir) return Status::InvalidArgument("is a folder");
+Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
+                                           const DirEntry& entry) {
   const NamespaceConfig& nsc = info->ns->config;
   std::string key = info->ns->meta->ObjectKey(info->path);
   ReadAheadOptions read_ahead;
@@ -301,7 +327,10 @@ Status FileSystem::UnknownHandle(uint64_t fh) {
 
 Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> dst) {
   Handle* found = FindHandle(fh);
-  if (found == nullptr) return UnknownHandle(fh);
+  if (found == nullptr) {
+    if (std::shared_ptr<FileWriter> w = FindWriter(fh)) return w->Read(offset, dst);
+    return UnknownHandle(fh);
+  }
   Handle& h = *found;
   if (offset >= h.size || dst.empty()) return size_t{0};
   ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
@@ -313,7 +342,13 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
 Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offset,
                                                      std::span<char> scratch, BlockRef* pin) {
   Handle* found = FindHandle(fh);
-  if (found == nullptr) return UnknownHandle(fh);
+  if (found == nullptr) {
+    if (std::shared_ptr<FileWriter> w = FindWriter(fh)) {
+      LC_ASSIGN_OR_RETURN(size_t n, w->Read(offset, scratch));
+      return std::span<const char>(scratch.data(), n);
+    }
+    return UnknownHandle(fh);
+  }
   Handle& h = *found;
   Result<std::span<const char>> out = ReadPinnedSpan(h, offset, scratch, pin);
   if (!out.ok()) NoteReadError(h, out.status());
@@ -445,6 +480,26 @@ Result<size_t> FileSystem::ReadBlocks(Handle& h, uint64_t offset, std::span<char
 void FileSystem::Release(uint64_t fh) {
   // The kernel sends no read of a handle once it releases it: nothing else holds it now.
   std::unique_ptr<Handle> owned;
+  std::shared_ptr<FileWriter> writer;
+  {
+    WriterMutexLock lock(&handles_mu_);
+    if (auto w = writers_.find(fh); w != writers_.end()) {
+      writer = w->second;
+    }
+  }
+  if (writer != nullptr) {
+    // The last close: what no close committed (nothing written, or closed by another process
+    // than the opener) is committed now.
+    (void)CommitWriter(*writer);
+    WriterMutexLock lock(&handles_mu_);
+    writers_.erase(fh);
+  }
+  if (writer != nullptr || lost_writers_.count(fh) != 0) {
+    if (options_.journal != nullptr) options_.journal->AddRelease(fh);
+    WriterMutexLock lock(&handles_mu_);
+    lost_writers_.erase(fh);
+    return;
+  }
   {
     WriterMutexLock lock(&handles_mu_);
     auto it = handles_.find(fh);

@@ -1,4 +1,4 @@
-// FileSystem: the read-only file system a mount shows, testable without FUSE.
+// FileSystem: the file system a mount shows, testable without FUSE.
 //
 // Namespaces are top-level folders (or, in the quick form, the one namespace is the root). Folders
 // and attributes come from each namespace's MetadataCache; file bytes from the BlockStore, whose
@@ -8,22 +8,36 @@
 // ranged GETs, off the caller's thread) into the BlockStore's staging area, within its memory
 // budget. Bytes are cached only under the version they came from: a store reply of another
 // version fails the read (kPreconditionFailed, EIO to the reader) and relists the file's folder,
-// so the next open reads the new version. Thread-safe: FUSE calls every method from many threads.
+// so the next open reads the new version.
+//
+// Writes (docs/semantics.md, "Writes"): a namespace that writes lets the mount create objects,
+// written in order and streamed to the store (ObjectUpload) within a WriteBudget, committed at
+// close and shown at once in this mount's listings; its flags allow overwrites and deletes.
+// Written bytes are staged beside the disk tier and enter the cache under the new version at
+// commit. Thread-safe: FUSE calls every method from many threads.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cache/block_store.h"
 #include "cache/content_index.h"
+#include "client/file_writer.h"
 #include "client/inode_table.h"
 #include "client/mount_journal.h"
+#include "client/object_upload.h"
+#include "client/upload_registry.h"
+#include "client/write_budget.h"
+#include "client/write_stage.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
@@ -34,8 +48,10 @@ namespace lakecache {
 struct FileSystemOptions {
   uid_t uid = 0;
   gid_t gid = 0;
-  uint32_t file_mode = 0444;
-  uint32_t dir_mode = 0555;
+  // Permission bits; unset (nullopt): 0444 and 0555, with the owner's write bit where the
+  // namespace writes (0644, 0755).
+  std::optional<uint32_t> file_mode;
+  std::optional<uint32_t> dir_mode;
   // Quick form: the single namespace is the mount's root instead of a top-level folder.
   bool single_namespace_root = false;
   uint64_t read_ahead_max = 64ull << 20;  // per stream; less than a block: no read-ahead
@@ -53,6 +69,24 @@ struct FileSystemOptions {
   // Where the inode numbers and open files go, for the next server of the same FUSE connection
   // (client/mount_journal.h); what it holds is restored first. Null: kept in memory only.
   std::shared_ptr<MountJournal> journal;
+
+  // Writes. read_only (`-o ro`, or a cluster mount): every namespace refuses them.
+  bool read_only = false;
+  uint64_t write_budget = 512ull << 20;
+  UploadOptions upload;
+  uint32_t upload_threads = 16;
+  // Where written files are staged for the cache (the first disk tier's folder) and how much
+  // they may stage at once; empty: not staged (read back from the store).
+  std::string stage_dir;
+  uint64_t stage_capacity = 0;
+  // Where the uploads in progress are recorded (UploadRegistry); empty: not recorded.
+  std::string upload_registry;
+};
+
+// Who asks for a change: the calling thread as FUSE names it (its process is the opener of a
+// file, whose close commits it).
+struct Caller {
+  pid_t pid = 0;
 };
 
 struct FileAttr {
@@ -84,7 +118,9 @@ class FileSystem {
   Result<FileAttr> Lookup(uint64_t parent, const std::string& name);
   Result<FileAttr> GetAttr(uint64_t ino);
   Result<std::vector<DirItem>> ReadDir(uint64_t ino);
-  Result<OpenedFile> Open(uint64_t ino);
+  // `flags` as open(2) got them: O_RDONLY reads the object version seen now; a write access mode
+  // opens the file for writing (see docs/semantics.md, "Writes").
+  Result<OpenedFile> Open(uint64_t ino, int flags = O_RDONLY, Caller caller = {});
   // Reads up to dst.size() bytes at `offset`; short only at the end of the file.
   Result<size_t> Read(uint64_t fh, uint64_t offset, std::span<char> dst);
   // Like Read, without the copy where it can: when the range lies in one block held in memory, the
@@ -93,6 +129,33 @@ class FileSystem {
   Result<std::span<const char>> ReadPinned(uint64_t fh, uint64_t offset, std::span<char> scratch,
                                            BlockRef* pin);
   void Release(uint64_t fh);
+
+  // Writes. Errors are Status::Refused with the errno the contract names where the contract
+  // refuses the call; store errors otherwise (EIO to the caller).
+  struct Created {
+    FileAttr attr;
+    OpenedFile file;
+  };
+  Result<Created> Create(uint64_t parent, const std::string& name, int flags, Caller caller);
+  Result<size_t> Write(uint64_t fh, uint64_t offset, std::span<const char> data);
+  // A close(2) of `fh` by `caller`: commits the file when the caller's process opened it and
+  // wrote to it; returns the commit's error.
+  Status Flush(uint64_t fh, Caller caller);
+  Status Fsync(uint64_t fh);
+  // setattr: a size change (`size` set) on `ino` (through `fh` when given); mode, owner and times
+  // are accepted and not kept.
+  Result<FileAttr> SetAttr(uint64_t ino, std::optional<uint64_t> size, uint64_t fh);
+  Result<FileAttr> MakeDir(uint64_t parent, const std::string& name);
+  Status RemoveDir(uint64_t parent, const std::string& name);
+  Status Unlink(uint64_t parent, const std::string& name);
+  // RENAME_NOREPLACE in `flags` refuses an existing target; RENAME_EXCHANGE is not supported.
+  Status Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
+                const std::string& new_name, unsigned flags);
+  // True when some namespace may be written: the mount is then mounted read-write.
+  bool writable() const;
+  WriteBudget& write_budget() { return write_budget_; }
+  const UploadCounters& upload_counters() const { return upload_counters_; }
+  UploadRegistry& upload_registry() { return *upload_registry_; }
 
   // A folder's entries, listed once at opendir and served from the handle by offset.
   Result<uint64_t> OpenDir(uint64_t ino);
@@ -123,6 +186,9 @@ class FileSystem {
   Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name);
   Result<std::vector<DirItem>> ListRoot();
   FileAttr DirAttr(uint64_t ino) const;
+  // The permission bits of `ino`: `set` (a mount option), else `read_only` plus the owner's write
+  // bit where its namespace writes.
+  uint32_t ModeOf(uint64_t ino, std::optional<uint32_t> set, uint32_t read_only) const;
   FileAttr FileAttrOf(uint64_t ino, const DirEntry& entry) const;
   Result<size_t> ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
                            std::span<char> dst);
@@ -140,6 +206,26 @@ class FileSystem {
   // Keeps `block` as the handle's current block (see Handle::pinned).
   void Pin(Handle& h, uint64_t index, const BlockRef& block);
 
+  // Writes (file_system_write.cc).
+  bool Writable(const Namespace* ns) const;
+  // Refused (EROFS) unless `ns` may be written.
+  Status CheckWritable(const Namespace* ns, const std::string& path) const;
+  // The namespace and path of `name` in folder `parent`.
+  Result<std::pair<Namespace*, std::string>> ChildPath(uint64_t parent, const std::string& name);
+  Result<OpenedFile> OpenWriter(Namespace* ns, const std::string& path, uint64_t ino, bool replaces,
+                                Caller caller);
+  std::shared_ptr<FileWriter> FindWriter(uint64_t fh) const EXCLUDES(handles_mu_);
+  // The error of a file written when the previous server died (see lost_writers_), else OK.
+  Status LostWriter(uint64_t fh) const EXCLUDES(handles_mu_);
+  // Commits `w` and shows its object (listing, cache); on failure the file leaves the listing.
+  Status CommitWriter(FileWriter& w);
+  // The written bytes of a committed object into the block cache, from its stage.
+  void CacheWritten(Namespace* ns, const std::string& key, const ObjectInfo& info,
+                    const WriteStage& stage);
+  Result<OpenedFile> OpenForRead(uint64_t ino, const InodeInfo* info, const DirEntry& entry);
+  // Makes the upload pool and registry when some namespace writes; aborts leftover uploads.
+  void StartWrites();
+
   std::unique_ptr<NamespaceTable> namespaces_;
   std::shared_ptr<BlockStore> blocks_;
   const FileSystemOptions options_;
@@ -154,9 +240,19 @@ class FileSystem {
   std::unordered_map<uint64_t, std::unique_ptr<Handle>> handles_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirItem>>> dirs_
       GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, std::shared_ptr<FileWriter>> writers_ GUARDED_BY(handles_mu_);
+  // Files being written when the previous server of the mount died (the journal's mark): their
+  // bytes are gone, so every write, fsync and close of them fails.
+  static constexpr char kWritingMark[] = "\x01writing";
+  std::unordered_set<uint64_t> lost_writers_ GUARDED_BY(handles_mu_);
   uint64_t next_fh_ GUARDED_BY(handles_mu_) = 1;  // files and folders share the numbers
   Mutex etag_mu_;
   std::unordered_map<uint64_t, std::string> opened_etag_ GUARDED_BY(etag_mu_);
+  WriteBudget write_budget_;
+  UploadCounters upload_counters_;
+  std::unique_ptr<StageAllowance> stage_allowance_;
+  std::unique_ptr<UploadRegistry> upload_registry_;
+  std::unique_ptr<ThreadPool> upload_pool_;  // null when nothing may be written
   // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.
   std::unique_ptr<ThreadPool> prefetch_pool_;  // null without read-ahead
 };

@@ -40,6 +40,17 @@ void InodeTable::Restore(uint64_t ino, Namespace* ns, const std::string& path, b
   by_key_[KeyOf(ns, path)] = ino;
 }
 
+uint64_t InodeTable::Move(Namespace* ns, const std::string& from, const std::string& to) {
+  WriterMutexLock lock(&mu_);
+  auto it = by_key_.find(KeyOf(ns, from));
+  if (it == by_key_.end()) return 0;
+  uint64_t ino = it->second;
+  by_key_.erase(it);
+  by_key_[KeyOf(ns, to)] = ino;
+  inodes_[ino - 1].path = to;
+  return ino;
+}
+
 std::optional<InodeInfo> InodeTable::Get(uint64_t ino) const {
   ReaderMutexLock lock(&mu_);
   if (ino == 0 || ino > inodes_.size()) return std::nullopt;

@@ -38,6 +38,10 @@ class InodeTable {
   // assigned later follow the highest restored.
   void Restore(uint64_t ino, Namespace* ns, const std::string& path, bool is_dir);
 
+  // A rename: the inode of (ns, from) names (ns, to) now, as the kernel's does, and `from` has
+  // none. Returns that inode, or 0 when `from` had none.
+  uint64_t Move(Namespace* ns, const std::string& from, const std::string& to);
+
   std::optional<InodeInfo> Get(uint64_t ino) const;
 
  private:

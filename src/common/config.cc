@@ -77,6 +77,9 @@ struct NamespaceDraft {
   NamespaceConfig ns;
   std::optional<bool> path_style;  // as written; unset: derived from the endpoint
   std::optional<bool> immutable;
+  std::optional<bool> write;
+  std::optional<bool> allow_overwrite;
+  std::optional<bool> allow_delete;
 };
 
 Status ReadNamespaceField(const ErrorContext& ctx, const std::string& key, std::string_view field,
@@ -95,6 +98,9 @@ Status ReadNamespaceField(const ErrorContext& ctx, const std::string& key, std::
   if (field == "metadata_ttl") return ReadDuration(ctx, key, value, &ns.metadata_ttl);
   if (field == "immutable") return ReadBool(ctx, key, value, &d->immutable);
   if (field == "block_size") return ReadBlockSize(ctx, key, value, &ns.block_size);
+  if (field == "write") return ReadBool(ctx, key, value, &d->write);
+  if (field == "allow_overwrite") return ReadBool(ctx, key, value, &d->allow_overwrite);
+  if (field == "allow_delete") return ReadBool(ctx, key, value, &d->allow_delete);
   return ctx.Error(key, "unknown key");
 }
 
@@ -175,6 +181,9 @@ Status FinishNamespace(const ErrorContext& ctx, const std::string& prefix, Names
   LC_RETURN_IF_ERROR(ResolveEndpoint(ctx, prefix, d));
   if (ns.region.empty()) return ctx.Error(prefix + ".region", "must not be empty");
   ns.immutable = d->immutable.value_or(false);
+  ns.write = d->write.value_or(true);
+  ns.allow_overwrite = d->allow_overwrite.value_or(false);
+  ns.allow_delete = d->allow_delete.value_or(false);
   return CheckCredentialKeys(ctx, prefix, ns);
 }
 
@@ -352,6 +361,9 @@ void EmitNamespace(YAML::Emitter& out, const NamespaceConfig& ns) {
   out << YAML::Key << "metadata_ttl" << YAML::Value << FormatDuration(ns.metadata_ttl);
   out << YAML::Key << "immutable" << YAML::Value << ns.immutable;
   out << YAML::Key << "block_size" << YAML::Value << FormatByteSize(ns.block_size);
+  out << YAML::Key << "write" << YAML::Value << ns.write;
+  out << YAML::Key << "allow_overwrite" << YAML::Value << ns.allow_overwrite;
+  out << YAML::Key << "allow_delete" << YAML::Value << ns.allow_delete;
   out << YAML::EndMap;
 }
 
@@ -436,6 +448,11 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;
   out << YAML::Key << "allow_uids" << YAML::Value << YAML::Flow << config.client.allow_uids;
+  out << YAML::Key << "write_budget" << YAML::Value << FormatByteSize(config.client.write_budget);
+  out << YAML::Key << "write_per_file" << YAML::Value
+      << FormatByteSize(config.client.write_per_file);
+  out << YAML::Key << "upload_parts_in_flight" << YAML::Value
+      << config.client.upload_parts_in_flight;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value

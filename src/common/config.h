@@ -38,6 +38,12 @@ struct NamespaceConfig {
   Duration metadata_ttl = std::chrono::seconds(60);
   bool immutable = false;
   uint64_t block_size = 4ull << 20;  // cache block size; the last block of an object may be shorter
+  // What a mount may do to the store: create new objects (`write`, default true; false: the
+  // namespace is read-only), replace existing ones (`allow_overwrite`) and remove them
+  // (`allow_delete`, also the source side of a rename).
+  bool write = true;
+  bool allow_overwrite = false;
+  bool allow_delete = false;
 };
 
 // One cache directory of the disk tier (`cache.disks` entries).
@@ -77,6 +83,12 @@ struct ClientConfig {
   std::string transport = "bulk";
   // Uids besides the mount's own and root whose admin commands its control socket serves.
   std::vector<uint32_t> allow_uids;
+  // Writes: the memory all files being written may hold at once (a writer waits when it is
+  // used up), the most one file may hold, and the parts of one file uploaded at once. A part is
+  // at most write_per_file / (upload_parts_in_flight + 1).
+  uint64_t write_budget = 512ull << 20;    // >= write_per_file
+  uint64_t write_per_file = 256ull << 20;  // >= (upload_parts_in_flight + 1) * 8MiB
+  uint32_t upload_parts_in_flight = 4;     // 1..64
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

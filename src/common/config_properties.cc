@@ -14,7 +14,8 @@ constexpr std::string_view kNamespacesKey = "jfs.namespaces";
 
 // Per-namespace properties keys ("jfs.namespaces.<ns>.<suffix>") and the YAML key each one sets.
 // The `.file` keys are ours, not JindoFS's: they name files holding the keys (a Kubernetes Secret
-// mounted as files), so the properties file itself need not hold them.
+// mounted as files), so the properties file itself need not hold them. So are the write keys
+// (`write`, `allow_overwrite`, `allow_delete`), named as in YAML.
 struct JfsKey {
   std::string_view suffix;
   std::string_view field;
@@ -33,6 +34,9 @@ constexpr JfsKey kNamespaceKeys[] = {
     {"s3.access.secret.file", "secret_key_file"},
     {"s3.endpoint", "endpoint"},
     {"s3.region", "region"},
+    {"write", "write"},
+    {"allow_overwrite", "allow_overwrite"},
+    {"allow_delete", "allow_delete"},
 };
 
 std::string LineLabel(int line, std::string_view key) {

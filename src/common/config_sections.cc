@@ -155,6 +155,49 @@ Status ReadTransport(const ErrorContext& ctx, const std::string& key, const YAML
   return ctx.Error(key, "unknown transport '" + *out + "' (expected bulk or grpc)");
 }
 
+Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::string_view name,
+                       const YAML::Node& v, ClientConfig* client) {
+  if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
+  if (name == "prefetch_threads") {
+    return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
+  }
+  if (name == "allow_uids") return ReadUids(ctx, key, v, &client->allow_uids);
+  if (name == "short_circuit" || name == "shm_prefault") {
+    std::optional<bool> value;
+    LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
+    if (value.has_value()) {
+      (name == "short_circuit" ? client->short_circuit : client->shm_prefault) = *value;
+    }
+    return Status::Ok();
+  }
+  if (name == "transport") return ReadTransport(ctx, key, v, &client->transport);
+  if (name == "write_budget") return ReadSize(ctx, key, v, &client->write_budget);
+  if (name == "write_per_file") return ReadSize(ctx, key, v, &client->write_per_file);
+  if (name == "upload_parts_in_flight") {
+    return ReadInteger(ctx, key, v, 1, 64, "part count", &client->upload_parts_in_flight);
+  }
+  if (name != "memory_budget") return ctx.Error(key, "unknown key");
+  LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
+  if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");
+  return Status::Ok();
+}
+
+// A file being written holds the part being filled and the parts in flight, each at least the
+// 8MiB a first part is.
+Status CheckClientWrites(const ErrorContext& ctx, const ClientConfig& client) {
+  uint64_t min_per_file = (uint64_t{client.upload_parts_in_flight} + 1) * (8ull << 20);
+  if (client.write_per_file < min_per_file) {
+    return ctx.Error(
+        "client.write_per_file",
+        "must be at least (upload_parts_in_flight + 1) x 8MiB = " + FormatByteSize(min_per_file));
+  }
+  if (client.write_budget < client.write_per_file) {
+    return ctx.Error("client.write_budget", "must be at least client.write_per_file (" +
+                                                FormatByteSize(client.write_per_file) + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
@@ -175,30 +218,15 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
   if (!node.IsMap()) {
     return ctx.Error("client",
                      "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
-                     "short_circuit, shm_prefault, transport, allow_uids");
+                     "short_circuit, shm_prefault, transport, allow_uids, write_budget, "
+                     "write_per_file, upload_parts_in_flight");
   }
-  return ForEachEntry(
-      ctx, "client", node,
-      [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
-        if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
-        if (name == "prefetch_threads") {
-          return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
-        }
-        if (name == "allow_uids") return ReadUids(ctx, key, v, &client->allow_uids);
-        if (name == "short_circuit" || name == "shm_prefault") {
-          std::optional<bool> value;
-          LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
-          if (value.has_value()) {
-            (name == "short_circuit" ? client->short_circuit : client->shm_prefault) = *value;
-          }
-          return Status::Ok();
-        }
-        if (name == "transport") return ReadTransport(ctx, key, v, &client->transport);
-        if (name != "memory_budget") return ctx.Error(key, "unknown key");
-        LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->memory_budget));
-        if (client->memory_budget == 0) return ctx.Error(key, "must be more than 0");
-        return Status::Ok();
-      });
+  LC_RETURN_IF_ERROR(
+      ForEachEntry(ctx, "client", node,
+                   [&](const std::string& name, const std::string& key, const YAML::Node& v) {
+                     return ReadClientField(ctx, key, name, v, client);
+                   }));
+  return CheckClientWrites(ctx, *client);
 }
 
 Status ReadCluster(const ErrorContext& ctx, const YAML::Node& node, ClusterConfig* cluster) {

@@ -30,6 +30,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "Internal";
     case StatusCode::kUnauthenticated:
       return "Unauthenticated";
+    case StatusCode::kRefused:
+      return "Refused";
   }
   return "Unknown";
 }
@@ -52,6 +54,7 @@ bool IsPeerFailure(StatusCode code) {
     case StatusCode::kNoSpace:
     case StatusCode::kPreconditionFailed:
     case StatusCode::kUnimplemented:
+    case StatusCode::kRefused:
       return false;
   }
   return false;
@@ -61,6 +64,13 @@ Status::Status(StatusCode code, std::string message) {
   if (code != StatusCode::kOk) {
     state_ = std::make_shared<const State>(State{code, std::move(message)});
   }
+}
+
+Status Status::Refused(int posix_errno, std::string msg) {
+  Status s;
+  s.state_ =
+      std::make_shared<const State>(State{StatusCode::kRefused, std::move(msg), posix_errno});
+  return s;
 }
 
 const std::string& Status::message() const {
@@ -81,7 +91,9 @@ Status Status::WithContext(std::string_view context) const {
   std::string msg(context);
   msg += ": ";
   msg += message();
-  return Status(code(), std::move(msg));
+  Status s;
+  s.state_ = std::make_shared<const State>(State{code(), std::move(msg), posix_errno()});
+  return s;
 }
 
 }  // namespace lakecache

@@ -28,6 +28,9 @@ enum class StatusCode : int {
   kUnimplemented,
   kInternal,         // a bug or an unexpected answer (e.g. unparsable XML from the server)
   kUnauthenticated,  // a call without valid credentials (no token, or not one of the cluster's)
+  // The file system refuses the call as the contract says (a write it does not allow, a flag not
+  // set): the Status carries the errno the caller gets (Status::posix_errno).
+  kRefused,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -65,10 +68,14 @@ class [[nodiscard]] Status {
   static Status Unauthenticated(std::string msg) {
     return {StatusCode::kUnauthenticated, std::move(msg)};
   }
+  // REQUIRES: posix_errno > 0 (EPERM, EROFS, EINVAL, ...).
+  static Status Refused(int posix_errno, std::string msg);
 
   bool ok() const { return state_ == nullptr; }
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }
   const std::string& message() const;
+  // The errno of a kRefused status; 0 for every other.
+  int posix_errno() const { return state_ ? state_->posix_errno : 0; }
   // True when repeating the same request may succeed (transient server or network trouble).
   bool retryable() const { return IsRetryable(code()); }
   // True when the one asked (an object store, a worker, the master) failed to answer: it or the
@@ -86,6 +93,7 @@ class [[nodiscard]] Status {
   struct State {
     StatusCode code;
     std::string message;
+    int posix_errno = 0;
   };
   std::shared_ptr<const State> state_;
 };

@@ -23,6 +23,8 @@ int StatusToErrno(const Status& status) {
       return EIO;  // the object changed under an open file: see docs/semantics.md
     case StatusCode::kUnimplemented:
       return ENOSYS;
+    case StatusCode::kRefused:
+      return status.posix_errno() > 0 ? status.posix_errno() : EPERM;
     case StatusCode::kUnavailable:
     case StatusCode::kIoError:
     case StatusCode::kCorruption:

@@ -74,6 +74,9 @@ bool SpliceReplies() {
 
 void OnInit(void*, fuse_conn_info* conn) {
   conn->max_read = kMaxRead;  // must match the max_read mount option
+  conn->max_write = kMaxRead;
+  // An open with O_TRUNC comes as one open (not a setattr first): a file is replaced whole.
+  if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, kMaxRead);
   // Replies of bytes that live in a file (a co-located worker's shared memory) are spliced from
   // it: the kernel copies them once, without pinning this process's pages.
@@ -104,13 +107,84 @@ void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   fuse_reply_attr(req, &st, fs.AttrTimeoutSeconds(ino));
 }
 
+Caller CallerOf(fuse_req_t req) { return Caller{fuse_req_ctx(req)->pid}; }
+
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if ((fi->flags & O_ACCMODE) != O_RDONLY) return (void)fuse_reply_err(req, EROFS);
-  auto opened = Fs(req).Open(ino);
+  auto opened = Fs(req).Open(ino, fi->flags, CallerOf(req));
   if (!opened.ok()) return ReplyError(req, opened.status(), "open");
   fi->fh = opened->fh;
   fi->keep_cache = opened->keep_cache;
+  // A close of a file opened to read sends no FLUSH: it never waits for a restarting server.
+  fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
   fuse_reply_open(req, fi);
+}
+
+void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
+              fuse_file_info* fi) {
+  if (!S_ISREG(mode)) return (void)fuse_reply_err(req, EPERM);
+  FileSystem& fs = Fs(req);
+  auto created = fs.Create(parent, name, fi->flags, CallerOf(req));
+  if (!created.ok()) return ReplyError(req, created.status(), "create");
+  fi->fh = created->file.fh;
+  fuse_entry_param e = ToEntry(fs, created->attr);
+  fuse_reply_create(req, &e, fi);
+}
+
+void OnWrite(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
+             fuse_file_info* fi) {
+  auto n = Fs(req).Write(fi->fh, static_cast<uint64_t>(off), std::span<const char>(buf, size));
+  if (!n.ok()) return ReplyError(req, n.status(), "write");
+  fuse_reply_write(req, *n);
+}
+
+void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  Status s = Fs(req).Flush(fi->fh, CallerOf(req));
+  if (!s.ok()) return ReplyError(req, s, "close");
+  fuse_reply_err(req, 0);
+}
+
+void OnFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+  Status s = Fs(req).Fsync(fi->fh);
+  if (!s.ok()) return ReplyError(req, s, "fsync");
+  fuse_reply_err(req, 0);
+}
+
+void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  FileSystem& fs = Fs(req);
+  std::optional<uint64_t> size;
+  if ((to_set & FUSE_SET_ATTR_SIZE) != 0) size = static_cast<uint64_t>(attr->st_size);
+  // Mode, owner and times are accepted and not kept (cp -p, tar): objects have none.
+  auto now = fs.SetAttr(ino, size, fi != nullptr ? fi->fh : 0);
+  if (!now.ok()) return ReplyError(req, now.status(), "setattr");
+  struct stat st = ToStat(*now);
+  fuse_reply_attr(req, &st, fs.AttrTimeoutSeconds(ino));
+}
+
+void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
+  FileSystem& fs = Fs(req);
+  auto attr = fs.MakeDir(parent, name);
+  if (!attr.ok()) return ReplyError(req, attr.status(), "mkdir");
+  fuse_entry_param e = ToEntry(fs, *attr);
+  fuse_reply_entry(req, &e);
+}
+
+void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Status s = Fs(req).RemoveDir(parent, name);
+  if (!s.ok()) return ReplyError(req, s, "rmdir");
+  fuse_reply_err(req, 0);
+}
+
+void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Status s = Fs(req).Unlink(parent, name);
+  if (!s.ok()) return ReplyError(req, s, "unlink");
+  fuse_reply_err(req, 0);
+}
+
+void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
+              const char* new_name, unsigned flags) {
+  Status s = Fs(req).Rename(parent, name, new_parent, new_name, flags);
+  if (!s.ok()) return ReplyError(req, s, "rename");
+  fuse_reply_err(req, 0);
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
@@ -193,25 +267,25 @@ void OnStatfs(fuse_req_t req, fuse_ino_t) {
   std::memset(&st, 0, sizeof(st));
   st.f_bsize = st.f_frsize = 4096;
   st.f_namemax = 1024;
-  st.f_flag = ST_RDONLY;
+  if (Fs(req).writable()) {
+    // An object store has no fixed size: tools that check for room before they write find plenty.
+    st.f_blocks = st.f_bfree = st.f_bavail = 1ull << 38;  // 1 PiB of 4 KiB blocks
+    st.f_files = st.f_ffree = 1ull << 32;
+  } else {
+    st.f_flag = ST_RDONLY;
+  }
   fuse_reply_statfs(req, &st);
 }
 
-// Everything that would change the tree.
-void Erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-void OnSetattr(fuse_req_t r, fuse_ino_t, struct stat*, int, fuse_file_info*) { Erofs(r); }
-void OnMknod(fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { Erofs(r); }
-void OnMkdir(fuse_req_t r, fuse_ino_t, const char*, mode_t) { Erofs(r); }
-void OnUnlink(fuse_req_t r, fuse_ino_t, const char*) { Erofs(r); }
-void OnSymlink(fuse_req_t r, const char*, fuse_ino_t, const char*) { Erofs(r); }
-void OnRename(fuse_req_t r, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) {
-  Erofs(r);
+// What objects cannot be: special files, links, extended attributes.
+void NotSupported(fuse_req_t req) { fuse_reply_err(req, EPERM); }
+void OnMknod(fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { NotSupported(r); }
+void OnSymlink(fuse_req_t r, const char*, fuse_ino_t, const char*) { NotSupported(r); }
+void OnLink(fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { NotSupported(r); }
+void OnSetxattr(fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
+  fuse_reply_err(r, ENOTSUP);
 }
-void OnLink(fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { Erofs(r); }
-void OnWrite(fuse_req_t r, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { Erofs(r); }
-void OnCreate(fuse_req_t r, fuse_ino_t, const char*, mode_t, fuse_file_info*) { Erofs(r); }
-void OnSetxattr(fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) { Erofs(r); }
-void OnRemovexattr(fuse_req_t r, fuse_ino_t, const char*) { Erofs(r); }
+void OnRemovexattr(fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, ENOTSUP); }
 
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops;
@@ -233,7 +307,9 @@ fuse_lowlevel_ops MakeOps() {
   ops.mknod = OnMknod;
   ops.mkdir = OnMkdir;
   ops.unlink = OnUnlink;
-  ops.rmdir = OnUnlink;
+  ops.rmdir = OnRmdir;
+  ops.flush = OnFlush;
+  ops.fsync = OnFsync;
   ops.symlink = OnSymlink;
   ops.rename = OnRename;
   ops.link = OnLink;
@@ -259,8 +335,8 @@ FuseMount::~FuseMount() {
 }
 
 std::string FuseMountOptionString(const FuseMountOptions& options) {
-  std::string opts =
-      "ro,fsname=" + options.fs_name + ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
+  std::string opts = std::string(options.read_only ? "ro" : "rw") + ",fsname=" + options.fs_name +
+                     ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
   if (options.allow_other) opts += ",allow_other";
   if (options.default_permissions) opts += ",default_permissions";
   return opts;

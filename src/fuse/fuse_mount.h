@@ -1,9 +1,10 @@
 // FuseMount: serves a FileSystem at a mountpoint through libfuse3's low-level API.
 //
-// Read-only: every operation that would change the tree answers EROFS and the mount is "ro".
-// Multi-threaded, reads of up to 1 MiB, readdirplus. Entry and attribute timeouts come from the
-// FileSystem (the namespace's metadata TTL). Run() blocks until the file system is unmounted or the
-// process gets SIGTERM/SIGINT, then unmounts. One FuseMount per process.
+// A thin adapter: every request goes to the FileSystem, whose Status becomes the reply's errno
+// (errno_map.h). The mount is "rw" when the FileSystem may write (FuseMountOptions::read_only
+// false), else "ro". Multi-threaded, reads of up to 1 MiB, readdirplus. Entry and attribute
+// timeouts come from the FileSystem (the namespace's metadata TTL). Run() blocks until the file
+// system is unmounted or the process gets SIGTERM/SIGINT, then unmounts. One FuseMount per process.
 #pragma once
 
 #include <pthread.h>
@@ -27,10 +28,12 @@ struct FuseMountOptions {
   bool allow_other = false;
   bool default_permissions = true;
   std::string fs_name = "lakecache";  // shown in /proc/mounts
+  bool read_only = true;              // "ro": the kernel refuses every change
   unsigned max_threads = 16;
 };
 
-// The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."); a connection
+// The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."; "rw,..." when
+// not read_only); a connection
 // held by another process must have been mounted with the same.
 std::string FuseMountOptionString(const FuseMountOptions& options);
 

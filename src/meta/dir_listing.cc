@@ -48,4 +48,23 @@ const DirEntry* DirListing::Find(std::string_view name) const {
   return (it != entries_.end() && it->name == name) ? &*it : nullptr;
 }
 
+DirListing DirListing::With(DirEntry entry) const {
+  DirListing out = *this;
+  out.exists_ = true;
+  auto it = std::lower_bound(out.entries_.begin(), out.entries_.end(), entry.name,
+                             [](const DirEntry& e, const std::string& n) { return e.name < n; });
+  if (it != out.entries_.end() && it->name == entry.name) {
+    *it = std::move(entry);
+  } else {
+    out.entries_.insert(it, std::move(entry));
+  }
+  return out;
+}
+
+DirListing DirListing::Without(std::string_view name) const {
+  DirListing out = *this;
+  std::erase_if(out.entries_, [name](const DirEntry& e) { return e.name == name; });
+  return out;
+}
+
 }  // namespace lakecache

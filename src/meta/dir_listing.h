@@ -35,6 +35,13 @@ class DirListing {
   // True when the listing had anything at all (objects, prefixes or the folder's own marker).
   bool exists() const { return exists_; }
 
+  // A copy with `entry` added, or replacing the entry of its name (a write through the mount);
+  // the folder then exists.
+  DirListing With(DirEntry entry) const;
+  // A copy without the entry named `name` (an unlink, a rename's source). The folder still
+  // exists: its marker, if any, is not known from here.
+  DirListing Without(std::string_view name) const;
+
  private:
   std::vector<DirEntry> entries_;
   bool exists_ = false;

@@ -56,6 +56,22 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
   return Settle(dir, *slot, Fetch(dir));
 }
 
+void MetadataCache::NoteEntry(const std::string& dir, DirEntry entry) {
+  std::shared_ptr<Slot> slot = SlotFor(dir);
+  MutexLock lock(&slot->mu);
+  if (slot->listing) {
+    slot->listing = std::make_shared<const DirListing>(slot->listing->With(std::move(entry)));
+  }
+}
+
+void MetadataCache::NoteRemoved(const std::string& dir, const std::string& name) {
+  std::shared_ptr<Slot> slot = SlotFor(dir);
+  MutexLock lock(&slot->mu);
+  if (slot->listing) {
+    slot->listing = std::make_shared<const DirListing>(slot->listing->Without(name));
+  }
+}
+
 MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
   std::string prefix = dir.empty() ? prefix_ : prefix_ + dir + "/";
   LC_ASSIGN_OR_RETURN(ListResult listed,

@@ -68,6 +68,13 @@ class MetadataCache {
   // pinned folder becomes anchored; if the store cannot answer, the last listing is served).
   void ExpireFolder(const std::string& dir);
 
+  // A write through this mount changed folder `dir`'s entry `entry.name` (created or replaced
+  // it): a cached listing of `dir` shows the change at once, without asking the store. A folder
+  // not cached yet is left to its first listing, which the store answers with the change.
+  void NoteEntry(const std::string& dir, DirEntry entry);
+  // The same for an entry removed (an unlink, a rename's source, an rmdir).
+  void NoteRemoved(const std::string& dir, const std::string& name);
+
   // The object key of a relative path.
   std::string ObjectKey(const std::string& path) const { return prefix_ + path; }
   const std::string& prefix() const { return prefix_; }

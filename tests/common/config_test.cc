@@ -757,5 +757,186 @@ TEST(ConfigClusterTest, ReadsHeartbeatsWithDefaultsAndChecksTheirOrder) {
   EXPECT_EQ(rendered->cluster.heartbeat_timeout, std::chrono::seconds(2));
 }
 
+TEST(ConfigWriteTest, NamespacesCreateButNeitherOverwriteNorDeleteByDefault) {
+  Result<Config> config = LoadYaml(NamespaceYaml({"uri: s3://b"}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& ns = config->namespaces.at("test");
+  EXPECT_TRUE(ns.write);
+  EXPECT_FALSE(ns.allow_overwrite);
+  EXPECT_FALSE(ns.allow_delete);
+}
+
+TEST(ConfigWriteTest, ReadsEachNamespaceWriteKey) {
+  Result<Config> read_only = LoadYaml(NamespaceYaml({"uri: s3://b", "write: false"}));
+  ASSERT_TRUE(read_only.ok()) << read_only.status().ToString();
+  EXPECT_FALSE(read_only->namespaces.at("test").write);
+  Result<Config> config =
+      LoadYaml(NamespaceYaml({"uri: s3://b", "allow_overwrite: yes", "allow_delete: TRUE"}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& ns = config->namespaces.at("test");
+  EXPECT_TRUE(ns.write);
+  EXPECT_TRUE(ns.allow_overwrite);
+  EXPECT_TRUE(ns.allow_delete);
+}
+
+TEST(ConfigWriteTest, BadNamespaceWriteValuesNameTheKey) {
+  EXPECT_EQ(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "write: sometimes"}))),
+            "lake.yaml: namespaces.test.write: invalid boolean 'sometimes' (expected true, false, "
+            "yes or no)");
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "allow_overwrite: 1"}))),
+                 "lake.yaml: namespaces.test.allow_overwrite: invalid boolean '1'");
+  EXPECT_EQ(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "allow_delete:"}))),
+            "lake.yaml: namespaces.test.allow_delete: missing value");
+  ExpectContains(ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", "allow_delete: [true]"}))),
+                 "lake.yaml: namespaces.test.allow_delete: expected a single value, got a list");
+}
+
+TEST(ConfigWriteTest, PropertiesSetTheWriteKeys) {
+  Result<Config> config = LoadProperties(
+      "jfs.namespaces = a, b\n"
+      "jfs.namespaces.a.s3.uri = s3://x\n"
+      "jfs.namespaces.a.write = false\n"
+      "jfs.namespaces.b.s3.uri = s3://y\n"
+      "jfs.namespaces.b.allow_overwrite = true\n"
+      "jfs.namespaces.b.allow_delete = yes\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& a = config->namespaces.at("a");
+  EXPECT_FALSE(a.write);
+  EXPECT_FALSE(a.allow_overwrite);
+  EXPECT_FALSE(a.allow_delete);
+  const NamespaceConfig& b = config->namespaces.at("b");
+  EXPECT_TRUE(b.write);
+  EXPECT_TRUE(b.allow_overwrite);
+  EXPECT_TRUE(b.allow_delete);
+  // A JindoFS namespace that says nothing about writes creates objects, as in YAML.
+  Result<Config> jindo = LoadProperties(kProperties);
+  ASSERT_TRUE(jindo.ok()) << jindo.status().ToString();
+  EXPECT_TRUE(jindo->namespaces.at("test").write);
+  EXPECT_EQ(ErrorOf(LoadProperties("jfs.namespaces = a\njfs.namespaces.a.s3.uri = s3://x\n"
+                                   "jfs.namespaces.a.allow_delete = maybe\n")),
+            "lake.properties: line 3: jfs.namespaces.a.allow_delete: invalid boolean 'maybe' "
+            "(expected true, false, yes or no)");
+}
+
+TEST(ConfigWriteTest, OverridesSetTheWriteKeys) {
+  Result<Config> config =
+      LoadYaml(kFullYaml, {"namespaces.test.allow_delete=true",
+                           "namespaces.test.allow_overwrite = yes", "namespaces.test.write=no"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  const NamespaceConfig& ns = config->namespaces.at("test");
+  EXPECT_FALSE(ns.write);
+  EXPECT_TRUE(ns.allow_overwrite);
+  EXPECT_TRUE(ns.allow_delete);
+  Result<Config> properties = LoadProperties(kProperties, {"namespaces.other.allow_delete=true"});
+  ASSERT_TRUE(properties.ok()) << properties.status().ToString();
+  EXPECT_TRUE(properties->namespaces.at("other").allow_delete);
+  EXPECT_FALSE(properties->namespaces.at("test").allow_delete);
+  ExpectContains(ErrorOf(LoadYaml(kFullYaml, {"namespaces.test.allow_delete=please"})),
+                 "lake.yaml: namespaces.test.allow_delete (from -o): invalid boolean 'please'");
+}
+
+TEST(ConfigWriteTest, RenderShowsTheWriteKeysAndReloads) {
+  Result<Config> config =
+      LoadYaml(NamespaceYaml({"uri: s3://b", "allow_overwrite: true", "allow_delete: true"}));
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  std::string yaml = RenderConfig(*config);
+  ExpectContains(yaml,
+                 "block_size: 4MiB\n    write: true\n    allow_overwrite: true\n"
+                 "    allow_delete: true\n");
+  Result<Config> reloaded = LoadYaml(yaml);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString() << "\n" << yaml;
+  const NamespaceConfig& ns = reloaded->namespaces.at("test");
+  EXPECT_TRUE(ns.write);
+  EXPECT_TRUE(ns.allow_overwrite);
+  EXPECT_TRUE(ns.allow_delete);
+  EXPECT_EQ(RenderConfig(*reloaded), yaml);
+  Result<Config> read_only = LoadYaml(NamespaceYaml({"uri: s3://b", "write: no"}));
+  ASSERT_TRUE(read_only.ok()) << read_only.status().ToString();
+  Result<Config> read_only_again = LoadYaml(RenderConfig(*read_only));
+  ASSERT_TRUE(read_only_again.ok()) << read_only_again.status().ToString();
+  EXPECT_FALSE(read_only_again->namespaces.at("test").write);
+}
+
+TEST(ConfigClientWriteTest, DefaultsAndEachKey) {
+  Result<Config> defaults = LoadYaml("client:\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->client.write_budget, 512ull << 20);
+  EXPECT_EQ(defaults->client.write_per_file, 256ull << 20);
+  EXPECT_EQ(defaults->client.upload_parts_in_flight, 4u);
+  Result<Config> config =
+      LoadYaml("client: {write_budget: 2GiB, write_per_file: 1GiB, upload_parts_in_flight: 16}\n");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->client.write_budget, 2ull << 30);
+  EXPECT_EQ(config->client.write_per_file, 1ull << 30);
+  EXPECT_EQ(config->client.upload_parts_in_flight, 16u);
+}
+
+TEST(ConfigClientWriteTest, BadValuesNameTheKey) {
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  upload_parts_in_flight: 0\n")),
+            "lake.yaml: client.upload_parts_in_flight: invalid part count '0' (expected 1 to 64)");
+  ExpectContains(ErrorOf(LoadYaml("client:\n  upload_parts_in_flight: 65\n")),
+                 "lake.yaml: client.upload_parts_in_flight: invalid part count '65'");
+  ExpectContains(ErrorOf(LoadYaml("client:\n  upload_parts_in_flight: two\n")),
+                 "lake.yaml: client.upload_parts_in_flight: invalid part count 'two'");
+  ExpectContains(ErrorOf(LoadYaml("client:\n  write_budget: plenty\n")),
+                 "lake.yaml: client.write_budget: invalid size 'plenty'");
+  ExpectContains(ErrorOf(LoadYaml("client:\n  write_per_file: [1GiB]\n")),
+                 "lake.yaml: client.write_per_file: expected a single value, got a list");
+}
+
+TEST(ConfigClientWriteTest, PerFileHoldsThePartsInFlightAndOneMore) {
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  write_per_file: 39MiB\n")),
+            "lake.yaml: client.write_per_file: must be at least (upload_parts_in_flight + 1) x "
+            "8MiB = 40MiB");
+  Result<Config> smallest = LoadYaml("client: {write_per_file: 40MiB}\n");
+  EXPECT_TRUE(smallest.ok()) << smallest.status().ToString();
+  // 65 x 8MiB = 520MiB is more than the default 256MiB per file.
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  upload_parts_in_flight: 64\n")),
+            "lake.yaml: client.write_per_file: must be at least (upload_parts_in_flight + 1) x "
+            "8MiB = 520MiB");
+  Result<Config> one = LoadYaml("client: {upload_parts_in_flight: 1, write_per_file: 16MiB}\n");
+  EXPECT_TRUE(one.ok()) << one.status().ToString();
+}
+
+TEST(ConfigClientWriteTest, BudgetHoldsAtLeastOneFile) {
+  EXPECT_EQ(ErrorOf(LoadYaml("client:\n  write_budget: 128MiB\n")),
+            "lake.yaml: client.write_budget: must be at least client.write_per_file (256MiB)");
+  EXPECT_EQ(ErrorOf(LoadYaml("client: {write_per_file: 1GiB}\n")),
+            "lake.yaml: client.write_budget: must be at least client.write_per_file (1GiB)");
+  Result<Config> equal = LoadYaml("client: {write_budget: 64MiB, write_per_file: 64MiB}\n");
+  EXPECT_TRUE(equal.ok()) << equal.status().ToString();
+}
+
+TEST(ConfigClientWriteTest, OverridesSetTheKeysAndAreChecked) {
+  Result<Config> config = LoadYaml("", {"client.write_budget=1GiB", "client.write_per_file=512MiB",
+                                        "client.upload_parts_in_flight=8"});
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->client.write_budget, 1ull << 30);
+  EXPECT_EQ(config->client.write_per_file, 512ull << 20);
+  EXPECT_EQ(config->client.upload_parts_in_flight, 8u);
+  EXPECT_EQ(ErrorOf(LoadYaml("", {"client.write_budget=100MiB"})),
+            "lake.yaml: client.write_budget (from -o): must be at least client.write_per_file "
+            "(256MiB)");
+  ExpectContains(ErrorOf(LoadYaml("", {"client.upload_parts_in_flight=100"})),
+                 "lake.yaml: client.upload_parts_in_flight (from -o): invalid part count '100'");
+}
+
+TEST(ConfigClientWriteTest, RenderShowsTheWriteKeysAndReloads) {
+  Config config;
+  config.client.write_budget = 3ull << 30;
+  config.client.write_per_file = 768ull << 20;
+  config.client.upload_parts_in_flight = 6;
+  std::string yaml = RenderConfig(config);
+  ExpectContains(yaml, "write_budget: 3GiB");
+  ExpectContains(yaml, "write_per_file: 768MiB");
+  ExpectContains(yaml, "upload_parts_in_flight: 6");
+  Result<Config> reloaded = LoadYaml(yaml);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().ToString() << "\n" << yaml;
+  EXPECT_EQ(reloaded->client.write_budget, 3ull << 30);
+  EXPECT_EQ(reloaded->client.write_per_file, 768ull << 20);
+  EXPECT_EQ(reloaded->client.upload_parts_in_flight, 6u);
+  EXPECT_EQ(RenderConfig(*reloaded), yaml);
+}
+
 }  // namespace
 }  // namespace lakecache

@@ -529,13 +529,15 @@ TEST_F(MountTest, CachedFilesReadWithStoreStoppedAfterDroppingKernelCaches) {
   ExpectTreeAt(mnt, Tree());
 }
 
+// A mount with -o ro refuses every change, whatever its namespaces allow (writes: write_test.cc).
 TEST_F(MountTest, UnknownTopLevelFolderIsEnoentAndWritesAreErofs) {
   ASSERT_TRUE(server_->CreateBucket("second").ok());
   ASSERT_TRUE(server_->PutObjects("second", {{"x.txt", "x"}}).ok());
   std::string cfg =
       WriteConfig(server_->endpoint(), {{"alpha", kTreeBucket}, {"beta", "second"}}, "1m");
   std::string mnt = NewMountpoint();
-  ASSERT_NE(StartMount({LAKECACHE_BINARY, "mount", mnt, "--config", cfg}, mnt), nullptr);
+  ASSERT_NE(StartMount({LAKECACHE_BINARY, "mount", mnt, "--config", cfg, "-o", "ro"}, mnt),
+            nullptr);
   RunResult ls = RunCommand({"ls", mnt});
   EXPECT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_EQ(ls.out, "alpha\nbeta\n");

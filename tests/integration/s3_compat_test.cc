@@ -50,23 +50,16 @@ std::vector<std::pair<std::string, std::string>> Dataset() {
 
 // One seeded server of each kind per test program, started on first use.
 S3Server& Server(const std::string& kind) {
-  static std::map<std::string, std::unique_ptr<S3Server>> servers;
-  auto& slot = servers[kind];
-  if (!slot) {
-    auto started = testing::StartS3Server(kind);
-    if (!started.ok()) {
-      ADD_FAILURE() << kind << " did not start: " << started.status().ToString();
-      std::abort();
-    }
-    slot = std::move(started).value();
-    Status s = slot->CreateBucket(kBucket);
-    if (s.ok()) s = slot->PutObjects(kBucket, Dataset());
+  static std::set<std::string> seeded;
+  S3Server& server = testing::SharedS3Server(kind, {kBucket});
+  if (seeded.insert(kind).second) {
+    Status s = server.PutObjects(kBucket, Dataset());
     if (!s.ok()) {
       ADD_FAILURE() << kind << " seeding failed: " << s.ToString();
       std::abort();
     }
   }
-  return *slot;
+  return server;
 }
 
 std::shared_ptr<ObjectStore> OpenStore(const S3Server& server, const std::string& bucket,

@@ -35,20 +35,7 @@ std::string Bytes(size_t size, uint64_t seed) {
   return s;
 }
 
-// One server of each kind per test program, started on first use.
-S3Server& Server(const std::string& kind) {
-  static std::map<std::string, std::unique_ptr<S3Server>> servers;
-  auto& slot = servers[kind];
-  if (!slot) {
-    auto started = testing::StartS3Server(kind, {kBucket});
-    if (!started.ok()) {
-      ADD_FAILURE() << kind << " did not start: " << started.status().ToString();
-      std::abort();
-    }
-    slot = std::move(started).value();
-  }
-  return *slot;
-}
+S3Server& Server(const std::string& kind) { return testing::SharedS3Server(kind, {kBucket}); }
 
 class S3WriteTest : public ::testing::TestWithParam<std::string> {
  protected:

@@ -144,5 +144,41 @@ TEST(DirListingTest, RootListingUsesAnEmptyPrefix) {
   EXPECT_EQ(Names(listing), (std::vector<std::string>{"dir", "top.txt"}));
 }
 
+TEST(DirListingTest, WithAddsInNameOrderAndReplacesByName) {
+  ListResult listed;
+  listed.objects = {Object("d/b", 2, "eb"), Object("d/d", 4, "ed")};
+  DirListing listing = DirListing::FromObjects("d/", listed);
+  DirListing added = listing.With(DirEntry{"c", false, 3, "ec", 9});
+  EXPECT_EQ(Names(added), (std::vector<std::string>{"b", "c", "d"}));
+  EXPECT_EQ(Names(listing), (std::vector<std::string>{"b", "d"})) << "the original is unchanged";
+  added = added.With(DirEntry{"a", false, 1, "ea", 9}).With(DirEntry{"e", true, 0, "", 0});
+  EXPECT_EQ(Names(added), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  DirListing replaced = added.With(DirEntry{"b", false, 20, "eb2", 10});
+  EXPECT_EQ(Names(replaced), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(replaced.Find("b")->size, 20u);
+  EXPECT_EQ(replaced.Find("b")->etag, "eb2");
+}
+
+TEST(DirListingTest, WithMakesTheFolderExist) {
+  DirListing listing = DirListing::FromObjects("new/", ListResult{});
+  ASSERT_FALSE(listing.exists());
+  DirListing added = listing.With(DirEntry{"f", false, 1, "e", 0});
+  EXPECT_TRUE(added.exists());
+  ASSERT_NE(added.Find("f"), nullptr);
+  EXPECT_FALSE(listing.exists());
+}
+
+TEST(DirListingTest, WithoutRemovesTheNamedEntryOnly) {
+  ListResult listed;
+  listed.objects = {Object("a"), Object("b"), Object("c")};
+  DirListing listing = DirListing::FromObjects("", listed);
+  DirListing removed = listing.Without("b");
+  EXPECT_EQ(Names(removed), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(removed.Find("b"), nullptr);
+  EXPECT_TRUE(removed.Without("a").Without("c").exists()) << "emptied, the folder still exists";
+  EXPECT_EQ(Names(removed.Without("missing")), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(Names(listing), (std::vector<std::string>{"a", "b", "c"}));
+}
+
 }  // namespace
 }  // namespace lakecache

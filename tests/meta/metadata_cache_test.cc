@@ -435,6 +435,33 @@ TEST_F(MetadataCacheTest, ExpiredPinnedFolderOutlivesAnOutage) {
   EXPECT_TRUE(cache.Stat("dir/f").ok());
 }
 
+// A write through the mount shows in the cached listing of its folder at once, within the TTL.
+TEST_F(MetadataCacheTest, NotedEntryShowsInTheCachedListingAtOnce) {
+  Put("dir/old", "1");
+  MetadataCache& cache = Cache();
+  MustList("dir");
+  cache.NoteEntry("dir", DirEntry{"new", false, 5, "etag-new", 0});
+  auto listing = MustList("dir");
+  ASSERT_NE(listing->Find("new"), nullptr);
+  EXPECT_EQ(listing->Find("new")->etag, "etag-new");
+  auto entry = cache.Stat("dir/new");
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  EXPECT_EQ(entry->size, 5u);
+  EXPECT_EQ(Lists(), 1) << "without asking the store";
+}
+
+TEST_F(MetadataCacheTest, NotedRemovalHidesTheEntryAtOnce) {
+  Put("dir/a", "1");
+  Put("dir/b", "2");
+  MetadataCache& cache = Cache();
+  MustList("dir");
+  cache.NoteRemoved("dir", "a");
+  EXPECT_EQ(MustList("dir")->Find("a"), nullptr);
+  EXPECT_EQ(cache.Stat("dir/a").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(cache.Stat("dir/b").ok());
+  EXPECT_EQ(Lists(), 1);
+}
+
 TEST(SplitParentTest, SplitsAtTheLastSlash) {
   EXPECT_EQ(SplitParent("a/b/c"), std::make_pair(std::string("a/b"), std::string("c")));
   EXPECT_EQ(SplitParent("a/b"), std::make_pair(std::string("a"), std::string("b")));

@@ -134,6 +134,7 @@ ProxyCounts ProxyCounts::operator-(const ProxyCounts& e) const {
   d.connections = connections - e.connections;
   d.refused = refused - e.refused;
   d.response_bytes = response_bytes - e.response_bytes;
+  d.failed_parts = failed_parts - e.failed_parts;
   return d;
 }
 
@@ -142,7 +143,8 @@ std::string ToString(const ProxyCounts& c) {
          " object_gets=" + std::to_string(c.object_gets) + " lists=" + std::to_string(c.lists) +
          " heads=" + std::to_string(c.heads) + " others=" + std::to_string(c.others) +
          " connections=" + std::to_string(c.connections) + " refused=" + std::to_string(c.refused) +
-         " response_bytes=" + std::to_string(c.response_bytes);
+         " response_bytes=" + std::to_string(c.response_bytes) +
+         " failed_parts=" + std::to_string(c.failed_parts);
 }
 
 Result<std::unique_ptr<CountingProxy>> CountingProxy::Start(const std::string& upstream_endpoint) {
@@ -331,6 +333,8 @@ void CountingProxy::Refuse(int client) {
 // One connection: client -> store bytes are parsed for requests and forwarded as they come; store
 // -> client bytes are forwarded in slices, each after its bandwidth slot. A client's half-close is
 // passed on; the connection ends when the store closes it (or either side fails).
+void CountingProxy::FailNextParts(int count) { parts_to_fail_ = count; }
+
 void CountingProxy::Serve(int client, int upstream) {
   RequestParser parser;
   std::vector<size_t> unanswered;  // log entries of this connection's requests
@@ -346,8 +350,25 @@ void CountingProxy::Serve(int client, int upstream) {
     if (client_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       ssize_t n = ::recv(client, buf.data(), buf.size(), 0);
       if (n > 0) {
+        bool throttled = false;
         for (const RequestParser::Request& r : parser.Feed(buf.data(), static_cast<size_t>(n))) {
           unanswered.push_back(RecordRequest(r.method, r.target, r.range));
+          if (r.method == "PUT" && r.target.find("partNumber=") != std::string::npos &&
+              parts_to_fail_.fetch_sub(1) > 0) {
+            throttled = true;
+          }
+        }
+        if (throttled) {
+          static constexpr char kSlowDown[] =
+              "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: 101\r\n"
+              "Connection: close\r\n\r\n<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
+              "<Message>Reduce your request rate.</Message></Error>";
+          (void)WriteAll(client, kSlowDown, sizeof(kSlowDown) - 1);
+          {
+            std::lock_guard lock(mu_);
+            ++counts_.failed_parts;
+          }
+          break;
         }
         failed = !WriteAll(upstream, buf.data(), static_cast<size_t>(n));
       } else if (n == 0) {

@@ -33,6 +33,7 @@ struct ProxyCounts {
   uint64_t connections = 0;     // accepted and forwarded to the store
   uint64_t refused = 0;         // accepted and reset while refusing (see SetRefusing)
   uint64_t response_bytes = 0;  // store -> client bytes forwarded
+  uint64_t failed_parts = 0;    // part uploads answered 503 (see FailNextParts)
 
   ProxyCounts operator-(const ProxyCounts& earlier) const;
   // Entries in the proxy's request log so far (see CountingProxy::RequestsSince).
@@ -72,6 +73,10 @@ class CountingProxy {
   // While refusing, each connection is reset `hold` after its request line instead of at once (0,
   // the default): a client that waits for a refused request waits at least that long.
   void SetRefusalHold(std::chrono::milliseconds hold);
+  // The next `count` multipart part uploads (PUT ...partNumber=...) are answered with 503
+  // SlowDown by the proxy itself, and their connections closed: a storm of throttling that a
+  // client must retry through. Counted in `failed_parts`.
+  void FailNextParts(int count);
 
  private:
   CountingProxy() = default;
@@ -99,6 +104,7 @@ class CountingProxy {
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> refusing_{false};
+  std::atomic<int> parts_to_fail_{0};
   std::atomic<uint64_t> bandwidth_{0};
   std::atomic<std::chrono::milliseconds> refusal_hold_{std::chrono::milliseconds(0)};
   std::thread acceptor_;

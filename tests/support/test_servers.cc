@@ -9,10 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -612,6 +614,21 @@ Result<std::unique_ptr<S3Server>> StartS3Server(const std::string& kind,
     return std::unique_ptr<S3Server>(std::move(s3rver));
   }
   return Status::InvalidArgument("no S3 test server of kind '" + kind + "'");
+}
+
+S3Server& SharedS3Server(const std::string& kind, const std::vector<std::string>& buckets) {
+  static std::map<std::string, std::unique_ptr<S3Server>> servers;
+  auto& slot = servers[kind];
+  if (!slot) {
+    auto started = StartS3Server(kind, buckets);
+    if (!started.ok()) {
+      std::fprintf(stderr, "%s did not start: %s\n", kind.c_str(),
+                   started.status().ToString().c_str());
+      std::abort();
+    }
+    slot = std::move(started).value();
+  }
+  return *slot;
 }
 
 }  // namespace lakecache::testing

@@ -166,5 +166,8 @@ class SwiftS3 final : public S3Server {
 // cases against both.
 Result<std::unique_ptr<S3Server>> StartS3Server(const std::string& kind,
                                                 const std::vector<std::string>& buckets = {});
+// The one server of `kind` of this test program, started with `buckets` on first use (a server
+// that does not start ends the program, saying why).
+S3Server& SharedS3Server(const std::string& kind, const std::vector<std::string>& buckets);
 
 }  // namespace lakecache::testing

@@ -1,0 +1,96 @@
+#include "client/file_writer.h"
+
+#include <cerrno>
+#include <fstream>
+
+#include "meta/namespace_table.h"
+
+namespace lakecache {
+
+pid_t ProcessOfThread(pid_t tid) {
+  std::ifstream status("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("Tgid:")) return static_cast<pid_t>(std::stol(line.substr(5)));
+  }
+  return tid;
+}
+
+FileWriter::FileWriter(Namespace* ns, std::string path, uint64_t ino, pid_t opener, bool replaces,
+                       std::unique_ptr<ObjectUpload> upload, std::unique_ptr<WriteStage> stage)
+    : ns_(ns),
+      path_(std::move(path)),
+      ino_(ino),
+      opener_(opener),
+      replaces_(replaces),
+      upload_(std::move(upload)),
+      stage_(std::move(stage)) {}
+
+Status FileWriter::Refused(int err, std::string_view why) const {
+  return Status::Refused(err, ns_->name + "/" + path_ + ": " + std::string(why));
+}
+
+Result<size_t> FileWriter::Write(uint64_t offset, std::span<const char> data) {
+  MutexLock lock(&mu_);
+  if (committed_.has_value()) return Refused(EBADF, "written after it was closed and committed");
+  if (offset != size_) {
+    return Refused(EINVAL, "a write at " + std::to_string(offset) + " after " +
+                               std::to_string(size_) +
+                               " bytes: files are written in order only (no random writes)");
+  }
+  LC_RETURN_IF_ERROR(upload_->Append(data));
+  if (stage_ != nullptr && !stage_->Append(data)) stage_.reset();
+  size_ += data.size();
+  return data.size();
+}
+
+Result<size_t> FileWriter::Read(uint64_t offset, std::span<char> dst) {
+  MutexLock lock(&mu_);
+  if (stage_ == nullptr) {
+    return Refused(EBADF, "open for writing; its bytes can be read once it is closed");
+  }
+  return stage_->Read(offset, dst);
+}
+
+Status FileWriter::Fsync() {
+  MutexLock lock(&mu_);
+  if (committed_.has_value()) return committed_->status();
+  return upload_->Flush();
+}
+
+Status FileWriter::Truncate(uint64_t size) {
+  MutexLock lock(&mu_);
+  if (size == size_ && !committed_.has_value()) return Status::Ok();
+  return Refused(EINVAL, "truncating to " + std::to_string(size) + " bytes with " +
+                             std::to_string(size_) +
+                             " written: only the size written so far is allowed");
+}
+
+bool FileWriter::CommitsOnClose(pid_t tgid) const {
+  MutexLock lock(&mu_);
+  return tgid == opener_ && size_ > 0 && !committed_.has_value();
+}
+
+Result<ObjectInfo> FileWriter::Commit(
+    const std::function<void(const ObjectInfo&, const WriteStage*)>& on_commit) {
+  MutexLock lock(&mu_);
+  if (committed_.has_value()) return *committed_;
+  Result<ObjectInfo> done = upload_->Commit();
+  if (done.ok()) on_commit(*done, stage_.get());
+  committed_ = done;
+  upload_.reset();
+  stage_.reset();
+  return done;
+}
+
+bool FileWriter::committed() const {
+  MutexLock lock(&mu_);
+  return committed_.has_value();
+}
+
+uint64_t FileWriter::size() const {
+  MutexLock lock(&mu_);
+  return size_;
+}
+
+}  // namespace lakecache

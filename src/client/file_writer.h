@@ -1,0 +1,74 @@
+// FileWriter: one file being written through the mount: its upload, its stage and who opened it.
+//
+// Writes must come in order (each at the size written so far); a write anywhere else, a read of
+// what is not staged, or a write after the commit is refused with the errno the contract names
+// (docs/semantics.md, "Writes"). The object is committed once: at the first close by the process
+// that opened the file if it wrote anything, else at the last release (see CommitsOnClose), and
+// every later commit call returns that first result. Thread-safe (one lock per file).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "client/object_upload.h"
+#include "client/write_stage.h"
+#include "common/mutex.h"
+#include "common/result.h"
+
+namespace lakecache {
+
+struct Namespace;
+
+class FileWriter {
+ public:
+  // `path` is relative to `ns`; `replaces` says an object was there when the file was opened.
+  FileWriter(Namespace* ns, std::string path, uint64_t ino, pid_t opener, bool replaces,
+             std::unique_ptr<ObjectUpload> upload, std::unique_ptr<WriteStage> stage);
+
+  Result<size_t> Write(uint64_t offset, std::span<const char> data) EXCLUDES(mu_);
+  // What was written at `offset`, from the stage.
+  Result<size_t> Read(uint64_t offset, std::span<char> dst) EXCLUDES(mu_);
+  Status Fsync() EXCLUDES(mu_);
+  // ftruncate: only to the size written, or to 0 before anything is written.
+  Status Truncate(uint64_t size) EXCLUDES(mu_);
+
+  // True when a close by process `tgid` should commit: the opener's, once it wrote something.
+  bool CommitsOnClose(pid_t tgid) const EXCLUDES(mu_);
+  // Commits the object once; `on_commit` runs (under this file's lock) with the new version and
+  // the stage before anyone else can see the file committed. Later calls return the first result.
+  Result<ObjectInfo> Commit(
+      const std::function<void(const ObjectInfo&, const WriteStage*)>& on_commit) EXCLUDES(mu_);
+  bool committed() const EXCLUDES(mu_);
+
+  Namespace* ns() const { return ns_; }
+  const std::string& path() const { return path_; }
+  uint64_t ino() const { return ino_; }
+  bool replaces() const { return replaces_; }
+  uint64_t size() const EXCLUDES(mu_);
+
+ private:
+  Status Refused(int err, std::string_view why) const;
+
+  Namespace* const ns_;
+  const std::string path_;
+  const uint64_t ino_;
+  const pid_t opener_;
+  const bool replaces_;
+  mutable Mutex mu_;
+  std::unique_ptr<ObjectUpload> upload_ GUARDED_BY(mu_);
+  std::unique_ptr<WriteStage> stage_ GUARDED_BY(mu_);
+  uint64_t size_ GUARDED_BY(mu_) = 0;
+  std::optional<Result<ObjectInfo>> committed_ GUARDED_BY(mu_);
+};
+
+// The process (thread group) of thread `tid`, as FUSE requests name the caller's thread; `tid`
+// itself when /proc does not say.
+pid_t ProcessOfThread(pid_t tid);
+
+}  // namespace lakecache
