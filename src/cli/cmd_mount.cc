@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -264,6 +265,9 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
     source.config.block_size = ns.block_size;
     source.config.metadata_ttl = ns.metadata_ttl;
     source.config.immutable = ns.immutable;
+    source.config.write = !ns.read_only;
+    source.config.allow_overwrite = ns.allow_overwrite;
+    source.config.allow_delete = ns.allow_delete;
     source.prefix = ns.key_prefix;
     source.store = std::make_shared<RetryingStore>(std::make_shared<ClusterStore>(client, ns),
                                                    MountRetryPolicy());
@@ -324,7 +328,12 @@ FuseMountOptions FuseOptionsFor(const MountRequest& req, const MountOptions& opt
 // True when the mount `p` prepares may write: a standalone mount, not `-o ro`, with a namespace
 // that writes. It is then mounted "rw" (the FileSystem decides the same from the same inputs).
 bool MountWrites(const Prepared& p, const MountOptions& options) {
-  if (p.cluster || options.fs.read_only) return false;
+  if (options.fs.read_only) return false;
+  // A cluster mount writes through the workers what the master's namespaces allow.
+  if (p.cluster) {
+    return std::any_of(p.client->namespaces().begin(), p.client->namespaces().end(),
+                       [](const ClusterNamespace& ns) { return !ns.read_only; });
+  }
   for (const auto& [name, ns] : p.config.namespaces) {
     if (ns.write) return true;
   }
@@ -384,9 +393,6 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;
-  // Cluster mounts hold no store credentials: their writes would go through a worker, which
-  // they do not yet; they are read-only.
-  if (p.cluster) fs_options.read_only = true;
   fs_options.write_budget = config.client.write_budget;
   fs_options.upload =
       UploadOptionsFor(config.client.write_per_file, config.client.upload_parts_in_flight);

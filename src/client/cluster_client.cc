@@ -159,6 +159,9 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
     ns.metadata_ttl = std::chrono::milliseconds(n.metadata_ttl_ms());
     ns.immutable = n.immutable();
     ns.key_prefix = n.key_prefix();
+    ns.read_only = n.read_only();
+    ns.allow_overwrite = n.allow_overwrite();
+    ns.allow_delete = n.allow_delete();
     client->namespaces_.push_back(std::move(ns));
   }
   LC_RETURN_IF_ERROR(client->RefreshView());
@@ -508,6 +511,89 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
+}
+
+Status ClusterClient::OnWorkers(const std::string& key, const std::string& what,
+                                const std::function<Status(const Worker&)>& call,
+                                Clock::time_point deadline) {
+  std::shared_ptr<const View> view = CurrentView();
+  if (view->workers.empty()) {
+    return Status::Unavailable("no workers in the cluster (master " + master_ + ") to " + what);
+  }
+  std::vector<size_t> order = RendezvousOrder(RendezvousSeed(key), view->nodes);
+  int64_t now = SteadyNowMs();
+  std::stable_partition(order.begin(), order.end(),
+                        [&](size_t i) { return view->workers[i].peer->up(now); });
+  Status last;
+  for (size_t i : order) {
+    const Worker& worker = view->workers[i];
+    if (!last.ok() && Clock::now() >= deadline) {
+      return Status::DeadlineExceeded(what + ": the deadline passed; last: " + last.message());
+    }
+    worker_calls_.fetch_add(1, std::memory_order_relaxed);
+    Status s = call(worker);
+    if (s.ok() || !s.peer_failed()) return s;
+    spdlog::warn("worker {} at {} failed to {}: {}; trying the next worker", worker.id,
+                 worker.address, what, s.message());
+    MarkDown(*worker.peer);
+    last = std::move(s);
+  }
+  return Status::Unavailable("every worker failed to " + what + "; last: " + last.message());
+}
+
+Result<rpc::WrittenObject> ClusterClient::WriteBody(const rpc::WriteBodyChunk& header,
+                                                    std::span<const char> data,
+                                                    Clock::time_point deadline) {
+  constexpr size_t kChunk = 1 << 20;
+  rpc::WrittenObject written;
+  // Parts spread over the workers (the rendezvous order of key and part), so one file's upload
+  // uses them all, and a worker that dies takes only its share of the parts to the next.
+  Status s = OnWorkers(
+      header.key() + "#" + std::to_string(header.part_number()), "write " + header.key(),
+      [&](const Worker& worker) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout * 30));
+        std::unique_ptr<grpc::ClientWriter<rpc::WriteBodyChunk>> writer(
+            worker.peer->stub->WriteBody(&ctx, &written));
+        rpc::WriteBodyChunk chunk = header;
+        chunk.set_size(data.size());
+        size_t at = 0;
+        do {
+          size_t n = std::min(kChunk, data.size() - at);
+          chunk.set_data(data.data() + at, n);
+          at += n;
+          if (!writer->Write(chunk)) break;  // the worker ended the call: Finish says why
+          chunk.Clear();
+        } while (at < data.size());
+        writer->WritesDone();
+        return rpc::FromGrpcStatus(writer->Finish(), "worker " + worker.address);
+      },
+      deadline);
+  if (!s.ok()) return s;
+  return written;
+}
+
+Result<rpc::WriteCallResponse> ClusterClient::WriteCall(const rpc::WriteCallRequest& request,
+                                                        Clock::time_point deadline) {
+  rpc::WriteCallResponse response;
+  Status s = OnWorkers(
+      request.key(), "write " + request.key(),
+      [&](const Worker& worker) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout * 30));
+        return rpc::FromGrpcStatus(worker.peer->stub->WriteCall(&ctx, request, &response),
+                                   "worker " + worker.address);
+      },
+      deadline);
+  if (!s.ok()) return s;
+  return response;
+}
+
+Status ClusterClient::NoteWrite(const rpc::NoteWriteRequest& request, Clock::time_point deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
+  rpc::NoteWriteResponse response;
+  return rpc::FromGrpcStatus(stub_->stub->NoteWrite(&ctx, request, &response), "master " + master_);
 }
 
 Result<size_t> ClusterClient::ReadStreamed(const Worker& worker,

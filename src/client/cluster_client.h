@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -35,6 +36,11 @@ namespace lakecache {
 
 namespace rpc {
 class BlockId;
+class NoteWriteRequest;
+class WriteBodyChunk;
+class WriteCallRequest;
+class WriteCallResponse;
+class WrittenObject;
 class ClusterView;
 class ReadBlockRequest;
 class TlsContext;
@@ -48,6 +54,9 @@ struct ClusterNamespace {
   Duration metadata_ttl{};
   bool immutable = false;
   std::string key_prefix;  // "" or ending in '/'
+  bool read_only = false;  // what its mounts may do to the store (see NamespaceConfig)
+  bool allow_overwrite = false;
+  bool allow_delete = false;
 };
 
 // One folder (delimiter "/") as the master's metadata cache holds it.
@@ -108,6 +117,17 @@ class ClusterClient {
                            Clock::time_point deadline);
 
   // The workers of the current view, in id order.
+  // Writes, made by a worker with its store credentials (this client holds none): the body of a
+  // Put or of one part (`header` names the call; `data` streams in chunks), and the calls around
+  // it. The first worker in rendezvous order of `key` that answers makes the call; a worker that
+  // fails is marked down and the next one asked, as for reads.
+  Result<rpc::WrittenObject> WriteBody(const rpc::WriteBodyChunk& header,
+                                       std::span<const char> data, Clock::time_point deadline);
+  Result<rpc::WriteCallResponse> WriteCall(const rpc::WriteCallRequest& request,
+                                           Clock::time_point deadline);
+  // Tells the master's metadata cache of a write, so every mount's next listing shows it.
+  Status NoteWrite(const rpc::NoteWriteRequest& request, Clock::time_point deadline);
+
   std::vector<ClusterWorker> Workers() const;
   uint64_t epoch() const;
   // Serving when the master answered a view fetch within three refresh intervals, with the live
@@ -158,6 +178,10 @@ class ClusterClient {
   // Installs a view without the shared memory of workers that hung up (the master may be down).
   void DropClosedSessions() EXCLUDES(refresh_mu_, view_mu_);
   void MarkDown(Peer& peer) EXCLUDES(view_mu_);
+  // Runs `call` on the workers in rendezvous order of `key` until one answers or fails with an
+  // answer about the request itself (not a failed peer). `what` names it in messages.
+  Status OnWorkers(const std::string& key, const std::string& what,
+                   const std::function<Status(const Worker&)>& call, Clock::time_point deadline);
   // Reads the block from `worker` over gRPC's ReadBlock stream.
   Result<size_t> ReadStreamed(const Worker& worker, const rpc::ReadBlockRequest& request,
                               std::span<char> dst, Clock::time_point deadline);

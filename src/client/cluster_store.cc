@@ -2,9 +2,16 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "rpc/lakecache.pb.h"
 
 namespace lakecache {
+namespace {
+
+constexpr auto kNoteTimeout = std::chrono::seconds(10);
+
+}  // namespace
 
 ClusterStore::ClusterStore(std::shared_ptr<ClusterClient> client, ClusterNamespace ns)
     : client_(std::move(client)), ns_(std::move(ns)) {}
@@ -91,6 +98,127 @@ Result<ReadReply> ClusterStore::ReadRaw(std::string_view key, uint64_t offset,
     if (*n < buf.size()) break;
   }
   return reply;
+}
+
+Result<rpc::WriteCallResponse> ClusterStore::Call(
+    int op, std::string_view key, const IoOptions& options,
+    const std::function<void(rpc::WriteCallRequest&)>& fill) {
+  rpc::WriteCallRequest request;
+  request.set_ns(ns_.name);
+  request.set_op(static_cast<rpc::WriteCallRequest::Op>(op));
+  request.set_key(std::string(key));
+  if (fill) fill(request);
+  return client_->WriteCall(request, options.deadline);
+}
+
+void ClusterStore::TellMaster(std::string_view key, const ObjectInfo* info,
+                              const IoOptions& options) {
+  Result<std::string> path = PathOf(key);
+  if (!path.ok() || path->empty()) return;
+  rpc::NoteWriteRequest request;
+  request.set_ns(ns_.name);
+  request.set_path(*path);
+  request.set_removed(info == nullptr);
+  if (info != nullptr) {
+    request.mutable_entry()->set_key(std::string(key));
+    request.mutable_entry()->set_size(info->size);
+    request.mutable_entry()->set_etag(info->etag);
+    request.mutable_entry()->set_mtime(info->mtime);
+  }
+  Status s = client_->NoteWrite(request, std::min(options.deadline, Clock::now() + kNoteTimeout));
+  if (!s.ok()) {
+    spdlog::warn("{}: the master's listing shows the write after its TTL: {}", key, s.message());
+  }
+}
+
+ObjectInfo ClusterStore::Written(std::string_view key, const rpc::WrittenObject& w) {
+  return ObjectInfo{std::string(key), w.size(), w.etag(), w.mtime()};
+}
+
+Result<ObjectInfo> ClusterStore::Put(std::string_view key, std::span<const char> data,
+                                     const PutOptions& options) {
+  rpc::WriteBodyChunk header;
+  header.set_ns(ns_.name);
+  header.set_key(std::string(key));
+  LC_ASSIGN_OR_RETURN(rpc::WrittenObject w, client_->WriteBody(header, data, options.deadline));
+  ObjectInfo info = Written(key, w);
+  TellMaster(key, &info, options);
+  return info;
+}
+
+Result<std::string> ClusterStore::UploadPart(std::string_view key, std::string_view upload_id,
+                                             int part_number, std::span<const char> data,
+                                             const IoOptions& options) {
+  rpc::WriteBodyChunk header;
+  header.set_ns(ns_.name);
+  header.set_key(std::string(key));
+  header.set_upload_id(std::string(upload_id));
+  header.set_part_number(part_number);
+  LC_ASSIGN_OR_RETURN(rpc::WrittenObject w, client_->WriteBody(header, data, options.deadline));
+  return w.etag();
+}
+
+Result<std::string> ClusterStore::CreateMultipartUpload(std::string_view key,
+                                                        const IoOptions& options) {
+  LC_ASSIGN_OR_RETURN(rpc::WriteCallResponse r,
+                      Call(rpc::WriteCallRequest::CREATE_UPLOAD, key, options));
+  return r.upload_id();
+}
+
+Result<ObjectInfo> ClusterStore::CompleteMultipartUpload(std::string_view key,
+                                                         std::string_view upload_id,
+                                                         const std::vector<CompletedPart>& parts,
+                                                         const IoOptions& options) {
+  LC_ASSIGN_OR_RETURN(rpc::WriteCallResponse r,
+                      Call(rpc::WriteCallRequest::COMPLETE_UPLOAD, key, options,
+                           [&](rpc::WriteCallRequest& request) {
+                             request.set_upload_id(std::string(upload_id));
+                             for (const CompletedPart& p : parts) {
+                               rpc::UploadPartEntry* e = request.add_parts();
+                               e->set_number(p.part_number);
+                               e->set_etag(p.etag);
+                               e->set_size(p.size);
+                             }
+                           }));
+  ObjectInfo info = Written(key, r.object());
+  TellMaster(key, &info, options);
+  return info;
+}
+
+Status ClusterStore::AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                                          const IoOptions& options) {
+  return Call(
+             rpc::WriteCallRequest::ABORT_UPLOAD, key, options,
+             [&](rpc::WriteCallRequest& request) { request.set_upload_id(std::string(upload_id)); })
+      .status();
+}
+
+Status ClusterStore::Delete(std::string_view key, const IoOptions& options) {
+  LC_RETURN_IF_ERROR(Call(rpc::WriteCallRequest::DELETE, key, options).status());
+  TellMaster(key, nullptr, options);
+  return Status::Ok();
+}
+
+Result<ObjectInfo> ClusterStore::Copy(std::string_view from_key, std::string_view to_key,
+                                      const IoOptions& options) {
+  LC_ASSIGN_OR_RETURN(rpc::WriteCallResponse r, Call(rpc::WriteCallRequest::COPY, from_key, options,
+                                                     [&](rpc::WriteCallRequest& request) {
+                                                       request.set_to_key(std::string(to_key));
+                                                     }));
+  ObjectInfo info = Written(to_key, r.object());
+  TellMaster(to_key, &info, options);
+  return info;
+}
+
+Result<std::vector<PendingUpload>> ClusterStore::ListMultipartUploads(std::string_view prefix,
+                                                                      const IoOptions& options) {
+  LC_ASSIGN_OR_RETURN(rpc::WriteCallResponse r,
+                      Call(rpc::WriteCallRequest::LIST_UPLOADS, prefix, options));
+  std::vector<PendingUpload> out;
+  for (const rpc::PendingUploadEntry& e : r.uploads()) {
+    out.push_back({e.key(), e.upload_id(), e.initiated()});
+  }
+  return out;
 }
 
 void ClusterStore::NoteChanged(std::string_view key) {

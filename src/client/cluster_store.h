@@ -7,9 +7,14 @@
 // without them it asks the master first. A worker that finds the object changed (its store sent
 // another version) fails the read with kPreconditionFailed, and the folder's next listing asks the
 // master to list it again. Recursive listings are not served: the file system never
-// needs them. Thread-safe.
+// needs them.
+//
+// Writes go to a worker (ClusterClient::WriteBody, WriteCall), which makes them on the store with
+// its credentials; an object made, copied or removed is told to the master's metadata cache
+// (NoteWrite), so every mount's next listing of its folder shows it. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -32,9 +37,33 @@ class ClusterStore : public ObjectStore {
                             std::span<const std::span<char>> bufs,
                             const ReadOptions& options) override;
 
+  Result<ObjectInfo> Put(std::string_view key, std::span<const char> data,
+                         const PutOptions& options) override;
+  Status Delete(std::string_view key, const IoOptions& options) override;
+  Result<ObjectInfo> Copy(std::string_view from_key, std::string_view to_key,
+                          const IoOptions& options) override;
+  Result<std::string> CreateMultipartUpload(std::string_view key,
+                                            const IoOptions& options) override;
+  Result<std::string> UploadPart(std::string_view key, std::string_view upload_id, int part_number,
+                                 std::span<const char> data, const IoOptions& options) override;
+  Result<ObjectInfo> CompleteMultipartUpload(std::string_view key, std::string_view upload_id,
+                                             const std::vector<CompletedPart>& parts,
+                                             const IoOptions& options) override;
+  Status AbortMultipartUpload(std::string_view key, std::string_view upload_id,
+                              const IoOptions& options) override;
+  Result<std::vector<PendingUpload>> ListMultipartUploads(std::string_view prefix,
+                                                          const IoOptions& options) override;
+
  private:
   // The path of a bucket-relative key within the namespace; kNotFound outside it.
   Result<std::string> PathOf(std::string_view key) const;
+  // A write call of `op` on `key` through a worker.
+  Result<rpc::WriteCallResponse> Call(int op, std::string_view key, const IoOptions& options,
+                                      const std::function<void(rpc::WriteCallRequest&)>& fill = {});
+  // Tells the master of the object `info` made at `key` (removed: gone). A failure only logs:
+  // the write is done, and the master's listing catches up with its TTL.
+  void TellMaster(std::string_view key, const ObjectInfo* info, const IoOptions& options);
+  static ObjectInfo Written(std::string_view key, const rpc::WrittenObject& w);
   // Remembers the folder of `key` as changed (see stale_dirs_).
   void NoteChanged(std::string_view key);
   // Reads [offset, offset + buf.size()) of the version `id` names, block by block from owners.

@@ -36,11 +36,11 @@
 #include "client/mount_journal.h"
 #include "client/object_upload.h"
 #include "client/upload_registry.h"
-#include "client/write_budget.h"
 #include "client/write_stage.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "common/write_budget.h"
 #include "meta/namespace_table.h"
 
 namespace lakecache {

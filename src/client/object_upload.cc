@@ -88,9 +88,14 @@ Status ObjectUpload::Append(std::span<const char> data) {
     LC_RETURN_IF_ERROR(FirstError());
     if (filling_ == nullptr) {
       if (next_part_ > kMaxParts) {
-        return Status::Refused(EFBIG, key_ + ": larger than the " +
-                                          std::to_string(LargestObject(options_) >> 20) +
-                                          " MiB an object may have with client.write_per_file");
+        // Sticks: the bytes of this write taken so far must never become a cut-short object.
+        Status too_big = Status::Refused(EFBIG, key_ + ": larger than the " +
+                                                    std::to_string(LargestObject(options_) >> 20) +
+                                                    " MiB an object may have with "
+                                                    "client.write_per_file");
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error_.ok()) error_ = too_big;
+        return too_big;
       }
       filling_ = std::make_shared<Part>(next_part_, PartSize(next_part_), budget_);
       if (filling_->data == nullptr) {

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "client/upload_registry.h"
-#include "client/write_budget.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
+#include "common/write_budget.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {

@@ -154,6 +154,34 @@ class MasterServer::Service final : public rpc::MasterService::Service {
       info->set_metadata_ttl_ms(ns.config.metadata_ttl.count());
       info->set_immutable(ns.config.immutable);
       info->set_key_prefix(ns.prefix);
+      info->set_read_only(!ns.config.write);
+      info->set_allow_overwrite(ns.config.allow_overwrite);
+      info->set_allow_delete(ns.config.allow_delete);
+    }
+    return grpc::Status::OK;
+  }
+
+  // A mount's write through a worker: the folder's cached listing shows it now, so every mount
+  // that lists the folder next sees it (theirs revalidate with their TTL).
+  grpc::Status NoteWrite(grpc::ServerContext* ctx, const rpc::NoteWriteRequest* req,
+                         rpc::NoteWriteResponse*) override {
+    if (grpc::Status denied = Allow(ctx, rpc::Roles(rpc::Role::kClient), "MasterService/NoteWrite");
+        !denied.ok()) {
+      return denied;
+    }
+    std::string path = req->path();
+    bool folder = path.ends_with('/');
+    if (folder) path.pop_back();
+    Result<Namespace*> found = Find(req->ns(), "NoteWrite: path", path);
+    if (!found.ok()) return rpc::ToGrpcStatus(found.status());
+    if (path.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an empty path");
+    auto [dir, name] = SplitParent(path);
+    if (req->removed()) {
+      (*found)->meta->NoteRemoved(dir, name);
+    } else {
+      const rpc::ObjectEntry& e = req->entry();
+      (*found)->meta->NoteEntry(
+          dir, DirEntry{name, folder, folder ? 0 : e.size(), folder ? "" : e.etag(), e.mtime()});
     }
     return grpc::Status::OK;
   }

@@ -1,5 +1,8 @@
 #include "rpc/grpc_util.h"
 
+#include <cerrno>
+#include <cstdlib>
+
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
@@ -33,6 +36,7 @@ constexpr CodePair kCodes[] = {
     {StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
     {StatusCode::kInternal, grpc::StatusCode::INTERNAL},
     {StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED},
+    {StatusCode::kRefused, grpc::StatusCode::OUT_OF_RANGE},  // the errno in the details
 };
 
 // Codes our servers never send, which gRPC itself gives a call: a peer that went away mid-call
@@ -40,7 +44,6 @@ constexpr CodePair kCodes[] = {
 constexpr CodePair kChannelCodes[] = {
     {StatusCode::kUnavailable, grpc::StatusCode::CANCELLED},
     {StatusCode::kUnavailable, grpc::StatusCode::ABORTED},
-    {StatusCode::kInvalidArgument, grpc::StatusCode::OUT_OF_RANGE},
     {StatusCode::kInternal, grpc::StatusCode::ALREADY_EXISTS},
 };
 
@@ -57,6 +60,10 @@ constexpr int kMinConnectAttemptMs = 100;
 
 grpc::Status ToGrpcStatus(const Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  if (status.code() == StatusCode::kRefused) {
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, status.message(),
+                        std::to_string(status.posix_errno()));
+  }
   for (const CodePair& pair : kCodes) {
     if (pair.ours == status.code()) return grpc::Status(pair.grpc, status.message());
   }
@@ -66,6 +73,10 @@ grpc::Status ToGrpcStatus(const Status& status) {
 Status FromGrpcStatus(const grpc::Status& status, std::string_view peer) {
   if (status.ok()) return Status::Ok();
   std::string message = std::string(peer) + ": " + status.error_message();
+  if (status.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
+    int err = std::atoi(status.error_details().c_str());
+    return Status::Refused(err > 0 ? err : EPERM, std::move(message));
+  }
   for (const CodePair& pair : kCodes) {
     if (pair.grpc == status.error_code()) return Status(pair.ours, std::move(message));
   }

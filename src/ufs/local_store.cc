@@ -206,7 +206,18 @@ Result<ListPage> LocalStore::List(const ListRequest& request, const IoOptions& o
   LC_RETURN_IF_ERROR(CheckDeadline(options, Describe()));
   struct stat st;
   if (::stat((root_ + "/").c_str(), &st) != 0) return ErrnoStatus(errno, Describe());
-  return TreeLister(root_, Describe(), request, options).Run();
+  LC_ASSIGN_OR_RETURN(ListPage page, TreeLister(root_, Describe(), request, options).Run());
+  // An empty directory listed as a folder shows its marker ("dir/"), as S3 shows one made by
+  // mkdir, so the folder exists.
+  const std::string& prefix = request.prefix;
+  if (request.delimiter == "/" && prefix.size() > 1 && prefix.ends_with('/') &&
+      request.continuation_token.empty() && page.objects.empty() && page.common_prefixes.empty() &&
+      Precheck(std::string_view(prefix).substr(0, prefix.size() - 1), options, Describe()).ok() &&
+      ::stat(PathOf(prefix.substr(0, prefix.size() - 1)).c_str(), &st) == 0 &&
+      S_ISDIR(st.st_mode)) {
+    page.objects.push_back(ObjectInfo{prefix, 0, "", st.st_mtime});
+  }
+  return page;
 }
 
 Result<ObjectInfo> LocalStore::Head(std::string_view key, const IoOptions& options) {
@@ -246,6 +257,7 @@ Result<ReadReply> LocalStore::ReadRaw(std::string_view key, uint64_t offset,
 
 Result<ObjectInfo> LocalStore::Put(std::string_view key, std::span<const char> data,
                                    const PutOptions& options) {
+  if (key.ends_with('/') && key.size() > 1 && data.empty()) return PutFolder(key, options);
   LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
   LC_RETURN_IF_ERROR(MakeParents(root_, key, Name(key)));
   LC_ASSIGN_OR_RETURN(struct stat st,
@@ -254,7 +266,29 @@ Result<ObjectInfo> LocalStore::Put(std::string_view key, std::span<const char> d
   return InfoOf(std::string(key), st);
 }
 
+// A folder's marker ("dir/", as S3 tools make them) is the directory itself here.
+Result<ObjectInfo> LocalStore::PutFolder(std::string_view key, const IoOptions& options) {
+  std::string_view dir = key.substr(0, key.size() - 1);
+  LC_RETURN_IF_ERROR(Precheck(dir, options, Name(key)));
+  LC_RETURN_IF_ERROR(MakeParents(root_, dir, Name(key)));
+  if (::mkdir(PathOf(dir).c_str(), 0755) != 0 && errno != EEXIST)
+    return ErrnoStatus(errno, Name(key));
+  struct stat st;
+  if (::stat(PathOf(dir).c_str(), &st) != 0) return ErrnoStatus(errno, Name(key));
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(Name(key) + ": a file, not a folder");
+  return ObjectInfo{std::string(key), 0, "d41d8cd98f00b204e9800998ecf8427e", st.st_mtime};
+}
+
 Status LocalStore::Delete(std::string_view key, const IoOptions& options) {
+  if (key.ends_with('/') && key.size() > 1) {
+    std::string_view dir = key.substr(0, key.size() - 1);
+    LC_RETURN_IF_ERROR(Precheck(dir, options, Name(key)));
+    // A folder that still holds files stays, as their prefix does on S3.
+    if (::rmdir(PathOf(dir).c_str()) == 0 || errno == ENOENT || errno == ENOTEMPTY) {
+      return Status::Ok();
+    }
+    return ErrnoStatus(errno, Name(key));
+  }
   LC_RETURN_IF_ERROR(Precheck(key, options, Name(key)));
   if (::unlink(PathOf(key).c_str()) == 0) return Status::Ok();
   // A missing key, or a directory (which is no object), is already deleted as far as S3 goes.

@@ -63,6 +63,7 @@ class LocalStore : public ObjectStore {
   static constexpr std::string_view kUploadsDir = ".lakecache-uploads";
 
  private:
+  Result<ObjectInfo> PutFolder(std::string_view key, const IoOptions& options);
   std::string PathOf(std::string_view key) const { return root_ + "/" + std::string(key); }
   std::string Name(std::string_view key) const { return Describe() + "/" + std::string(key); }
   // The staging folder of `upload_id` after checking that it exists and belongs to `key`

@@ -24,6 +24,7 @@
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/x509.h"
 #include "worker/block_reader.h"
+#include "worker/object_writes.h"
 
 namespace lakecache {
 namespace {
@@ -186,8 +187,9 @@ class WorkerServer::Service final
   Service(NamespaceTable* namespaces, std::shared_ptr<BlockStore> blocks, BlockReader* reader,
           ThreadPool* pool, ThreadPool* read_pool, ThreadPool* load_pool,
           std::function<void(rpc::WorkerInfo*)> fill_info,
-          std::function<void(rpc::WorkerStats*)> fill_shm)
-      : blocks_(std::move(blocks)),
+          std::function<void(rpc::WorkerStats*)> fill_shm, uint64_t write_budget)
+      : writes_(namespaces, write_budget),
+        blocks_(std::move(blocks)),
         reader_(reader),
         pool_(pool),
         read_pool_(read_pool),
@@ -321,6 +323,32 @@ class WorkerServer::Service final
     return grpc::Status::OK;
   }
 
+  // Writes of mounts (ObjectWrites); a refusal reaches the mount with its errno.
+  grpc::Status WriteBody(grpc::ServerContext* ctx, grpc::ServerReader<rpc::WriteBodyChunk>* reader,
+                         rpc::WrittenObject* response) override {
+    if (grpc::Status denied = Allow(ctx, kClient, "WorkerService/WriteBody"); !denied.ok())
+      return denied;
+    rpc::WriteBodyChunk first;
+    if (!reader->Read(&first)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a write with no body");
+    }
+    Result<rpc::WrittenObject> written =
+        writes_.Body(first, [reader](rpc::WriteBodyChunk* next) { return reader->Read(next); });
+    if (!written.ok()) return rpc::ToGrpcStatus(written.status());
+    *response = std::move(*written);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WriteCall(grpc::ServerContext* ctx, const rpc::WriteCallRequest* request,
+                         rpc::WriteCallResponse* response) override {
+    if (grpc::Status denied = Allow(ctx, kClient, "WorkerService/WriteCall"); !denied.ok())
+      return denied;
+    Result<rpc::WriteCallResponse> done = writes_.Call(*request);
+    if (!done.ok()) return rpc::ToGrpcStatus(done.status());
+    *response = std::move(*done);
+    return grpc::Status::OK;
+  }
+
  private:
   // The reactor of one ReadBlock call: sends its messages in order, then finishes.
   class BlockWriter final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -387,6 +415,7 @@ class WorkerServer::Service final
   std::shared_ptr<const rpc::Authorizer> authorizer_;  // null: no checks (set before serving)
 
  private:
+  ObjectWrites writes_;  // first: Service's initializer list builds it first
   std::shared_ptr<BlockStore> blocks_;
   BlockReader* reader_;
   ThreadPool* pool_;
@@ -464,7 +493,8 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
         stats->set_shm_publish_failures(s.publish_failures);
         MutexLock lock(&self->node_mu_);
         if (self->node_ != nullptr) stats->set_shm_refused(self->node_->peers_refused());
-      });
+      },
+      config.client.write_budget);
   if (!options.data_listen.empty()) {
     LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--data-listen", options.data_listen));
   }

@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "client/upload_registry.h"
-#include "client/write_budget.h"
 #include "common/mutex.h"
 #include "common/thread_pool.h"
+#include "common/write_budget.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"

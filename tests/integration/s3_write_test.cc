@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 
+#include "support/store_options.h"
 #include "support/test_servers.h"
 #include "ufs/content_md5.h"
 #include "ufs/fault_injecting_store.h"
@@ -49,12 +50,7 @@ class S3WriteTest : public ::testing::TestWithParam<std::string> {
 
   // A store without retries, so that every case sees each server's own answer.
   std::shared_ptr<S3Store> Open(const std::function<void(S3StoreOptions&)>& adjust = {}) {
-    S3StoreOptions options;
-    options.bucket = kBucket;
-    options.endpoint = server_->endpoint();
-    options.region = server_->region();
-    options.path_style = true;
-    options.credentials = {server_->access_key(), Secret(server_->secret_key()), Secret(), "test"};
+    S3StoreOptions options = testing::StoreOptionsFor(*server_, kBucket);
     if (adjust) adjust(options);
     auto store = S3Store::Create(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status().ToString();

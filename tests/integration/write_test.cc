@@ -28,6 +28,7 @@
 
 #include "integration/cli_fixture.h"
 #include "support/counting_proxy.h"
+#include "support/store_options.h"
 #include "support/test_data.h"
 #include "support/test_servers.h"
 #include "ufs/s3_store.h"
@@ -79,12 +80,7 @@ class WriteTest : public testing::CliFixture, public ::testing::WithParamInterfa
     auto proxy = CountingProxy::Start(server_->endpoint());
     ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
     proxy_ = std::move(*proxy);
-    S3StoreOptions options;
-    options.bucket = kWriteBucket;
-    options.endpoint = server_->endpoint();
-    options.region = server_->region();
-    options.path_style = true;
-    options.credentials = {server_->access_key(), Secret(server_->secret_key()), Secret(), "test"};
+    S3StoreOptions options = testing::StoreOptionsFor(*server_, kWriteBucket);
     auto store = S3Store::Create(std::move(options));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);

@@ -1,4 +1,4 @@
-#include "client/write_budget.h"
+#include "common/write_budget.h"
 
 #include <algorithm>
 
