@@ -278,6 +278,7 @@ class BenchBase:
         self.port = None
         self.endpoint = None
         self.env = bench_env()
+        self.netrc = None  # a store whose access key has a ':' (Swift's test:tester): curl's credentials
         self.mount_count = 0
         self.cleanups = []  # callables run at teardown after the processes stopped, newest first
 
@@ -346,11 +347,12 @@ class BenchBase:
                 del self.procs[i]
                 return
 
-    def spawn(self, argv, out_path, mnt=None, env=None):
-        """Starts argv with stdout and stderr to out_path, tracked for teardown."""
+    def spawn(self, argv, out_path, mnt=None, env=None, new_session=False):
+        """Starts argv with stdout and stderr to out_path, tracked for teardown (new_session: in a
+        session and process group of its own, for a process that may kill its group)."""
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env)
+                                    env=env, start_new_session=new_session)
         return self.track(proc, mnt)
 
     def check_binaries(self, *binaries):
@@ -381,8 +383,13 @@ class BenchBase:
             self.stop_tracked(proc)
         raise RuntimeError("s3rver did not start; see its log in " + self.tmp)
 
+    def curl_auth(self):
+        """curl's credentials as arguments: S3RVER's, or a netrc file (curl --user splits at the first ':')."""
+        return ["--netrc-file", self.netrc] if self.netrc else ["--user", "S3RVER:S3RVER"]
+
     def curl_common(self):
-        return ('output = "/dev/null"\naws-sigv4 = "aws:amz:us-east-1:s3"\nuser = "S3RVER:S3RVER"\n'
+        auth = f'netrc-file = "{self.netrc}"\n' if self.netrc else 'user = "S3RVER:S3RVER"\n'
+        return ('output = "/dev/null"\naws-sigv4 = "aws:amz:us-east-1:s3"\n' + auth +
                 'header = "x-amz-content-sha256: UNSIGNED-PAYLOAD"\nnoproxy = "*"\npath-as-is\n'
                 'fail\nno-progress-meter\n')
 

@@ -1,8 +1,10 @@
-"""A shaped "remote" object store for the benchmarks: s3rver in a network namespace of its own,
-reached from a client namespace over a veth pair whose store side is shaped with tbf.
+"""A shaped "remote" object store for the benchmarks: s3rver (or Swift with s3api) in a network
+namespace of its own, reached from a client namespace over a veth pair whose store side is shaped
+with tbf.
 
-    store = RemoteStore(bench, rate_mbit=800, delay_ms=0)  # bench: a lakebench.BenchBase
-    store.start()               # blackhole route, namespaces, veth, tbf, s3rver (+ delay proxy)
+    store = RemoteStore(bench, rate_mbit=800, delay_ms=0, kind="s3rver")  # bench: a lakebench.BenchBase
+    store.start()               # blackhole route, namespaces, veth, tbf, the store (+ delay proxy)
+    store.access_key, store.secret_key  # the store's credentials (also in bench.env, bench.netrc)
     store.endpoint              # "http://10.200.S.1:PORT": valid inside the client namespace only
     store.client(argv)          # argv to run in the client namespace (nsenter --net=...)
     store.upload(files)         # [(key, local path)]: parallel PUTs from the client namespace
@@ -22,12 +24,27 @@ script: `remote_store.py proxy LISTEN_HOST LISTEN_PORT TARGET_HOST TARGET_PORT D
 s3rver, holding every chunk it forwards for D/2 in each direction, so a round trip gains D. It costs
 CPU, and TCP does not see the RTT (its window is not limited by it).
 
+kind="swift": OpenStack Swift with s3api (Debian swift swift-proxy swift-account swift-container
+swift-object, scripts/install-deps.sh), configured as the tests configure it: the runner script
+(run_swift.py: builds the rings, forks the four servers) and the config templates are read out of
+tests/support/test_servers.cc (kSwiftRunner, kSwiftConf, kDefaultSection, kBackendConf, kProxyConf),
+so there is one recipe. The account, container and object servers listen on the store namespace's
+loopback (127.0.0.1:6202/6201/6200, as the rings say), the proxy on STORE_IP:9000; tempauth's
+test:tester gets a random secret (never printed); the bucket is made by a signed PUT. Unlike
+s3rver, Swift checks SigV4 signatures and completes a multipart upload without copying the parts
+(s3api writes a static large object manifest). curl gets the credentials from a netrc file
+(bench.netrc; `curl --user` would split the access key at its ':'), lakecache from bench.env's
+AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+
 Teardown stops what is left in the namespaces (the bench stops its own processes first), deletes
 the namespaces (their veths go with them), then the blackhole route.
 """
 import json
 import os
+import pwd
 import queue
+import re
+import secrets
 import socket
 import subprocess
 import sys
@@ -42,6 +59,11 @@ SUBNETS = [90] + list(range(210, 250))
 STORE_PORT = 9000  # s3rver's (or the proxy's) port on the store's address
 S3RVER_BEHIND_PROXY = 9001  # s3rver's port on the store namespace's loopback, with a proxy
 START_TIMEOUT = 30
+KINDS = ("s3rver", "swift")
+SWIFT_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "tests", "support", "test_servers.cc")
+SWIFT_BACKENDS = (("account", 6202), ("container", 6201), ("object", 6200))  # on the store's loopback
+SWIFT_SERVERS = ("proxy", "account", "container", "object")
 
 
 def _ip(*args, check=True):
@@ -52,10 +74,15 @@ def _ip(*args, check=True):
 
 
 class RemoteStore:
-    """s3rver behind a shaped veth, in namespaces; see the module docstring."""
+    """s3rver (or Swift) behind a shaped veth, in namespaces; see the module docstring."""
 
-    def __init__(self, bench, rate_mbit=800, delay_ms=0, name=None):
+    def __init__(self, bench, rate_mbit=800, delay_ms=0, name=None, kind="s3rver"):
+        if kind not in KINDS:
+            raise ValueError(f"no remote store of kind {kind!r}")
         self.bench = bench
+        self.kind = kind
+        self.access_key, self.secret_key = (("test:tester", secrets.token_hex(16)) if kind == "swift"
+                                            else ("S3RVER", "S3RVER"))
         self.rate_mbit = rate_mbit
         self.delay_ms = delay_ms
         name = name or f"lcbench-{os.getpid()}"
@@ -118,29 +145,35 @@ class RemoteStore:
                                capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(f"tc tbf failed: {r.stderr.strip()}")
-        self._start_s3rver()
-        log(f"remote store: s3rver at {self.endpoint} in namespace {self.store_ns}, clients in "
+        self._start_swift() if self.kind == "swift" else self._start_s3rver()
+        log(f"remote store: {self.title()} at {self.endpoint} in namespace {self.store_ns}, clients in "
             f"{self.client_ns}; link {self.describe()} ({time.monotonic() - t0:.1f} s)")
+
+    def title(self):
+        return "Swift (s3api)" if self.kind == "swift" else "s3rver"
 
     def describe(self):
         rate = f"tbf {self.rate_mbit} Mbit/s" if self.rate_mbit else "unshaped"
         return rate + (f", +{self.delay_ms} ms RTT (user-space proxy)" if self.delay_ms else "")
 
+    def _listen(self):
+        """(host, port) the store listens on: the store's address, or loopback behind the delay proxy."""
+        return ("127.0.0.1", S3RVER_BEHIND_PROXY) if self.delay_ms else (self.store_ip, STORE_PORT)
+
+    def _start_proxy(self):
+        if self.delay_ms:
+            proxy = [sys.executable, os.path.abspath(__file__), "proxy", self.store_ip, str(STORE_PORT),
+                     "127.0.0.1", str(S3RVER_BEHIND_PROXY), str(self.delay_ms)]
+            self.bench.spawn(self.in_store(proxy), os.path.join(self.bench.tmp, "delay-proxy.log"))
+        self.endpoint = f"http://{self.store_ip}:{STORE_PORT}"
+        self.bench.endpoint = self.endpoint
+
     def _start_s3rver(self):
         b = self.bench
         data = os.path.join(b.tmp, "s3rver-data")
         os.makedirs(data, exist_ok=True)
-        if self.delay_ms:
-            argv = b.s3rver_argv(data, "127.0.0.1", S3RVER_BEHIND_PROXY)
-            b.spawn(self.in_store(argv), os.path.join(b.tmp, "s3rver.log"))
-            proxy = [sys.executable, os.path.abspath(__file__), "proxy", self.store_ip, str(STORE_PORT),
-                     "127.0.0.1", str(S3RVER_BEHIND_PROXY), str(self.delay_ms)]
-            b.spawn(self.in_store(proxy), os.path.join(b.tmp, "delay-proxy.log"))
-        else:
-            argv = b.s3rver_argv(data, self.store_ip, STORE_PORT)
-            b.spawn(self.in_store(argv), os.path.join(b.tmp, "s3rver.log"))
-        self.endpoint = f"http://{self.store_ip}:{STORE_PORT}"
-        b.endpoint = self.endpoint
+        b.spawn(self.in_store(b.s3rver_argv(data, *self._listen())), os.path.join(b.tmp, "s3rver.log"))
+        self._start_proxy()
         deadline = time.monotonic() + START_TIMEOUT
         probe = self.client(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2",
                              "--noproxy", "*", self.endpoint + "/"])
@@ -151,6 +184,66 @@ class RemoteStore:
             if time.monotonic() > deadline:
                 raise RuntimeError("s3rver did not answer in the store namespace: " + tail(os.path.join(b.tmp, "s3rver.log")))
             time.sleep(0.2)
+
+    def _start_swift(self):
+        b, d = self.bench, os.path.join(self.bench.tmp, "swift")
+        os.makedirs(os.path.join(d, "devices", "d1"))
+        with open(SWIFT_SOURCE) as f:
+            source = f.read()
+
+        def const(name):  # a raw string literal of test_servers.cc: R"DELIM(...)DELIM"
+            m = re.search(name + r'\s*=\s*R"(\w*)\((.*?)\)\1"', source, re.S)
+            if not m:
+                raise RuntimeError(f"{name} not found in {SWIFT_SOURCE}")
+            return m.group(2)
+
+        def replace_once(text, pattern, new):
+            text, n = re.subn(pattern, lambda _: new, text)
+            if n != 1:
+                raise RuntimeError(f"{pattern!r}: {n} matches in {SWIFT_SOURCE}'s Swift configs, not 1")
+            return text
+
+        # The secret is in the proxy's config (in the bench's temp dir, mode 700) and the netrc, never printed.
+        files = {"swift.conf": const("kSwiftConf"), "run_swift.py": const("kSwiftRunner"),
+                 "netrc": f"machine {self.store_ip} login {self.access_key} password {self.secret_key}\n"}
+        user, host, port = pwd.getpwuid(os.geteuid()).pw_name, *self._listen()
+        for name, p in (("proxy", port), *SWIFT_BACKENDS):
+            conf = const("kDefaultSection").format(port=p, user=user, dir=d)
+            if name == "proxy":
+                conf = replace_once(conf, r"(?m)^bind_ip = .*$", f"bind_ip = {host}")
+                conf += replace_once(const("kProxyConf"), r"(?m)^user_test_tester = \S+",
+                                     f"user_test_tester = {self.secret_key}")
+            else:
+                conf += const("kBackendConf").format(name=name)
+            files[f"{name}-server.conf"] = conf
+        for name, text in files.items():
+            fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        # run_swift.py kills its process group when a server exits: a group of its own.
+        runner = b.spawn(self.in_store(["/usr/bin/python3", os.path.join(d, "run_swift.py"), d,
+                                        *[str(p) for _, p in SWIFT_BACKENDS]]),
+                         os.path.join(d, "swift.log"), new_session=True)
+        self._start_proxy()
+        b.netrc = os.path.join(d, "netrc")
+        b.env["AWS_ACCESS_KEY_ID"], b.env["AWS_SECRET_ACCESS_KEY"] = self.access_key, self.secret_key
+        put = self.client(["curl", "-sS", "--noproxy", "*", "--max-time", "10", "--aws-sigv4",
+                           "aws:amz:us-east-1:s3", *b.curl_auth(), "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                           "-X", "PUT", "-o", "/dev/null", "-w", "%{http_code}", f"{self.endpoint}/{b.bucket}"])
+        deadline, status = time.monotonic() + START_TIMEOUT * 2, ""
+        while True:  # the proxy may answer (503) before the account and container servers do
+            status = subprocess.run(put, capture_output=True, text=True).stdout.strip()
+            if status == "200":
+                return
+            if runner.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Swift: PUT of bucket {b.bucket} answered {status or 'nothing'}; logs in {d}: "
+                                   + self._swift_logs(d))
+            time.sleep(0.5)
+
+    @staticmethod
+    def _swift_logs(d):
+        return "".join(f"\n{name}.log: " + tail(os.path.join(d, f"{name}.log"), 600)
+                       for name in ("swift", *SWIFT_SERVERS) if os.path.exists(os.path.join(d, f"{name}.log")))
 
     # ---- data ----------------------------------------------------------------------------------
     def upload(self, files, parallel=16):
@@ -166,7 +259,11 @@ class RemoteStore:
     # ---- teardown --------------------------------------------------------------------------------
     def teardown(self):
         for ns in self.namespaces:  # whatever is still running there was started by this bench
-            pids = _ip("netns", "pids", ns, check=False).stdout.split()
+            for _ in range(20):  # a stopped runner's children (Swift's servers) take a moment to go
+                pids = _ip("netns", "pids", ns, check=False).stdout.split()
+                if not pids:
+                    break
+                time.sleep(0.1)
             for pid in pids:
                 log(f"teardown: stopping pid {pid}, still running in {ns}")
                 try:

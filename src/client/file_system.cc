@@ -481,11 +481,11 @@ void FileSystem::Release(uint64_t fh) {
   // The kernel sends no read of a handle once it releases it: nothing else holds it now.
   std::unique_ptr<Handle> owned;
   std::shared_ptr<FileWriter> writer;
+  bool lost = false;
   {
     WriterMutexLock lock(&handles_mu_);
-    if (auto w = writers_.find(fh); w != writers_.end()) {
-      writer = w->second;
-    }
+    if (auto w = writers_.find(fh); w != writers_.end()) writer = w->second;
+    lost = lost_writers_.count(fh) != 0;
   }
   if (writer != nullptr) {
     // The last close: what no close committed (nothing written, or closed by another process
@@ -494,7 +494,7 @@ void FileSystem::Release(uint64_t fh) {
     WriterMutexLock lock(&handles_mu_);
     writers_.erase(fh);
   }
-  if (writer != nullptr || lost_writers_.count(fh) != 0) {
+  if (writer != nullptr || lost) {
     if (options_.journal != nullptr) options_.journal->AddRelease(fh);
     WriterMutexLock lock(&handles_mu_);
     lost_writers_.erase(fh);

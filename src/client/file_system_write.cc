@@ -194,7 +194,10 @@ Status FileSystem::Fsync(uint64_t fh) {
 
 Status FileSystem::CommitWriter(FileWriter& w) {
   Namespace* ns = w.ns();
-  auto [dir, name] = SplitParent(w.path());
+  // Named, not structured bindings: a lambda below uses them.
+  std::pair<std::string, std::string> parent = SplitParent(w.path());
+  const std::string& dir = parent.first;
+  const std::string& name = parent.second;
   std::string key = ns->meta->ObjectKey(w.path());
   Result<ObjectInfo> done = w.Commit([&](const ObjectInfo& info, const WriteStage* stage) {
     int64_t mtime = info.mtime != 0 ? info.mtime : std::time(nullptr);

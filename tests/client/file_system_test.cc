@@ -840,6 +840,8 @@ TEST_F(FileSystemTest, RemovedFolderIsNotFoundAfterTtl) {
   uint64_t gone = InoOf("lake/gone");
   ASSERT_TRUE(fs_->ReadDir(gone).ok());
   RemoveFile("lake/gone/f");
+  // An empty directory of a local store is a folder, as an S3 folder's marker is: it goes too.
+  ASSERT_EQ(::rmdir(ParentOf(LocalPath("lake/gone/f")).c_str()), 0);
   clock_.Advance(kTtl);
   EXPECT_EQ(fs_->ReadDir(gone).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(fs_->GetAttr(gone).status().code(), StatusCode::kNotFound);

@@ -192,6 +192,11 @@ TEST_F(CliMountTest, DefaultLevelLogsCacheStatsOnceAndNothingPerRead) {
   std::string mnt = Mountpoint();
   ChildProcess* mount = StartMount({"mount", "s3://cli/data", mnt}, mnt, "default.log");
   ASSERT_NE(mount, nullptr);
+  // The mount shows before its server has logged its start: count once it has.
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadAll(mount->log_path()).find("mounted at") != std::string::npos; },
+              std::chrono::seconds(20)))
+      << ReadAll(mount->log_path());
   size_t lines_before = Count(ReadAll(mount->log_path()), "\n");
   for (int round = 0; round < 3; ++round) {
     for (const char* file : {"a.txt", "sub/b.txt", "big.bin", "with space.txt"}) {

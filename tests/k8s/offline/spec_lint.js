@@ -59,8 +59,9 @@ function lintPropagation(c, at, pod, opts, out) {
     const host = v && v.hostPath && v.hostPath.path;
     const underLake = host && (host === opts.lakePath || host.startsWith(`${opts.lakePath}/`));
     if (!underLake || m.mountPropagation === 'Bidirectional') return;
-    if (m.mountPropagation !== 'HostToContainer' || !m.readOnly) {
-      out.push(`${where}: host folder ${host} must be mounted readOnly with mountPropagation HostToContainer (a remount would stay invisible)`);
+    // readOnly is the job's choice: a job that writes checkpoints maps the folder writable.
+    if (m.mountPropagation !== 'HostToContainer') {
+      out.push(`${where}: host folder ${host} must be mounted with mountPropagation HostToContainer (a remount would stay invisible)`);
     }
   });
 }
