@@ -169,18 +169,24 @@ Result<ObjectInfo> ClusterStore::CompleteMultipartUpload(std::string_view key,
                                                          std::string_view upload_id,
                                                          const std::vector<CompletedPart>& parts,
                                                          const IoOptions& options) {
-  LC_ASSIGN_OR_RETURN(rpc::WriteCallResponse r,
-                      Call(rpc::WriteCallRequest::COMPLETE_UPLOAD, key, options,
-                           [&](rpc::WriteCallRequest& request) {
-                             request.set_upload_id(std::string(upload_id));
-                             for (const CompletedPart& p : parts) {
-                               rpc::UploadPartEntry* e = request.add_parts();
-                               e->set_number(p.part_number);
-                               e->set_etag(p.etag);
-                               e->set_size(p.size);
-                             }
-                           }));
-  ObjectInfo info = Written(key, r.object());
+  Result<rpc::WriteCallResponse> r = Call(rpc::WriteCallRequest::COMPLETE_UPLOAD, key, options,
+                                          [&](rpc::WriteCallRequest& request) {
+                                            request.set_upload_id(std::string(upload_id));
+                                            for (const CompletedPart& p : parts) {
+                                              rpc::UploadPartEntry* e = request.add_parts();
+                                              e->set_number(p.part_number);
+                                              e->set_etag(p.etag);
+                                              e->set_size(p.size);
+                                            }
+                                          });
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound) {
+    // The upload is gone: a worker that failed over may have completed it before it died. Done
+    // if the store holds the object these parts make (asked of the store, not the master).
+    Result<rpc::WriteCallResponse> head = Call(rpc::WriteCallRequest::HEAD, key, options);
+    if (head.ok() && IsObjectOfUpload(Written(key, head->object()), parts)) r = std::move(head);
+  }
+  if (!r.ok()) return r.status();
+  ObjectInfo info = Written(key, r->object());
   TellMaster(key, &info, options);
   return info;
 }

@@ -180,14 +180,9 @@ Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
   if (info->ns == nullptr || info->path.empty()) return DirAttr(ino);
-  {
-    // A file being written shows the size written so far.
-    ReaderMutexLock lock(&handles_mu_);
-    for (const auto& [fh, w] : writers_) {
-      if (w->ino() == ino && !w->committed()) {
-        return FileAttrOf(ino, DirEntry{"", false, w->size(), "", std::time(nullptr)});
-      }
-    }
+  // A file being written shows the size written so far.
+  if (std::shared_ptr<FileWriter> w = WriterOf(ino)) {
+    return FileAttrOf(ino, DirEntry{"", false, w->size(), "", std::time(nullptr)});
   }
   LC_ASSIGN_OR_RETURN(DirEntry entry, info->ns->meta->Stat(info->path));
   if (entry.is_dir != info->is_dir) {
@@ -241,10 +236,12 @@ Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
   if (options_.journal != nullptr) {
     options_.journal->AddOpen({opened.fh, ino, entry.etag, entry.size});
   }
+  // While this mount writes the file, its pages hold the new bytes: none are kept.
+  bool writing = WriterOf(ino) != nullptr;
   MutexLock lock(&etag_mu_);
   std::string& last = opened_etag_[ino];
-  opened.keep_cache = last == entry.etag;
-  last = entry.etag;
+  opened.keep_cache = last == entry.etag && !writing;
+  last = writing ? "" : entry.etag;
   return opened;
 }
 

@@ -107,6 +107,7 @@ struct DirItem {
 struct OpenedFile {
   uint64_t fh = 0;
   bool keep_cache = false;  // the kernel may keep pages cached from an earlier open
+  bool writing = false;     // open for writing (its bytes bypass the kernel's page cache)
 };
 
 class FileSystem {
@@ -137,7 +138,8 @@ class FileSystem {
     OpenedFile file;
   };
   Result<Created> Create(uint64_t parent, const std::string& name, int flags, Caller caller);
-  Result<size_t> Write(uint64_t fh, uint64_t offset, std::span<const char> data);
+  Result<size_t> Write(uint64_t fh, uint64_t offset, std::span<const char> data,
+                       Caller caller = {});
   // A close(2) of `fh` by `caller`: commits the file when the caller's process opened it and
   // wrote to it; returns the commit's error.
   Status Flush(uint64_t fh, Caller caller);
@@ -215,6 +217,8 @@ class FileSystem {
   Result<OpenedFile> OpenWriter(Namespace* ns, const std::string& path, uint64_t ino, bool replaces,
                                 Caller caller);
   std::shared_ptr<FileWriter> FindWriter(uint64_t fh) const EXCLUDES(handles_mu_);
+  // The writer of `ino` not yet committed, if any.
+  std::shared_ptr<FileWriter> WriterOf(uint64_t ino) const EXCLUDES(handles_mu_);
   // The error of a file written when the previous server died (see lost_writers_), else OK.
   Status LostWriter(uint64_t fh) const EXCLUDES(handles_mu_);
   // Commits `w` and shows its object (listing, cache); on failure the file leaves the listing.

@@ -76,6 +76,14 @@ Result<std::pair<Namespace*, std::string>> FileSystem::ChildPath(uint64_t parent
   return std::make_pair(info->ns, path);
 }
 
+std::shared_ptr<FileWriter> FileSystem::WriterOf(uint64_t ino) const {
+  ReaderMutexLock lock(&handles_mu_);
+  for (const auto& [fh, w] : writers_) {
+    if (w->ino() == ino && !w->committed()) return w;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<FileWriter> FileSystem::FindWriter(uint64_t fh) const {
   ReaderMutexLock lock(&handles_mu_);
   auto it = writers_.find(fh);
@@ -94,6 +102,7 @@ Result<OpenedFile> FileSystem::OpenWriter(Namespace* ns, const std::string& path
   auto writer = std::make_shared<FileWriter>(ns, path, ino, ProcessOfThread(caller.pid), replaces,
                                              std::move(upload), std::move(stage));
   OpenedFile opened;
+  opened.writing = true;
   {
     WriterMutexLock lock(&handles_mu_);
     opened.fh = next_fh_++;
@@ -121,6 +130,14 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino, int flags, Caller caller) {
   if (entry.is_dir) return Status::Refused(EISDIR, info->path + ": is a folder");
   int access = flags & O_ACCMODE;
   if (access == O_RDONLY) return OpenForRead(ino, &*info, entry);
+  // A file this mount is writing is no empty object: a second writer waits for its close.
+  bool being_written = WriterOf(ino) != nullptr;
+  if (being_written) {
+    if (access == O_RDWR && (flags & O_TRUNC) == 0) return OpenForRead(ino, &*info, entry);
+    return Status::Refused(EBUSY, Where(info->ns, info->path) +
+                                      ": being written through this mount; open it again once "
+                                      "it is closed");
+  }
   // O_RDWR without O_TRUNC on an object with bytes: a read handle (tools open so to read).
   bool truncates = (flags & O_TRUNC) != 0 || entry.size == 0;
   if (access == O_RDWR && !truncates && Writable(info->ns)) return OpenForRead(ino, &*info, entry);
@@ -162,7 +179,8 @@ Result<FileSystem::Created> FileSystem::Create(uint64_t parent, const std::strin
   return Created{FileAttrOf(ino, DirEntry{name, false, 0, "", std::time(nullptr)}), file};
 }
 
-Result<size_t> FileSystem::Write(uint64_t fh, uint64_t offset, std::span<const char> data) {
+Result<size_t> FileSystem::Write(uint64_t fh, uint64_t offset, std::span<const char> data,
+                                 Caller caller) {
   std::shared_ptr<FileWriter> w = FindWriter(fh);
   if (w == nullptr) {
     LC_RETURN_IF_ERROR(LostWriter(fh));
@@ -174,7 +192,7 @@ Result<size_t> FileSystem::Write(uint64_t fh, uint64_t offset, std::span<const c
                                       " is not open for writing in this mount (opened before "
                                       "its server restarted?)");
   }
-  return w->Write(offset, data);
+  return w->Write(offset, data, caller.pid);
 }
 
 Status FileSystem::Flush(uint64_t fh, Caller caller) {
@@ -205,7 +223,6 @@ Status FileSystem::CommitWriter(FileWriter& w) {
     if (stage != nullptr && !stage->dropped()) CacheWritten(ns, key, info, *stage);
   });
   if (done.ok()) return Status::Ok();
-  if (done.status().code() == StatusCode::kRefused) return done.status();
   // The old object (if any) is untouched; a new one never appeared.
   if (w.replaces()) {
     ns->meta->ExpireFolder(dir);
@@ -238,12 +255,7 @@ void FileSystem::CacheWritten(Namespace* ns, const std::string& key, const Objec
 Result<FileAttr> FileSystem::SetAttr(uint64_t ino, std::optional<uint64_t> size, uint64_t fh) {
   if (size.has_value()) {
     std::shared_ptr<FileWriter> w = fh != 0 ? FindWriter(fh) : nullptr;
-    if (w == nullptr) {
-      ReaderMutexLock lock(&handles_mu_);
-      for (const auto& [id, open] : writers_) {
-        if (open->ino() == ino && !open->committed()) w = open;
-      }
-    }
+    if (w == nullptr) w = WriterOf(ino);
     if (w != nullptr) {
       LC_RETURN_IF_ERROR(w->Truncate(*size));
     } else {

@@ -30,9 +30,12 @@ Status FileWriter::Refused(int err, std::string_view why) const {
   return Status::Refused(err, ns_->name + "/" + path_ + ": " + std::string(why));
 }
 
-Result<size_t> FileWriter::Write(uint64_t offset, std::span<const char> data) {
+Result<size_t> FileWriter::Write(uint64_t offset, std::span<const char> data, pid_t tid) {
   MutexLock lock(&mu_);
-  if (committed_.has_value()) return Refused(EBADF, "written after it was closed and committed");
+  if (committed_.has_value()) {
+    if (!committed_->ok()) return committed_->status();  // the failure sticks
+    return Refused(EBADF, "written after it was closed and committed");
+  }
   if (offset != size_) {
     return Refused(EINVAL, "a write at " + std::to_string(offset) + " after " +
                                std::to_string(size_) +
@@ -41,6 +44,12 @@ Result<size_t> FileWriter::Write(uint64_t offset, std::span<const char> data) {
   LC_RETURN_IF_ERROR(upload_->Append(data));
   if (stage_ != nullptr && !stage_->Append(data)) stage_.reset();
   size_ += data.size();
+  size_flag_.store(size_, std::memory_order_release);
+  if (!opener_wrote_) {
+    auto [it, added] = writer_threads_.try_emplace(tid, false);
+    if (added) it->second = tid == opener_ || ProcessOfThread(tid) == opener_;
+    opener_wrote_ = it->second;
+  }
   return data.size();
 }
 
@@ -68,7 +77,7 @@ Status FileWriter::Truncate(uint64_t size) {
 
 bool FileWriter::CommitsOnClose(pid_t tgid) const {
   MutexLock lock(&mu_);
-  return tgid == opener_ && size_ > 0 && !committed_.has_value();
+  return tgid == opener_ && opener_wrote_ && !committed_.has_value();
 }
 
 Result<ObjectInfo> FileWriter::Commit(
@@ -78,19 +87,10 @@ Result<ObjectInfo> FileWriter::Commit(
   Result<ObjectInfo> done = upload_->Commit();
   if (done.ok()) on_commit(*done, stage_.get());
   committed_ = done;
+  committed_flag_.store(true, std::memory_order_release);
   upload_.reset();
   stage_.reset();
   return done;
-}
-
-bool FileWriter::committed() const {
-  MutexLock lock(&mu_);
-  return committed_.has_value();
-}
-
-uint64_t FileWriter::size() const {
-  MutexLock lock(&mu_);
-  return size_;
 }
 
 }  // namespace lakecache

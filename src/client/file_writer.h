@@ -9,12 +9,14 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 
 #include "client/object_upload.h"
 #include "client/write_stage.h"
@@ -31,26 +33,30 @@ class FileWriter {
   FileWriter(Namespace* ns, std::string path, uint64_t ino, pid_t opener, bool replaces,
              std::unique_ptr<ObjectUpload> upload, std::unique_ptr<WriteStage> stage);
 
-  Result<size_t> Write(uint64_t offset, std::span<const char> data) EXCLUDES(mu_);
+  // A write by thread `tid` (as FUSE names the caller).
+  Result<size_t> Write(uint64_t offset, std::span<const char> data, pid_t tid) EXCLUDES(mu_);
   // What was written at `offset`, from the stage.
   Result<size_t> Read(uint64_t offset, std::span<char> dst) EXCLUDES(mu_);
   Status Fsync() EXCLUDES(mu_);
   // ftruncate: only to the size written, or to 0 before anything is written.
   Status Truncate(uint64_t size) EXCLUDES(mu_);
 
-  // True when a close by process `tgid` should commit: the opener's, once it wrote something.
+  // True when a close by process `tgid` should commit: the opener's, once it wrote something
+  // itself (bytes written only by another process, a child it handed the file to, are committed
+  // at the last release).
   bool CommitsOnClose(pid_t tgid) const EXCLUDES(mu_);
   // Commits the object once; `on_commit` runs (under this file's lock) with the new version and
   // the stage before anyone else can see the file committed. Later calls return the first result.
   Result<ObjectInfo> Commit(
       const std::function<void(const ObjectInfo&, const WriteStage*)>& on_commit) EXCLUDES(mu_);
-  bool committed() const EXCLUDES(mu_);
+  // Lock-free: callers that hold other locks (the file system's handle table) may ask.
+  bool committed() const { return committed_flag_.load(std::memory_order_acquire); }
 
   Namespace* ns() const { return ns_; }
   const std::string& path() const { return path_; }
   uint64_t ino() const { return ino_; }
   bool replaces() const { return replaces_; }
-  uint64_t size() const EXCLUDES(mu_);
+  uint64_t size() const { return size_flag_.load(std::memory_order_acquire); }
 
  private:
   Status Refused(int err, std::string_view why) const;
@@ -65,6 +71,11 @@ class FileWriter {
   std::unique_ptr<WriteStage> stage_ GUARDED_BY(mu_);
   uint64_t size_ GUARDED_BY(mu_) = 0;
   std::optional<Result<ObjectInfo>> committed_ GUARDED_BY(mu_);
+  bool opener_wrote_ GUARDED_BY(mu_) = false;
+  // Threads seen writing, and whether each is of the opener's process (a lookup in /proc once).
+  std::unordered_map<pid_t, bool> writer_threads_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> size_flag_{0};  // size_, for readers without the lock
+  std::atomic<bool> committed_flag_{false};
 };
 
 // The process (thread group) of thread `tid`, as FUSE requests name the caller's thread; `tid`

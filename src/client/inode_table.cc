@@ -36,7 +36,13 @@ void InodeTable::Restore(uint64_t ino, Namespace* ns, const std::string& path, b
   if (ino == 0) return;
   WriterMutexLock lock(&mu_);
   if (ino > inodes_.size()) inodes_.resize(ino);  // gaps (unknown numbers) stay empty
-  inodes_[ino - 1] = InodeInfo{ns, path, is_dir};
+  // A later record of the same inode (a rename) takes its old name from it.
+  InodeInfo& info = inodes_[ino - 1];
+  if (auto old = by_key_.find(KeyOf(info.ns, info.path));
+      old != by_key_.end() && old->second == ino) {
+    by_key_.erase(old);
+  }
+  info = InodeInfo{ns, path, is_dir};
   by_key_[KeyOf(ns, path)] = ino;
 }
 

@@ -100,7 +100,10 @@ Status ObjectUpload::Append(std::span<const char> data) {
       filling_ = std::make_shared<Part>(next_part_, PartSize(next_part_), budget_);
       if (filling_->data == nullptr) {
         filling_.reset();
-        return Status::IoError(key_ + ": cannot map memory for a part");
+        Status no_memory = Status::IoError(key_ + ": cannot map memory for a part");
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error_.ok()) error_ = no_memory;  // bytes of this write were taken: it sticks
+        return no_memory;
       }
     }
     Part& p = *filling_;

@@ -12,6 +12,17 @@ void WriteBudget::Acquire(uint64_t bytes) {
   peak_ = std::max(peak_, used_);
 }
 
+bool WriteBudget::AcquireUntil(uint64_t bytes, std::chrono::steady_clock::time_point deadline) {
+  MutexLock lock(&mu_);
+  if (used_ + bytes > capacity_) ++waits_;
+  while (used_ + bytes > capacity_) {
+    if (!freed_.WaitUntil(&mu_, deadline) && used_ + bytes > capacity_) return false;
+  }
+  used_ += bytes;
+  peak_ = std::max(peak_, used_);
+  return true;
+}
+
 bool WriteBudget::TryAcquire(uint64_t bytes) {
   MutexLock lock(&mu_);
   if (used_ + bytes > capacity_) return false;

@@ -5,6 +5,7 @@
 // never drops bytes). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include "common/mutex.h"
@@ -17,6 +18,8 @@ class WriteBudget {
 
   // Waits until `bytes` fit, then takes them. REQUIRES: bytes <= capacity().
   void Acquire(uint64_t bytes) EXCLUDES(mu_);
+  // Waits until `bytes` fit, at most until `deadline`; false when they did not fit by then.
+  bool AcquireUntil(uint64_t bytes, std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
   // Takes `bytes` if they fit now.
   bool TryAcquire(uint64_t bytes) EXCLUDES(mu_);
   void Release(uint64_t bytes) EXCLUDES(mu_);

@@ -77,6 +77,8 @@ void OnInit(void*, fuse_conn_info* conn) {
   conn->max_write = kMaxRead;
   // An open with O_TRUNC comes as one open (not a setattr first): a file is replaced whole.
   if ((conn->capable & FUSE_CAP_ATOMIC_O_TRUNC) != 0) conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+  // One O_DIRECT write comes as one request at a time, in order (files are written in order).
+  conn->want &= ~FUSE_CAP_ASYNC_DIO;
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, kMaxRead);
   // Replies of bytes that live in a file (a co-located worker's shared memory) are spliced from
   // it: the kernel copies them once, without pinning this process's pages.
@@ -116,6 +118,9 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->keep_cache = opened->keep_cache;
   // A close of a file opened to read sends no FLUSH: it never waits for a restarting server.
   fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
+  // A file being written bypasses the page cache: readers in this mount keep the old object's
+  // pages until the new one is committed.
+  fi->direct_io = opened->writing;
   fuse_reply_open(req, fi);
 }
 
@@ -126,13 +131,15 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
   auto created = fs.Create(parent, name, fi->flags, CallerOf(req));
   if (!created.ok()) return ReplyError(req, created.status(), "create");
   fi->fh = created->file.fh;
+  fi->direct_io = 1;
   fuse_entry_param e = ToEntry(fs, created->attr);
   fuse_reply_create(req, &e, fi);
 }
 
 void OnWrite(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
              fuse_file_info* fi) {
-  auto n = Fs(req).Write(fi->fh, static_cast<uint64_t>(off), std::span<const char>(buf, size));
+  auto n = Fs(req).Write(fi->fh, static_cast<uint64_t>(off), std::span<const char>(buf, size),
+                         CallerOf(req));
   if (!n.ok()) return ReplyError(req, n.status(), "write");
   fuse_reply_write(req, *n);
 }

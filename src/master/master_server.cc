@@ -175,6 +175,11 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     Result<Namespace*> found = Find(req->ns(), "NoteWrite: path", path);
     if (!found.ok()) return rpc::ToGrpcStatus(found.status());
     if (path.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an empty path");
+    const NamespaceConfig& nsc = (*found)->config;
+    if (!nsc.write || (req->removed() && !folder && !nsc.allow_delete)) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "namespace '" + req->ns() + "' does not allow that change");
+    }
     auto [dir, name] = SplitParent(path);
     if (req->removed()) {
       (*found)->meta->NoteRemoved(dir, name);

@@ -9,6 +9,9 @@ namespace lakecache {
 namespace {
 
 constexpr auto kCallTimeout = std::chrono::minutes(5);
+// How long a body waits for room in the budget before the worker says it is busy (the mount then
+// asks the next worker, or retries).
+constexpr auto kBudgetWait = std::chrono::seconds(30);
 
 rpc::WrittenObject ToWritten(const ObjectInfo& info) {
   rpc::WrittenObject out;
@@ -64,7 +67,10 @@ Result<rpc::WrittenObject> ObjectWrites::Body(
                                    " bytes is more than this worker takes at once (" +
                                    std::to_string(budget_.capacity()) + ")");
   }
-  budget_.Acquire(size);
+  if (!budget_.AcquireUntil(size, std::chrono::steady_clock::now() + kBudgetWait)) {
+    return Status::Unavailable("busy: this worker's write budget (" +
+                               std::to_string(budget_.capacity()) + " bytes) is in use");
+  }
   struct Release {
     WriteBudget* budget;
     uint64_t bytes;
@@ -138,6 +144,11 @@ Result<rpc::WriteCallResponse> ObjectWrites::Call(const rpc::WriteCallRequest& r
       LC_RETURN_IF_ERROR(Writable(request.ns(), request.to_key()).status());
       LC_ASSIGN_OR_RETURN(ObjectInfo copied, store.Copy(request.key(), request.to_key(), io));
       *out.mutable_object() = ToWritten(copied);
+      return out;
+    }
+    case rpc::WriteCallRequest::HEAD: {
+      LC_ASSIGN_OR_RETURN(ObjectInfo head, store.Head(request.key(), io));
+      *out.mutable_object() = ToWritten(head);
       return out;
     }
     case rpc::WriteCallRequest::LIST_UPLOADS: {

@@ -5,8 +5,9 @@
 // A key must lie in its namespace; a namespace with `write: false` refuses everything; deleting
 // an object needs `allow_delete` (a folder's marker "dir/" excepted: rmdir). Overwrites are the
 // mount's to refuse (it knows what it opened). Bodies are held in memory one at a time per call,
-// all calls together within a WriteBudget (a call waits for room; a body larger than the budget
-// is refused). Thread-safe.
+// all calls together within a WriteBudget (a call waits for room up to 30 s, then fails as
+// Unavailable: the mount asks another worker; a body larger than the budget is refused).
+// Thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -263,6 +263,30 @@ TEST_P(WriteTest, OverwriteDeleteAndRenameNeedTheirFlags) {
   EXPECT_EQ(ErrnoOf(::rename((mnt + "/folder").c_str(), (mnt + "/folder2").c_str()) == 0), EXDEV);
 }
 
+TEST_P(WriteTest, AFileWrittenOnlyByAChildIsCommittedAtTheLastClose) {
+  std::string mnt = MountConfig(Config());
+  ASSERT_FALSE(mnt.empty());
+  // The shell opens the file, hands it to a child and closes its own descriptor first: its close
+  // must not commit the file (it wrote nothing); the child's bytes are stored at the last close.
+  Sh("exec 3>'" + mnt + "/handed.txt'; (sleep 0.3; echo from the child >&3) & exec 3>&-; wait");
+  // The last close returns before its release commits: wait for the whole object (s3rver shows
+  // one while it arrives).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto head = store_->Head(Key("handed.txt"), {});
+        return head.ok() && head->size == 15;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(Object("handed.txt"), "from the child\n");
+  // While a file is being written, a second writer is refused and a reader sees no torn bytes.
+  int fd = ::open((mnt + "/busy.bin").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  EXPECT_EQ(WriteFileInChunks(mnt + "/busy.bin", "other", 5, O_WRONLY | O_TRUNC), EBUSY);
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(Object("busy.bin"), "abc");
+}
+
 TEST_P(WriteTest, RandomWritesAppendsAndTruncationAreRefused) {
   ASSERT_TRUE(server_->PutObjects(kWriteBucket, {{Key("old.bin"), "old bytes"}}).ok());
   std::string mnt = MountConfig(Config("    allow_overwrite: true\n    allow_delete: true\n"));
