@@ -49,9 +49,11 @@ demo: build
 bench: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare $(BENCH_ARGS)
 
-# The same at CI size (a few minutes): checks that every cell is produced, asserts no speed.
+# The same at CI size (a few minutes), and bench/write's writes at CI size: checks that every cell
+# is produced, asserts no speed.
 bench-quick: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare --quick $(BENCH_ARGS)
+	@BUILD_DIR=$(BUILD_DIR) bench/write --quick
 
 bench-deps:
 	@scripts/install-bench-deps.sh
