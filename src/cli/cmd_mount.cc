@@ -400,6 +400,11 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   if (const char* step = std::getenv("LAKECACHE_UPLOAD_PARTS_PER_STEP"); step != nullptr) {
     fs_options.upload.parts_per_step = std::max(1, std::atoi(step));
   }
+  // An experiment (bench/write): files up to this many MiB, staged on disk, sent as one Put at
+  // close instead of streamed in parts (docs/benchmarks.md, "Writes").
+  if (const char* mib = std::getenv("LAKECACHE_SINGLE_PUT_MAX_MIB"); mib != nullptr) {
+    fs_options.upload.single_put_max = std::strtoull(mib, nullptr, 10) << 20;
+  }
   if (!config.cache.disks.empty()) {
     fs_options.stage_dir = config.cache.disks[0].path;
     fs_options.stage_capacity = config.cache.disks[0].capacity;

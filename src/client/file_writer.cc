@@ -1,5 +1,8 @@
 #include "client/file_writer.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 
@@ -24,7 +27,31 @@ FileWriter::FileWriter(Namespace* ns, std::string path, uint64_t ino, pid_t open
       opener_(opener),
       replaces_(replaces),
       upload_(std::move(upload)),
-      stage_(std::move(stage)) {}
+      stage_(std::move(stage)) {
+  stage_only_ = stage_ != nullptr && upload_->options().single_put_max > 0;
+}
+
+Status FileWriter::StreamStaged() {
+  stage_only_ = false;
+  std::string chunk(1 << 20, '\0');
+  for (uint64_t at = 0; at < size_;) {
+    LC_ASSIGN_OR_RETURN(
+        size_t n, stage_->Read(at, {chunk.data(), std::min<uint64_t>(chunk.size(), size_ - at)}));
+    if (n == 0) return Status::IoError(ns_->name + "/" + path_ + ": the stage ended early");
+    LC_RETURN_IF_ERROR(upload_->Append({chunk.data(), n}));
+    at += n;
+  }
+  return Status::Ok();
+}
+
+Result<ObjectInfo> FileWriter::CommitFromStage() {
+  if (size_ == 0) return upload_->CommitWhole({});
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, stage_->fd(), 0);
+  if (p == MAP_FAILED) return Status::IoError(ns_->name + "/" + path_ + ": cannot map the stage");
+  Result<ObjectInfo> done = upload_->CommitWhole({static_cast<const char*>(p), size_});
+  ::munmap(p, size_);
+  return done;
+}
 
 Status FileWriter::Refused(int err, std::string_view why) const {
   return Status::Refused(err, ns_->name + "/" + path_ + ": " + std::string(why));
@@ -41,8 +68,18 @@ Result<size_t> FileWriter::Write(uint64_t offset, std::span<const char> data, pi
                                std::to_string(size_) +
                                " bytes: files are written in order only (no random writes)");
   }
-  LC_RETURN_IF_ERROR(upload_->Append(data));
-  if (stage_ != nullptr && !stage_->Append(data)) stage_.reset();
+  if (stage_only_ && size_ + data.size() > upload_->options().single_put_max) {
+    LC_RETURN_IF_ERROR(StreamStaged());
+  }
+  if (stage_only_) {
+    if (!stage_->Append(data)) {
+      stage_only_ = false;  // its bytes are gone: the file fails
+      return Status::IoError(ns_->name + "/" + path_ + ": the stage failed");
+    }
+  } else {
+    LC_RETURN_IF_ERROR(upload_->Append(data));
+    if (stage_ != nullptr && !stage_->Append(data)) stage_.reset();
+  }
   size_ += data.size();
   size_flag_.store(size_, std::memory_order_release);
   if (!opener_wrote_) {
@@ -64,6 +101,7 @@ Result<size_t> FileWriter::Read(uint64_t offset, std::span<char> dst) {
 Status FileWriter::Fsync() {
   MutexLock lock(&mu_);
   if (committed_.has_value()) return committed_->status();
+  if (stage_only_) LC_RETURN_IF_ERROR(StreamStaged());  // fsync puts the bytes in the store
   return upload_->Flush();
 }
 
@@ -84,7 +122,7 @@ Result<ObjectInfo> FileWriter::Commit(
     const std::function<void(const ObjectInfo&, const WriteStage*)>& on_commit) {
   MutexLock lock(&mu_);
   if (committed_.has_value()) return *committed_;
-  Result<ObjectInfo> done = upload_->Commit();
+  Result<ObjectInfo> done = stage_only_ ? CommitFromStage() : upload_->Commit();
   if (done.ok()) on_commit(*done, stage_.get());
   committed_ = done;
   committed_flag_.store(true, std::memory_order_release);

@@ -71,6 +71,11 @@ class FileWriter {
   std::unique_ptr<WriteStage> stage_ GUARDED_BY(mu_);
   uint64_t size_ GUARDED_BY(mu_) = 0;
   std::optional<Result<ObjectInfo>> committed_ GUARDED_BY(mu_);
+  // Kept only in the stage, for one Put at the commit (UploadOptions::single_put_max), until the
+  // file outgrows it; then what was staged is streamed and the rest follows in parts.
+  bool stage_only_ GUARDED_BY(mu_) = false;
+  Status StreamStaged() REQUIRES(mu_);
+  Result<ObjectInfo> CommitFromStage() REQUIRES(mu_);
   bool opener_wrote_ GUARDED_BY(mu_) = false;
   // Threads seen writing, and whether each is of the opener's process (a lookup in /proc once).
   std::unordered_map<pid_t, bool> writer_threads_ GUARDED_BY(mu_);

@@ -198,6 +198,16 @@ Status ObjectUpload::Flush() {
   return WaitInFlight(1);
 }
 
+Result<ObjectInfo> ObjectUpload::CommitWhole(std::span<const char> bytes) {
+  if (done_) return Status::Internal(key_ + ": committed twice");
+  done_ = true;
+  PutOptions put_options;
+  put_options.deadline = Clock::now() + options_.part_timeout;
+  Result<ObjectInfo> put = store_->Put(key_, bytes, put_options);
+  (put.ok() ? counters_->puts : counters_->failed).fetch_add(1, std::memory_order_relaxed);
+  return put;
+}
+
 Result<ObjectInfo> ObjectUpload::Commit() {
   if (done_) return Status::Internal(key_ + ": committed twice");
   Status failed = FirstError();

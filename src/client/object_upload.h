@@ -41,6 +41,9 @@ struct UploadOptions {
   uint32_t parts_in_flight = 4;
   int parts_per_step = 1000;  // parts of one size before the size doubles
   Clock::duration part_timeout = std::chrono::minutes(5);  // one part, retries included
+  // Files up to this size that are staged on disk are kept only in their stage and sent as one
+  // Put at the commit (see FileWriter); 0: every file streams in parts as it is written.
+  uint64_t single_put_max = 0;
 };
 
 // The part sizes for a file of at most `write_per_file` bytes in memory: parts capped at
@@ -75,10 +78,13 @@ class ObjectUpload {
   Status Flush();
   // Makes the object (one Put, or the multipart completion) and returns its version.
   Result<ObjectInfo> Commit();
+  // Makes the object from `bytes`, the whole file, as one Put (nothing was appended).
+  Result<ObjectInfo> CommitWhole(std::span<const char> bytes);
   // Drops what was uploaded. Idempotent.
   void Abort();
 
   uint64_t size() const { return size_; }
+  const UploadOptions& options() const { return options_; }
   const std::string& key() const { return key_; }
 
  private:

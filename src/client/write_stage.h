@@ -40,6 +40,7 @@ class WriteStage {
   // Reads what was staged at `offset`.
   Result<size_t> Read(uint64_t offset, std::span<char> dst) const;
   uint64_t size() const { return size_; }
+  int fd() const { return fd_; }
   bool dropped() const { return fd_ < 0; }
 
  private:

@@ -342,6 +342,30 @@ TEST_P(WriteTest, ReadOnlyNamespaceAndRoMountRefuseWithErofs) {
   }
 }
 
+// The one-Put experiment (LAKECACHE_SINGLE_PUT_MAX_MIB, docs/benchmarks.md "Writes"): a staged
+// file within the limit is one Put at close; one that outgrows it, or is fsynced, streams on.
+TEST_P(WriteTest, StagedFilesWithinTheOnePutLimitAreExact) {
+  std::string top = "cache:\n  disks:\n    - path: " + Folder("cache") + "\n      capacity: 1GiB\n";
+  std::string mnt = MountConfig(Config("", top), {}, {"LAKECACHE_SINGLE_PUT_MAX_MIB=16"});
+  ASSERT_FALSE(mnt.empty());
+  std::string small = MakeBytes(30, 10 * kMiB + 1);
+  std::string large = MakeBytes(31, 30 * kMiB + 7);
+  EXPECT_EQ(WriteFileInChunks(mnt + "/small.bin", small, kMiB), 0);
+  EXPECT_EQ(WriteFileInChunks(mnt + "/large.bin", large, kMiB), 0);
+  int fd = ::open((mnt + "/synced.bin").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, small.data(), 3 * kMiB), static_cast<ssize_t>(3 * kMiB));
+  EXPECT_EQ(::fsync(fd), 0);
+  ASSERT_EQ(::write(fd, small.data() + 3 * kMiB, small.size() - 3 * kMiB),
+            static_cast<ssize_t>(small.size() - 3 * kMiB));
+  ASSERT_EQ(::close(fd), 0);
+  EXPECT_TRUE(Object("small.bin") == small);
+  EXPECT_TRUE(Object("large.bin") == large);
+  EXPECT_TRUE(Object("synced.bin") == small);
+  EXPECT_TRUE(ReadWholeFile(mnt + "/small.bin").bytes == small);
+  EXPECT_EQ(PendingUploadsOrZero(), 0u);
+}
+
 TEST_P(WriteTest, FsyncUploadsAndCloseCommits) {
   std::string mnt = MountConfig(Config());
   ASSERT_FALSE(mnt.empty());
