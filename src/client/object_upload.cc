@@ -214,16 +214,8 @@ Result<ObjectInfo> ObjectUpload::Commit() {
   if (failed.ok() && upload_id_.empty()) {
     std::span<const char> bytes;
     if (filling_ != nullptr) bytes = std::span<const char>(filling_->data, filling_->filled);
-    PutOptions put_options;
-    put_options.deadline = Clock::now() + options_.part_timeout;
-    Result<ObjectInfo> put = store_->Put(key_, bytes, put_options);
+    Result<ObjectInfo> put = CommitWhole(bytes);
     filling_.reset();
-    done_ = true;
-    if (!put.ok()) {
-      counters_->failed.fetch_add(1, std::memory_order_relaxed);
-      return put.status();
-    }
-    counters_->puts.fetch_add(1, std::memory_order_relaxed);
     return put;
   }
   if (failed.ok() && filling_ != nullptr && filling_->filled > filling_->uploaded) {
