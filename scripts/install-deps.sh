@@ -13,6 +13,7 @@ DEBIAN_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   swift swift-proxy swift-account swift-container swift-object python3-swift
   fio python3-torch
+  prometheus-cpp-dev libcpp-httplib-dev python3-prometheus-client chromium
 )
 
 # Node.js runs the npm test servers; one installed outside Debian's packages serves as well.

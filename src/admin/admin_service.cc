@@ -32,8 +32,10 @@ grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::Loa
   LoadOptions options;
   options.recursive = request->recursive();
   options.metadata_only = request->metadata_only();
+  LoadJobTable::Running running = load_jobs_.Begin(request->ns(), request->path());
   auto result =
       RunLoad(*job->ns, request->path(), *job->sink, options, [&](const LoadProgress& progress) {
+        running.Update(progress);
         rpc::LoadProgress message;
         rpc::ToProto(progress, job->replicas, &message);
         if (!writer->Write(message)) return false;  // the client went away

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "admin/load_jobs.h"
 #include "common/result.h"
 #include "jobs/load_job.h"
 #include "meta/namespace_table.h"
@@ -45,6 +46,9 @@ class AdminServiceImpl final : public rpc::AdminService::Service {
   grpc::Status StatPath(grpc::ServerContext*, const rpc::StatPathRequest* request,
                         rpc::StatPathResponse* response) override;
 
+  // The loads running through this service.
+  const LoadJobTable& load_jobs() const { return load_jobs_; }
+
  private:
   struct Job {
     Namespace* ns = nullptr;
@@ -60,6 +64,7 @@ class AdminServiceImpl final : public rpc::AdminService::Service {
 
   AdminBackend* backend_;
   std::shared_ptr<const rpc::Authorizer> authorizer_;
+  LoadJobTable load_jobs_;
 };
 
 }  // namespace lakecache

@@ -42,6 +42,7 @@ struct BlockStore::Flight {
 struct BlockStore::Staged {
   BlockRef block;
   std::chrono::steady_clock::time_point since;
+  int from_tier = -1;  // the tier it was loaded from; -1: fetched from the source
 };
 
 struct BlockStore::Counters {
@@ -52,6 +53,9 @@ struct BlockStore::Counters {
   std::atomic<uint64_t> prefetches{0}, prefetch_used{0}, prefetch_dropped{0}, prefetch_refused{0};
   std::atomic<uint64_t> latency_us_total{0};
   std::array<std::atomic<uint64_t>, kLatencyBuckets> latency_us_log2{};
+  // Bytes readers got from each tier (by index), a staged block counted for the tier it was
+  // loaded from.
+  std::unique_ptr<std::atomic<uint64_t>[]> hit_bytes;
 
   static void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);
@@ -117,7 +121,9 @@ BlockStore::BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
     : tiers_(std::move(tiers)),
       budget_(budget != nullptr ? std::move(budget)
                                 : std::make_shared<MemoryBudget>(kDefaultBudget)),
-      counters_(std::make_unique<Counters>()) {}
+      counters_(std::make_unique<Counters>()) {
+  counters_->hit_bytes = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
+}
 
 BlockStore::~BlockStore() {
   MutexLock lock(&staging_mu_);
@@ -129,6 +135,7 @@ BlockRef BlockStore::Lookup(const BlockRequest& request) {
     // Any tier error (a failing disk) is a miss there: the block can still come from elsewhere.
     Result<BlockRef> hit = tiers_[i]->Get(request.key);
     if (!hit.ok()) continue;
+    Counters::Add(counters_->hit_bytes[i], (*hit)->size());
     TouchBelow(i, request.key);
     Offer(request, *hit, i);
     return std::move(hit).value();
@@ -181,6 +188,8 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (!tiers_[i]->resident()) continue;
     BlockRef block = tiers_[i]->Pin(request.key, count);
     if (block == nullptr) continue;
+    // The reader holds the whole block (zero-copy) and may serve its next reads from it.
+    Counters::Add(counters_->hit_bytes[i], block->size());
     if (count) TouchBelow(i, request.key);
     return PinnedRead{std::move(block), 0};
   }
@@ -193,6 +202,7 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (tiers_[i]->resident()) continue;
     Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, count);
     if (!hit.ok()) continue;
+    Counters::Add(counters_->hit_bytes[i], *hit);
     if (count) TouchBelow(i, request.key);
     return PinnedRead{nullptr, *hit};
   }
@@ -232,7 +242,8 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
     }
   }
   Result<BlockRef> result = Status::NotFound("");
-  if (BlockRef block = LoadFromLowerTier(request.key)) {
+  int from_tier = -1;
+  if (BlockRef block = LoadFromLowerTier(request.key, &from_tier)) {
     result = std::move(block);
   } else {
     result = CallSource(request, source, "read-ahead fetch");
@@ -240,7 +251,7 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
   }
   if (result.ok()) {
     MutexLock lock(&staging_mu_);
-    staging_[request.key] = Staged{*result, std::chrono::steady_clock::now()};
+    staging_[request.key] = Staged{*result, std::chrono::steady_clock::now(), from_tier};
   } else {
     budget_->Release(request.length);
   }
@@ -258,11 +269,14 @@ bool BlockStore::InMemory(const BlockKey& key) const {
   return false;
 }
 
-BlockRef BlockStore::LoadFromLowerTier(const BlockKey& key) {
-  for (const auto& tier : tiers_) {
+BlockRef BlockStore::LoadFromLowerTier(const BlockKey& key, int* from_tier) {
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    const auto& tier = tiers_[i];
     if (tier->resident() || !tier->Contains(key)) continue;  // Contains: no miss counted
     Result<BlockRef> block = tier->Get(key);
-    if (block.ok()) return std::move(block).value();
+    if (!block.ok()) continue;
+    *from_tier = static_cast<int>(i);
+    return std::move(block).value();
   }
   return nullptr;
 }
@@ -279,15 +293,18 @@ bool BlockStore::IsStaged(const BlockKey& key) {
 
 BlockRef BlockStore::AdmitStaged(const BlockRequest& request) {
   BlockRef block;
+  int from_tier = -1;
   {
     MutexLock lock(&staging_mu_);
     auto it = staging_.find(request.key);
     if (it == staging_.end()) return nullptr;
     block = std::move(it->second.block);
+    from_tier = it->second.from_tier;
     staging_.erase(it);
   }
   budget_->Release(block->size());
   Counters::Add(counters_->prefetch_used);
+  if (from_tier >= 0) Counters::Add(counters_->hit_bytes[from_tier], block->size());
   // Read now, so an access: the policies see it as the miss it was in the tiers.
   Offer(request, block, tiers_.size());
   return block;
@@ -445,8 +462,11 @@ void BlockStore::Flush() {
 
 BlockStoreStats BlockStore::Stats() const {
   BlockStoreStats stats;
-  for (const auto& tier : tiers_) stats.tiers.push_back(tier->Stats());
   const Counters& c = *counters_;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    stats.tiers.push_back(tiers_[i]->Stats());
+    stats.tiers.back().hit_bytes = Load(c.hit_bytes[i]);
+  }
   stats.fetches = Load(c.fetches);
   stats.fetch_errors = Load(c.fetch_errors);
   stats.fetched_bytes = Load(c.fetched_bytes);

@@ -140,7 +140,8 @@ class BlockStore {
   // True if a resident (memory) tier holds the block.
   bool InMemory(const BlockKey& key) const;
   // The block from the first non-resident tier (disk) holding it, verified; null if none does.
-  BlockRef LoadFromLowerTier(const BlockKey& key);
+  // *from_tier: the index of the tier that had it.
+  BlockRef LoadFromLowerTier(const BlockKey& key, int* from_tier);
   bool InFlight(const BlockKey& key);
   // Drops staged blocks that expired and, while `need` bytes do not fit the budget, the oldest of
   // those staged longer than a moment; then reserves `need` if it fits.

@@ -1,6 +1,7 @@
 // `lakecache master`: serves the control plane until SIGINT/SIGTERM.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/metrics_listen.h"
 #include "cli/server_main.h"
 #include "master/master_server.h"
 #include "rpc/grpc_util.h"
@@ -42,8 +44,13 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
       "list every namespace and its metadata and join workers to the cluster",
       !flags.log_file.empty());
   if (!exposed.ok()) return ReportError(exposed.status());
+  Result<rpc::HttpEndpointOptions> metrics_options =
+      MetricsEndpointOptions("lakecache master", req.metrics_listen, req.credentials, req.insecure,
+                             !flags.log_file.empty());
+  if (!metrics_options.ok()) return ReportError(metrics_options.status());
   Result<std::string> advertise = ResolveAdvertise(req.advertise);
   if (!advertise.ok()) return ReportError(advertise.status());
+  std::unique_ptr<metrics::Registry> registry = MakeMetricsRegistry(req.metrics_listen);
   BlockTerminationSignals();  // before gRPC and the object stores start threads
   CliContext ctx(flags);
   Result<Config> config = ctx.LoadConfig();
@@ -59,9 +66,25 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   options.insecure = *exposed;
   options.credentials = req.credentials;
   options.health_socket = req.health_socket;
+  options.metrics = registry.get();
+  options.store.metrics = registry.get();
+  options.version = kVersionNumber;
+  // How often the status page samples the workers (tests sample faster); default 2 s.
+  if (const char* ms = std::getenv("LAKECACHE_STATUS_INTERVAL_MS"); ms != nullptr) {
+    options.status_interval = std::chrono::milliseconds(std::max(100, std::atoi(ms)));
+  }
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return ReportError(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;
+  std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;
+  if (registry != nullptr) {
+    auto endpoint = ServeMetrics(*metrics_options, registry.get(), master.StatusPages());
+    if (!endpoint.ok()) {
+      master.Shutdown();
+      return ReportError(endpoint.status());
+    }
+    metrics_endpoint = std::move(*endpoint);
+  }
   if (!req.address_file.empty()) {
     if (Status s = WriteAddressFile(req.address_file, master.address()); !s.ok()) {
       master.Shutdown();
@@ -75,6 +98,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
 
   int signal = WaitForTerminationSignal();
   spdlog::info("master: {} received, shutting down", ::strsignal(signal));
+  metrics_endpoint.reset();
   StopWithin(master, kShutdownLimit);
   spdlog::info("master stopped");
   return kExitOk;

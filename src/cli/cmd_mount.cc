@@ -20,6 +20,7 @@
 #include "cli/cluster_launcher.h"
 #include "cli/commands.h"
 #include "cli/credentials_flag.h"
+#include "cli/metrics_listen.h"
 #include "cli/mount_options.h"
 #include "cli/mount_table.h"
 #include "client/cluster_client.h"
@@ -27,6 +28,7 @@
 #include "client/mount_admin.h"
 #include "client/mount_holder.h"
 #include "client/mount_journal.h"
+#include "client/mount_metrics.h"
 #include "client/node_tier.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
@@ -216,9 +218,12 @@ void WarnEmptyNamespaces(const NamespaceTable& table) {
 }
 
 struct Mounted {
+  std::unique_ptr<metrics::Registry> metrics;  // null without --metrics-listen; destroyed last
   std::unique_ptr<FuseMount> mount;
   std::shared_ptr<BlockStore> blocks;
-  std::unique_ptr<MountAdmin> admin;  // the control socket; destroyed first
+  std::unique_ptr<MountAdmin> admin;  // the control socket
+  metrics::Registry::Registration collector;
+  std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;  // destroyed first
 };
 
 // A mount serves long-running jobs: it rides out an outage of several seconds (a store, master or
@@ -289,7 +294,8 @@ struct Prepared {
   std::shared_ptr<ClusterClient> client;
 };
 
-Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req) {
+Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req,
+                         metrics::Registry* registry) {
   Prepared p;
   p.cluster = !req.master.empty();
   if (p.cluster) {
@@ -309,6 +315,7 @@ Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req) {
   if (!p.cluster) {
     StoreOptions store_options = ctx.MakeStoreOptions();
     store_options.retry = MountRetryPolicy();
+    store_options.metrics = registry;
     LC_ASSIGN_OR_RETURN(p.namespaces,
                         NamespaceTable::Open(p.config, store_options, /*probe=*/true));
     WarnEmptyNamespaces(*p.namespaces);
@@ -374,8 +381,11 @@ Status AdoptConnection(FuseMount& mount, const MountRequest& req, HolderLink* li
 // Builds the rest of the stack on `p` and serves the connection: the holder's (`link`), the
 // inherited --fuse-fd, or a mount of its own.
 Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& options,
-                       HolderLink* link) {
+                       HolderLink* link, std::unique_ptr<metrics::Registry> registry) {
   Config& config = p.config;
+  LC_ASSIGN_OR_RETURN(rpc::HttpEndpointOptions metrics_options,
+                      MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials,
+                                             req.insecure, true));
   auto budget = std::make_shared<MemoryBudget>(config.client.memory_budget);
   std::shared_ptr<BlockStore> blocks;
   if (p.cluster) {
@@ -425,6 +435,7 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   auto fs = std::make_shared<FileSystem>(std::move(p.namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = FuseOptionsFor(req, options);
   fuse_options.read_only = !fs->writable();
+  fuse_options.metrics = registry.get();
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);
   if (link != nullptr || req.fuse_fd >= 0) {
     LC_RETURN_IF_ERROR(AdoptConnection(*mount, req, link));
@@ -450,20 +461,38 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   } else {
     admin_options.health = [where] { return rpc::HealthState{true, where + " serves"}; };
   }
+  Mounted mounted;
+  mounted.metrics = std::move(registry);
+  mounted.mount = std::move(mount);
+  mounted.blocks = std::move(blocks);
   auto admin = MountAdmin::Start(fs, admin_options);
-  if (!admin.ok()) {
+  if (admin.ok()) {
+    mounted.admin = std::move(*admin);
+  } else {
     // The mount still serves reads; only `lakecache load/report/free/stat PATH` cannot reach it.
     spdlog::warn("no control socket for {}: {}", admin_options.mountpoint,
                  admin.status().message());
-    return Mounted{std::move(mount), std::move(blocks), nullptr};
   }
-  return Mounted{std::move(mount), std::move(blocks), std::move(*admin)};
+  if (mounted.metrics != nullptr) {
+    const LoadJobTable* loads = mounted.admin != nullptr ? &mounted.admin->load_jobs() : nullptr;
+    mounted.collector = mounted.metrics->AddCollector(
+        [fs, client = p.client, mountpoint = admin_options.mountpoint, loads](metrics::Sink& sink) {
+          AddMountMetrics(*fs, mountpoint, client.get(), loads, sink);
+        });
+    // A server that takes over from another waits for its predecessor to let the port go.
+    LC_ASSIGN_OR_RETURN(
+        mounted.metrics_endpoint,
+        ServeMetrics(metrics_options, mounted.metrics.get(), {}, std::chrono::seconds(10)));
+  }
+  return mounted;
 }
 
 // Serves until unmounted (or stopped for a successor); then the control socket goes (none is
 // left behind) and the cache's figures go to the log.
 Status Serve(Mounted& mounted) {
   Status s = mounted.mount->Run();
+  mounted.metrics_endpoint.reset();
+  mounted.collector.Reset();
   mounted.admin.reset();
   LogCacheStats(*mounted.blocks);
   return s;
@@ -481,7 +510,8 @@ void DetachStdio() {
 // previous server, if any, stops first), finishes the stack and serves until unmounted or told
 // that a successor waits.
 int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOptions& options) {
-  auto prepared = Prepare(ctx, req);
+  std::unique_ptr<metrics::Registry> registry = MakeMetricsRegistry(req.metrics_listen);
+  auto prepared = Prepare(ctx, req, registry.get());
   if (!prepared.ok()) return ReportError(prepared.status());
   std::string mountpoint = NormalizedPath(req.mountpoint);
   MountRequest held = req;
@@ -498,7 +528,7 @@ int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOpt
   auto link = HolderLink::Connect(req.holder, mountpoint, FuseMountOptionString(fuse), descriptors,
                                   std::chrono::seconds(30));
   if (!link.ok()) return ReportError(link.status());
-  auto mounted = Finish(std::move(*prepared), held, options, link->get());
+  auto mounted = Finish(std::move(*prepared), held, options, link->get(), std::move(registry));
   if (!mounted.ok()) return ReportError(mounted.status());
   FuseMount* mount = mounted->mount.get();
   (*link)->Watch([mount] { mount->Stop(); },
@@ -634,12 +664,19 @@ int RunMount(const GlobalFlags& flags, const MountRequest& req) {
   // A held connection is mounted already: by the process that holds it.
   if (!req.holder.empty()) return RunHeldServer(ctx, req, *options);
   if (req.fuse_fd >= 0) {
-    auto prepared = Prepare(ctx, req);
+    std::unique_ptr<metrics::Registry> registry = MakeMetricsRegistry(req.metrics_listen);
+    auto prepared = Prepare(ctx, req, registry.get());
     if (!prepared.ok()) return ReportError(prepared.status());
-    auto mounted = Finish(std::move(*prepared), req, *options, nullptr);
+    auto mounted = Finish(std::move(*prepared), req, *options, nullptr, std::move(registry));
     if (!mounted.ok()) return ReportError(mounted.status());
     Status s = Serve(*mounted);
     return s.ok() ? kExitOk : ReportError(s);
+  }
+  // A --metrics-listen that may not be served fails here, before anything is mounted.
+  if (auto m = MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials,
+                                      req.insecure, !flags.log_file.empty());
+      !m.ok()) {
+    return ReportError(m.status());
   }
   if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
   return req.background ? RunBackground(ctx, req) : RunForeground(ctx, req);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/metrics_listen.h"
 #include "cli/server_main.h"
 #include "common/cache_flags.h"
 #include "rpc/grpc_util.h"
@@ -29,8 +30,13 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
       CheckPlainTextExposure("lakecache worker", listens, !req.credentials.empty(), req.insecure,
                              "read every cached byte", !flags.log_file.empty());
   if (!exposed.ok()) return ReportError(exposed.status());
+  Result<rpc::HttpEndpointOptions> metrics_options =
+      MetricsEndpointOptions("lakecache worker", req.metrics_listen, req.credentials, req.insecure,
+                             !flags.log_file.empty());
+  if (!metrics_options.ok()) return ReportError(metrics_options.status());
   Result<std::string> advertise = ResolveAdvertise(req.advertise);
   if (!advertise.ok()) return ReportError(advertise.status());
+  std::unique_ptr<metrics::Registry> registry = MakeMetricsRegistry(req.metrics_listen);
   WorkerOptions options;
   options.listen = req.listen;
   options.master = req.master;
@@ -43,9 +49,17 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.advertise = *advertise;
   options.insecure = *exposed;
   options.health_socket = req.health_socket;
+  options.metrics = registry.get();
+  options.store.metrics = registry.get();
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return ReportError(worker.status());
+  std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;
+  if (registry != nullptr) {
+    auto endpoint = ServeMetrics(*metrics_options, registry.get());
+    if (!endpoint.ok()) return ReportError(endpoint.status());
+    metrics_endpoint = std::move(*endpoint);
+  }
   if (!req.address_file.empty()) {
     if (Status s = WriteAddressFile(req.address_file, (*worker)->address()); !s.ok()) {
       return ReportError(s);
@@ -55,6 +69,7 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
                (*worker)->address().c_str(), req.master.c_str());
   int signal = WaitForTerminationSignal();
   spdlog::info("worker {}: signal {}, stopping", (*worker)->id(), signal);
+  metrics_endpoint.reset();
   (*worker)->Shutdown();  // writes the disk tier's queued blocks before exiting
   spdlog::default_logger()->flush();
   return kExitOk;

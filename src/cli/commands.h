@@ -24,6 +24,9 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
 
 // Servers listen on loopback by default: beyond it, without --credentials, anyone who can reach
 // a worker's port can read every cached byte (so that needs --insecure).
+// The release, as --version and lakecache_build_info{version} show it.
+inline constexpr char kVersionNumber[] = "0.1.0";
+
 constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
 constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
@@ -32,11 +35,12 @@ constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 
 struct MasterRequest {
   std::string listen = kDefaultMasterListen;
-  std::string address_file;   // when set, the announced HOST:PORT is written there once listening
-  std::string credentials;    // --credentials DIR: TLS, role tokens, worker certificates
-  bool insecure = false;      // --insecure: serve plain text beyond loopback anyway (warns)
-  std::string advertise;      // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
-  std::string health_socket;  // --health-socket PATH: the local health check; empty: none
+  std::string address_file;    // when set, the announced HOST:PORT is written there once listening
+  std::string credentials;     // --credentials DIR: TLS, role tokens, worker certificates
+  bool insecure = false;       // --insecure: serve plain text beyond loopback anyway (warns)
+  std::string advertise;       // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
+  std::string health_socket;   // --health-socket PATH: the local health check; empty: none
+  std::string metrics_listen;  // --metrics-listen HOST:PORT: /metrics and the status page
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);
@@ -52,8 +56,9 @@ struct WorkerRequest {
   std::string data_listen;         // the bulk data path's HOST:PORT; empty: listen's host, any port
   std::string credentials;         // --credentials DIR: TLS and the worker role; empty: plain text
   bool insecure = false;           // --insecure: serve plain text beyond loopback anyway (warns)
-  std::string advertise;      // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
-  std::string health_socket;  // --health-socket PATH: the local health check; empty: none
+  std::string advertise;       // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
+  std::string health_socket;   // --health-socket PATH: the local health check; empty: none
+  std::string metrics_listen;  // --metrics-listen HOST:PORT: /metrics; empty: none
 };
 // Serves until SIGINT/SIGTERM, then writes its queued blocks to disk and exits.
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& request);
@@ -101,6 +106,8 @@ struct MountRequest {
   // --takeover, the holder to ask.
   std::string holder;
   bool takeover = false;          // --takeover MOUNTPOINT: this binary takes the live mount over
+  std::string metrics_listen;     // --metrics-listen HOST:PORT: /metrics; empty: none
+  bool insecure = false;          // --insecure: serve --metrics-listen beyond loopback anyway
   std::vector<std::string> argv;  // the command line, for the servers a holder starts
 };
 

@@ -12,7 +12,7 @@
 namespace lakecache::cli {
 namespace {
 
-constexpr char kVersion[] = "lakecache 0.1.0";
+const std::string kVersion = std::string("lakecache ") + kVersionNumber;
 
 // Values given on the command line show in `ps`; secrets must come from a file or the environment.
 Status RejectSecretOverrides(const std::vector<std::string>& overrides) {
@@ -82,6 +82,13 @@ void AddHealthSocketFlag(CLI::App* cmd, std::string& path) {
   cmd->add_option("--health-socket", path,
                   "Unix socket for the local health check (`lakecache health --socket PATH`, "
                   "the Kubernetes exec probe); default: none");
+}
+
+void AddMetricsFlag(CLI::App* cmd, std::string& listen, const std::string& extra) {
+  cmd->add_option("--metrics-listen", listen,
+                  "HOST:PORT serving Prometheus /metrics" + extra +
+                      " (default: none; beyond loopback: needs metrics.token in --credentials, "
+                      "or --insecure)");
 }
 
 void AddExposureFlags(CLI::App* cmd, bool& insecure, std::string& advertise,
@@ -183,6 +190,9 @@ int Main(int argc, char** argv) {
   mount->add_flag("--takeover", mount_req.takeover,
                   "`mount --takeover MOUNTPOINT`: this binary takes the live mount over, with "
                   "its server's arguments, and readers see only a pause");
+  AddMetricsFlag(mount, mount_req.metrics_listen, "");
+  mount->add_flag("--insecure", mount_req.insecure,
+                  "Serve --metrics-listen beyond loopback without a metrics token (warns)");
   // Internal, for the process that holds a mount's FUSE connection: not in --help.
   mount->add_option("--fuse-fd", mount_req.fuse_fd)->group("");
   mount->add_option("--fuse-init", mount_req.fuse_init)->group("");
@@ -202,6 +212,7 @@ int Main(int argc, char** argv) {
                      "authentication on every call");
   AddExposureFlags(master, master_req.insecure, master_req.advertise, "master");
   AddHealthSocketFlag(master, master_req.health_socket);
+  AddMetricsFlag(master, master_req.metrics_listen, " and the status page (/)");
 
   WorkerRequest worker_req;
   CLI::App* worker = app.add_subcommand(
@@ -218,6 +229,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   AddExposureFlags(worker, worker_req.insecure, worker_req.advertise, "worker");
   AddHealthSocketFlag(worker, worker_req.health_socket);
+  AddMetricsFlag(worker, worker_req.metrics_listen, "");
   worker->add_option("--node-socket", worker_req.node_socket,
                      "Unix socket where mounts on this host map the memory cache (default "
                      "/tmp/lakecache-node-<worker id>.sock)");

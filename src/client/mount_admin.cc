@@ -20,6 +20,23 @@ constexpr size_t kLoadThreads = 16;  // object-store fetches of a load at once
 
 }  // namespace
 
+rpc::WorkerStats MountStats(FileSystem& fs, const std::string& mountpoint) {
+  rpc::WorkerStats self;
+  rpc::WorkerInfo* info = self.mutable_worker();
+  info->set_id("mount");
+  info->set_address(mountpoint);
+  BlockStoreStats stats = fs.blocks().Stats();
+  uint64_t capacity = 0, used = 0;
+  for (const TierStats& t : stats.tiers) {
+    capacity += t.capacity_bytes;
+    used += t.used_bytes;
+  }
+  info->set_capacity_bytes(capacity);
+  info->set_used_bytes(used);
+  rpc::FillStats(stats, fs.contents().CachedBytes(fs.blocks()), &self);
+  return self;
+}
+
 class MountAdmin::Backend final : public AdminBackend {
  public:
   Backend(std::shared_ptr<FileSystem> fs, MountAdminOptions options)
@@ -48,19 +65,7 @@ class MountAdmin::Backend final : public AdminBackend {
                                         options_.master);
     }
     rpc::Report report;
-    rpc::WorkerStats* self = report.add_workers();
-    rpc::WorkerInfo* info = self->mutable_worker();
-    info->set_id("mount");
-    info->set_address(options_.mountpoint);
-    BlockStoreStats stats = fs_->blocks().Stats();
-    uint64_t capacity = 0, used = 0;
-    for (const TierStats& t : stats.tiers) {
-      capacity += t.capacity_bytes;
-      used += t.used_bytes;
-    }
-    info->set_capacity_bytes(capacity);
-    info->set_used_bytes(used);
-    rpc::FillStats(stats, fs_->contents().CachedBytes(fs_->blocks()), self);
+    *report.add_workers() = MountStats(*fs_, options_.mountpoint);
     return report;
   }
 
@@ -93,7 +98,9 @@ Result<std::unique_ptr<MountAdmin>> MountAdmin::Start(std::shared_ptr<FileSystem
     services.push_back(admin->health_.get());
   }
   admin->backend_ = std::make_unique<Backend>(std::move(fs), std::move(options));
-  admin->service_ = std::make_unique<AdminServiceImpl>(admin->backend_.get());
+  auto service = std::make_unique<AdminServiceImpl>(admin->backend_.get());
+  admin->load_jobs_ = &service->load_jobs();
+  admin->service_ = std::move(service);
   services.push_back(admin->service_.get());
   LC_ASSIGN_OR_RETURN(admin->server_, rpc::StartUnixServer(std::move(socket), services));
   return admin;

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "admin/load_jobs.h"
 #include "client/file_system.h"
 #include "common/result.h"
 #include "rpc/health.h"
+#include "rpc/lakecache.pb.h"
 
 namespace grpc {
 class Service;
@@ -45,15 +47,22 @@ class MountAdmin {
   MountAdmin(const MountAdmin&) = delete;
   MountAdmin& operator=(const MountAdmin&) = delete;
 
+  // The loads running through the control socket.
+  const LoadJobTable& load_jobs() const { return *load_jobs_; }
+
  private:
   class Backend;
   MountAdmin() = default;
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<grpc::Service> service_;
+  const LoadJobTable* load_jobs_ = nullptr;  // service_'s
   std::unique_ptr<grpc::Service> health_;
   std::unique_ptr<rpc::UnixServer> server_;
 };
+
+// The mount's cache as `report` shows it: one "worker" with the mount's tiers and counters.
+rpc::WorkerStats MountStats(FileSystem& fs, const std::string& mountpoint);
 
 // Where the control socket of the mount at `mountpoint` (an absolute, canonical path) lives:
 // $LAKECACHE_RUN_DIR, else $XDG_RUNTIME_DIR/lakecache, else /run/lakecache for root and

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -21,6 +22,45 @@
 #include "fuse/errno_map.h"
 
 namespace lakecache {
+
+// The operations timed, each a label value of lakecache_fuse_operation_duration_seconds.
+enum FuseOp : size_t {
+  kLookup,
+  kGetattr,
+  kOpen,
+  kCreate,
+  kRead,
+  kWrite,
+  kFlush,
+  kFsync,
+  kRelease,
+  kSetattr,
+  kMkdir,
+  kRmdir,
+  kUnlink,
+  kRename,
+  kOpendir,
+  kReaddir,
+  kStatfs,
+  kFuseOpCount
+};
+constexpr std::array<const char*, kFuseOpCount> kFuseOpNames = {
+    "lookup",  "getattr", "open",  "create", "read",   "write",   "flush",   "fsync", "release",
+    "setattr", "mkdir",   "rmdir", "unlink", "rename", "opendir", "readdir", "statfs"};
+
+constexpr char kFuseErrors[] = "lakecache_fuse_errors_total";
+constexpr char kFuseErrorsHelp[] =
+    "FUSE requests answered with an error (ENOENT not counted), by operation";
+
+// What every request's handler reaches through fuse_req_userdata: the file system and the
+// mount's metrics (cells that record nothing when metrics are off).
+struct FuseContext {
+  FileSystem* fs = nullptr;
+  metrics::Registry* registry = nullptr;
+  std::array<metrics::Histogram, kFuseOpCount> durations;
+  metrics::Counter read_bytes, written_bytes;
+};
+
 namespace {
 
 constexpr size_t kMaxRead = 1 << 20;
@@ -32,11 +72,22 @@ constexpr size_t kInitFlags2Offset = sizeof(fuse_in_header) + 4 * sizeof(uint32_
 constexpr uint32_t kHasResendFlags2Bit = 1u << 7;
 constexpr int32_t kNotifyResend = 7;
 
-FileSystem& Fs(fuse_req_t req) { return *static_cast<FileSystem*>(fuse_req_userdata(req)); }
+FuseContext& Ctx(fuse_req_t req) { return *static_cast<FuseContext*>(fuse_req_userdata(req)); }
+FileSystem& Fs(fuse_req_t req) { return *Ctx(req).fs; }
+
+// The request's duration, observed when the handler returns (after its reply).
+metrics::ScopedTimer Timed(fuse_req_t req, FuseOp op) {
+  return metrics::ScopedTimer(Ctx(req).durations[op]);
+}
 
 void ReplyError(fuse_req_t req, const Status& status, const char* op) {
   int err = StatusToErrno(status);
-  if (err != ENOENT) spdlog::warn("{}: {}", op, status.ToString());
+  if (err != ENOENT) {
+    spdlog::warn("{}: {}", op, status.ToString());
+    if (metrics::Registry* registry = Ctx(req).registry) {
+      registry->GetCounter(kFuseErrors, kFuseErrorsHelp, {{"op", op}}).Add();
+    }
+  }
   fuse_reply_err(req, err);
 }
 
@@ -88,6 +139,7 @@ void OnInit(void*, fuse_conn_info* conn) {
 }
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto timer = Timed(req, kLookup);
   FileSystem& fs = Fs(req);
   auto attr = fs.Lookup(parent, name);
   if (!attr.ok()) return ReplyError(req, attr.status(), "lookup");
@@ -102,6 +154,7 @@ void OnForget(fuse_req_t req, fuse_ino_t, uint64_t) {
 void OnForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto timer = Timed(req, kGetattr);
   FileSystem& fs = Fs(req);
   auto attr = fs.GetAttr(ino);
   if (!attr.ok()) return ReplyError(req, attr.status(), "getattr");
@@ -112,6 +165,7 @@ void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
 Caller CallerOf(fuse_req_t req) { return Caller{fuse_req_ctx(req)->pid}; }
 
 void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto timer = Timed(req, kOpen);
   auto opened = Fs(req).Open(ino, fi->flags, CallerOf(req));
   if (!opened.ok()) return ReplyError(req, opened.status(), "open");
   fi->fh = opened->fh;
@@ -126,6 +180,7 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
               fuse_file_info* fi) {
+  auto timer = Timed(req, kCreate);
   if (!S_ISREG(mode)) return (void)fuse_reply_err(req, EPERM);
   FileSystem& fs = Fs(req);
   auto created = fs.Create(parent, name, fi->flags, CallerOf(req));
@@ -138,25 +193,30 @@ void OnCreate(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode,
 
 void OnWrite(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off,
              fuse_file_info* fi) {
+  auto timer = Timed(req, kWrite);
   auto n = Fs(req).Write(fi->fh, static_cast<uint64_t>(off), std::span<const char>(buf, size),
                          CallerOf(req));
   if (!n.ok()) return ReplyError(req, n.status(), "write");
+  Ctx(req).written_bytes.Add(static_cast<double>(*n));  // before the reply, which frees `req`
   fuse_reply_write(req, *n);
 }
 
 void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  auto timer = Timed(req, kFlush);
   Status s = Fs(req).Flush(fi->fh, CallerOf(req));
   if (!s.ok()) return ReplyError(req, s, "close");
   fuse_reply_err(req, 0);
 }
 
 void OnFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
+  auto timer = Timed(req, kFsync);
   Status s = Fs(req).Fsync(fi->fh);
   if (!s.ok()) return ReplyError(req, s, "fsync");
   fuse_reply_err(req, 0);
 }
 
 void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+  auto timer = Timed(req, kSetattr);
   FileSystem& fs = Fs(req);
   std::optional<uint64_t> size;
   if ((to_set & FUSE_SET_ATTR_SIZE) != 0) size = static_cast<uint64_t>(attr->st_size);
@@ -168,6 +228,7 @@ void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fu
 }
 
 void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
+  auto timer = Timed(req, kMkdir);
   FileSystem& fs = Fs(req);
   auto attr = fs.MakeDir(parent, name);
   if (!attr.ok()) return ReplyError(req, attr.status(), "mkdir");
@@ -176,12 +237,14 @@ void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
 }
 
 void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto timer = Timed(req, kRmdir);
   Status s = Fs(req).RemoveDir(parent, name);
   if (!s.ok()) return ReplyError(req, s, "rmdir");
   fuse_reply_err(req, 0);
 }
 
 void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto timer = Timed(req, kUnlink);
   Status s = Fs(req).Unlink(parent, name);
   if (!s.ok()) return ReplyError(req, s, "unlink");
   fuse_reply_err(req, 0);
@@ -189,12 +252,14 @@ void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
 
 void OnRename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,
               const char* new_name, unsigned flags) {
+  auto timer = Timed(req, kRename);
   Status s = Fs(req).Rename(parent, name, new_parent, new_name, flags);
   if (!s.ok()) return ReplyError(req, s, "rename");
   fuse_reply_err(req, 0);
 }
 
 void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
+  auto timer = Timed(req, kRead);
   // One buffer per FUSE thread, reused: no allocation per read. A range within one block held in
   // memory is replied straight from the block, pinned until the reply has been written.
   thread_local std::unique_ptr<char[]> buf(new char[kMaxRead]);
@@ -211,19 +276,24 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
     bufv.buf[0].flags = static_cast<fuse_buf_flags>(FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK);
     bufv.buf[0].fd = pin->fd();
     bufv.buf[0].pos = static_cast<off_t>(pin->fd_offset() + (bytes->data() - pin->data()));
+    // Counted before the reply: the reply frees `req`.
+    Ctx(req).read_bytes.Add(static_cast<double>(bytes->size()));
     fuse_reply_data(req, &bufv, FUSE_BUF_SPLICE_NONBLOCK);
     return;
   }
+  Ctx(req).read_bytes.Add(static_cast<double>(bytes->size()));
   fuse_reply_buf(req, bytes->data(), bytes->size());
 }
 
 void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+  auto timer = Timed(req, kRelease);
   Fs(req).Release(fi->fh);
   fuse_reply_err(req, 0);
 }
 
 // A folder's entries are listed once at opendir and served from there by offset.
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto timer = Timed(req, kOpendir);
   auto fh = Fs(req).OpenDir(ino);
   if (!fh.ok()) return ReplyError(req, fh.status(), "opendir");
   fi->fh = *fh;
@@ -262,14 +332,17 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
 }
 
 void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  auto timer = Timed(req, kReaddir);
   ServeDir(req, ino, size, off, fi, false);
 }
 
 void OnReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  auto timer = Timed(req, kReaddir);
   ServeDir(req, ino, size, off, fi, true);
 }
 
 void OnStatfs(fuse_req_t req, fuse_ino_t) {
+  auto timer = Timed(req, kStatfs);
   struct statvfs st;
   std::memset(&st, 0, sizeof(st));
   st.f_bsize = st.f_frsize = 4096;
@@ -330,7 +403,22 @@ fuse_lowlevel_ops MakeOps() {
 }  // namespace
 
 FuseMount::FuseMount(std::shared_ptr<FileSystem> fs, FuseMountOptions options)
-    : fs_(std::move(fs)), options_(std::move(options)) {}
+    : fs_(std::move(fs)), options_(std::move(options)), context_(std::make_unique<FuseContext>()) {
+  context_->fs = fs_.get();
+  context_->registry = options_.metrics;
+  if (options_.metrics == nullptr) return;
+  for (size_t op = 0; op < kFuseOpCount; ++op) {
+    context_->durations[op] = options_.metrics->GetHistogram(
+        "lakecache_fuse_operation_duration_seconds",
+        "FUSE requests: duration from the handler's start to its reply, by operation",
+        {{"op", kFuseOpNames[op]}});
+  }
+  options_.metrics->DeclareCounter(kFuseErrors, kFuseErrorsHelp);
+  context_->read_bytes = options_.metrics->GetCounter("lakecache_fuse_read_bytes_total",
+                                                      "Bytes read through the mount");
+  context_->written_bytes = options_.metrics->GetCounter("lakecache_fuse_written_bytes_total",
+                                                         "Bytes written through the mount");
+}
 
 FuseMount::~FuseMount() {
   for (fuse_session* se : clones_) fuse_session_destroy(se);
@@ -391,7 +479,7 @@ Status FuseMount::NewSession() {
   const char* argv[] = {"lakecache", "-o", opts.c_str()};
   fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fuse_lowlevel_ops ops = MakeOps();
-  session_ = fuse_session_new(&args, &ops, sizeof(ops), fs_.get());
+  session_ = fuse_session_new(&args, &ops, sizeof(ops), context_.get());
   if (session_ == nullptr)
     return Status::Internal("could not create the FUSE session (" + opts + ")");
   if (fuse_set_signal_handlers(session_) != 0) {
@@ -441,7 +529,7 @@ Status FuseMount::Adopt(std::vector<int> fuse_fds, const std::string& mountpoint
   for (size_t i = 1; i < fuse_fds.size(); ++i) {
     fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
     fuse_lowlevel_ops ops = MakeOps();
-    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), fs_.get());
+    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), context_.get());
     if (se == nullptr) return Status::Internal("could not create a FUSE session");
     clones_.push_back(se);
     std::string dev = "/dev/fd/" + std::to_string(fuse_fds[i]);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "client/file_system.h"
+#include "common/metrics.h"
 #include "common/result.h"
 #include "common/status.h"
 
@@ -24,12 +25,17 @@ struct fuse_session;
 
 namespace lakecache {
 
+struct FuseContext;
+
 struct FuseMountOptions {
   bool allow_other = false;
   bool default_permissions = true;
   std::string fs_name = "lakecache";  // shown in /proc/mounts
   bool read_only = true;              // "ro": the kernel refuses every change
   unsigned max_threads = 16;
+  // Non-null: each request's duration and errors by operation, and the bytes read and written
+  // (lakecache_fuse_*), are recorded there. Must outlive the FuseMount.
+  metrics::Registry* metrics = nullptr;
 };
 
 // The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."; "rw,..." when
@@ -89,6 +95,7 @@ class FuseMount {
 
   std::shared_ptr<FileSystem> fs_;
   FuseMountOptions options_;
+  std::unique_ptr<FuseContext> context_;  // every session's userdata
   fuse_session* session_ = nullptr;
   // Sessions on the clones of an adopted connection's descriptor, read by the same threads.
   std::vector<fuse_session*> clones_;

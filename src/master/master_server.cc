@@ -12,6 +12,7 @@
 #include "admin/admin_service.h"
 #include "common/mutex.h"
 #include "master/cluster_admin.h"
+#include "master/status_board.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
 #include "rpc/advertise.h"
@@ -332,11 +333,26 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
       std::make_unique<AdminServiceImpl>(master->admin_backend_.get(), master->authorizer_);
   LC_ASSIGN_OR_RETURN(
       rpc::StartedServer started,
-      rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}, tls));
+      rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}, tls,
+                       {options.metrics, "lakecache_master_rpc_duration_seconds"}));
   master->server_ = std::move(started.server);
   master->address_ = rpc::AdvertisedAddress(options.advertise, started.address, started.address);
   master->service_->set_address(master->address_);
   MasterServer* m = master.get();
+  if (options.metrics != nullptr) {
+    StatusBoardOptions board;
+    board.address = master->address_;
+    board.version = options.version;
+    board.insecure = options.insecure;
+    board.interval = options.status_interval;
+    master->status_ =
+        std::make_unique<StatusBoard>(master->admin_backend_.get(), master->namespaces_.get(),
+                                      master->registry_.get(), &master->admin_->load_jobs(), board);
+    master->metrics_ = options.metrics->AddCollector([m](metrics::Sink& sink) {
+      m->status_->AddMetrics(sink);
+      m->admin_->load_jobs().AddMetrics(sink);
+    });
+  }
   Duration interval = config.cluster.heartbeat_interval;
   if (!options.health_socket.empty()) {
     LC_ASSIGN_OR_RETURN(master->health_, rpc::ServeHealth(options.health_socket, "the master",
@@ -366,8 +382,14 @@ rpc::HealthState MasterServer::Health() {
                     " namespace(s), " + std::to_string(view.workers_size()) + " live worker(s)"};
 }
 
+std::map<std::string, rpc::HttpPage> MasterServer::StatusPages() {
+  return status_ != nullptr ? status_->Pages() : std::map<std::string, rpc::HttpPage>{};
+}
+
 void MasterServer::Shutdown() {
   std::call_once(shutdown_once_, [this] {
+    metrics_.Reset();
+    status_.reset();                              // stops sampling the workers
     if (health_ != nullptr) health_->Shutdown();  // a probe sees it go at once
     if (sweeper_.joinable()) {
       sweeper_.request_stop();

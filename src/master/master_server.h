@@ -7,7 +7,9 @@
 // commands (rpc::AdminService: load, report, free, stat) for the cluster (see ClusterAdmin).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -15,8 +17,10 @@
 #include <thread>
 
 #include "common/config.h"
+#include "common/metrics.h"
 #include "common/result.h"
 #include "rpc/health.h"
+#include "rpc/http_endpoint.h"
 #include "ufs/store_factory.h"
 
 namespace grpc {
@@ -29,6 +33,7 @@ class NamespaceTable;
 class WorkerRegistry;
 class ClusterAdmin;
 class AdminServiceImpl;
+class StatusBoard;
 namespace rpc {
 class Authorizer;
 class ClusterCredentials;
@@ -47,6 +52,12 @@ struct MasterOptions {
       false;  // serves plain text beyond loopback (--insecure): the cluster view says so
   // A Unix socket for the local health check (rpc/health.h); empty: none.
   std::string health_socket;
+  // Non-null: the master's numbers (workers, namespaces, loads, its object-store requests and
+  // gRPC calls) are recorded there, and a StatusBoard samples the workers for the status page.
+  // Must outlive the master.
+  metrics::Registry* metrics = nullptr;
+  std::string version;                              // shown on the status page
+  std::chrono::milliseconds status_interval{2000};  // how often the status page samples workers
 };
 
 class MasterServer {
@@ -61,6 +72,9 @@ class MasterServer {
 
   // The HOST:PORT it announces: the advertised address, else the one bound.
   const std::string& address() const { return address_; }
+
+  // The status page's paths (StatusBoard::Pages); none without MasterOptions::metrics.
+  std::map<std::string, rpc::HttpPage> StatusPages();
 
   // Serving, with its namespaces and live workers in words, for the health check.
   rpc::HealthState Health();
@@ -84,6 +98,8 @@ class MasterServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<ClusterAdmin> admin_backend_;
   std::unique_ptr<AdminServiceImpl> admin_;
+  std::unique_ptr<StatusBoard> status_;  // with metrics only
+  metrics::Registry::Registration metrics_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<rpc::HealthServer> health_;  // after server_: stopped first
   std::string address_;

@@ -24,7 +24,15 @@ void FillStats(const BlockStoreStats& stats, const std::vector<ContentIndex::Usa
     p->set_blocks(t.blocks);
     p->set_corrupt_blocks(t.corrupt_blocks);
     p->set_write_errors(t.write_errors);
+    p->set_hit_bytes(t.hit_bytes);
+    p->set_rejected(t.rejected);
   }
+  out->set_prefetch_used(stats.prefetch_used);
+  out->set_prefetch_dropped(stats.prefetch_dropped);
+  out->set_prefetch_refused(stats.prefetch_refused);
+  out->set_prefetches(stats.prefetches);
+  for (uint64_t n : stats.fetch_latency_us_log2) out->add_fetch_latency_us_log2(n);
+  out->set_fetch_latency_us_total(stats.fetch_latency_us_total);
   out->set_fetches(stats.fetches);
   out->set_fetched_bytes(stats.fetched_bytes);
   out->set_fetch_errors(stats.fetch_errors);

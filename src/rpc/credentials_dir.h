@@ -1,7 +1,9 @@
 // A cluster's credentials folder, as `lakecache cert` makes it (and as a Kubernetes Secret mounted
 // as files holds it): the CA (`ca.crt` for every role, `ca.key` for the master only, which issues
 // worker certificates), the master's serving certificate (`tls.crt`, `tls.key`) and one random
-// token per role (`admin.token`, `client.token`, `worker.token`, `master.token`). Keys and tokens
+// token per role (`admin.token`, `client.token`, `worker.token`, `master.token`), and
+// `metrics.token`, which reads only metrics and the master's status page (--metrics-listen beyond
+// loopback). Keys and tokens
 // are mode 0600, the folder 0700 when made here. Every file is written atomically (x509.h), so a
 // reader never sees half a file. Not for concurrent use on the same folder.
 #pragma once
@@ -19,7 +21,7 @@ inline constexpr char kCaKeyFile[] = "ca.key";
 inline constexpr char kTlsCertFile[] = "tls.crt";
 inline constexpr char kTlsKeyFile[] = "tls.key";
 inline constexpr const char* kTokenFiles[] = {"admin.token", "client.token", "worker.token",
-                                              "master.token"};
+                                              "master.token", "metrics.token"};
 
 // The names every master serving certificate carries, before CredentialOptions::names.
 inline constexpr const char* kMasterCertNames[] = {"lakecache-master", "localhost", "127.0.0.1"};

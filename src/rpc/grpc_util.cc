@@ -8,9 +8,14 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include <charconv>
+#include <chrono>
 #include <fstream>
+#include <map>
+
+#include "common/mutex.h"
 
 namespace lakecache::rpc {
 namespace {
@@ -131,9 +136,62 @@ Status CheckListenAddress(std::string_view flag, const std::string& address) {
   return Status::Ok();
 }
 
+namespace {
+
+// Times one call: from its interceptor's creation (the call's arrival) to its status being sent.
+class TimingInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TimingInterceptor(metrics::Histogram histogram)
+      : histogram_(histogram), start_(std::chrono::steady_clock::now()) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      histogram_.Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  metrics::Histogram histogram_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+class TimingFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit TimingFactory(RpcMetrics metrics) : metrics_(std::move(metrics)) {}
+
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    // "/lakecache.WorkerService/ReadBlock" -> "ReadBlock": the service's own methods only.
+    std::string_view method = info->method() != nullptr ? info->method() : "";
+    method = method.substr(method.rfind('/') + 1);
+    MutexLock lock(&mu_);
+    auto it = cells_.find(method);
+    if (it == cells_.end()) {
+      it = cells_
+               .emplace(std::string(method),
+                        metrics_.registry->GetHistogram(metrics_.name,
+                                                        "gRPC calls served: duration by method",
+                                                        {{"method", std::string(method)}}))
+               .first;
+    }
+    return new TimingInterceptor(it->second);
+  }
+
+ private:
+  const RpcMetrics metrics_;
+  Mutex mu_;
+  std::map<std::string, metrics::Histogram, std::less<>> cells_ GUARDED_BY(mu_);
+};
+
+}  // namespace
+
 Result<StartedServer> StartServer(const std::string& address,
                                   const std::vector<grpc::Service*>& services,
-                                  std::shared_ptr<grpc::ServerCredentials> credentials) {
+                                  std::shared_ptr<grpc::ServerCredentials> credentials,
+                                  const RpcMetrics& rpc_metrics) {
   LC_RETURN_IF_ERROR(CheckListenAddress("listen address", address));
   grpc::ServerBuilder builder;
   int port = 0;
@@ -145,6 +203,11 @@ Result<StartedServer> StartServer(const std::string& address,
   // is not (gRPC sets SO_REUSEPORT by default, which would let two servers share it).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  if (rpc_metrics.registry != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(std::make_unique<TimingFactory>(rpc_metrics));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   StartedServer started;
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || port == 0) {

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/metrics.h"
 #include "common/result.h"
 
 namespace lakecache::rpc {
@@ -57,11 +58,20 @@ struct StartedServer {
   std::string address;  // HOST:PORT actually bound (the chosen port when 0 was asked)
 };
 
+// Where a server's calls are timed: `name`{method} histograms in `registry` (null: not timed),
+// e.g. lakecache_worker_rpc_duration_seconds{method="ReadBlock"}: from the call's arrival to its
+// status being sent.
+struct RpcMetrics {
+  metrics::Registry* registry = nullptr;
+  std::string name;
+};
+
 // Builds and starts a server for `services` on `address` (TLS with `credentials`, else plain
 // text); fails with a clear message when the address cannot be bound (in use, not local).
 Result<StartedServer> StartServer(const std::string& address,
                                   const std::vector<grpc::Service*>& services,
-                                  std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
+                                  std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
+                                  const RpcMetrics& rpc_metrics = {});
 
 // This host's identity for short-circuit reads: the running kernel's boot id (the same for every
 // process and container on one kernel); empty if unreadable.

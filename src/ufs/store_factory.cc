@@ -1,6 +1,7 @@
 #include "ufs/store_factory.h"
 
 #include "ufs/local_store.h"
+#include "ufs/metered_store.h"
 #include "ufs/s3_store.h"
 
 namespace lakecache {
@@ -31,6 +32,9 @@ Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,
     store = std::move(s3_store);
   }
   if (options.wrap) store = options.wrap(std::move(store));
+  if (options.metrics != nullptr) {
+    store = std::make_shared<MeteredStore>(std::move(store), options.metrics);
+  }
   if (options.retries) store = std::make_shared<RetryingStore>(std::move(store), options.retry);
   return store;
 }

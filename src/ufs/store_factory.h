@@ -1,5 +1,5 @@
 // Opens the ObjectStore behind a namespace: S3 or OSS (S3-compatible API) or a local directory,
-// wrapped in a RetryingStore.
+// wrapped in a RetryingStore (and a MeteredStore below it when metrics are on).
 //
 // The store addresses the namespace's bucket (or root folder); mapping keys under the namespace
 // prefix is the caller's job. Thread-safe; the returned store is shared.
@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "common/credentials.h"
+#include "common/metrics.h"
 #include "ufs/http_client.h"
 #include "ufs/object_store.h"
 #include "ufs/retrying_store.h"
@@ -22,6 +23,8 @@ struct StoreOptions {
   bool retries = true;  // false: no RetryingStore (tests that count raw requests)
   // A seam for tests: wraps each store opened, below the retries (e.g. in a FaultInjectingStore).
   std::function<std::shared_ptr<ObjectStore>(std::shared_ptr<ObjectStore>)> wrap;
+  // Non-null: every request is timed and counted there (a MeteredStore, below the retries).
+  metrics::Registry* metrics = nullptr;
 };
 
 Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,

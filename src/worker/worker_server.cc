@@ -22,6 +22,7 @@
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/stats_metrics.h"
 #include "rpc/x509.h"
 #include "worker/block_reader.h"
 #include "worker/object_writes.h"
@@ -264,13 +265,18 @@ class WorkerServer::Service final
                      rpc::WorkerStats* response) override {
     if (grpc::Status denied = Allow(ctx, kMasterOrAdmin, "WorkerService/Stats"); !denied.ok())
       return denied;
+    FillStats(response);
+    return grpc::Status::OK;
+  }
+
+  // What Stats answers, and what the metrics registry reads at a scrape.
+  void FillStats(rpc::WorkerStats* response) {
     fill_info_(response->mutable_worker());
     rpc::FillStats(blocks_->Stats(), reader_->index().CachedBytes(*blocks_), response);
     response->set_blocks_served(reader_->blocks_served());
     response->set_bytes_served(reader_->bytes_served());
     response->set_blocks_located(blocks_located_.load(std::memory_order_relaxed));
     fill_shm_(response);
-    return grpc::Status::OK;
   }
 
   grpc::Status Free(grpc::ServerContext* ctx, const rpc::FreeRequest* request,
@@ -519,8 +525,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
       rpc::AdvertisedAddress(data_advertise, w->bulk_->address(), Advertised(w->bulk_->address()));
   {
     MutexLock lock(&self->address_mu_);
-    LC_ASSIGN_OR_RETURN(rpc::StartedServer started,
-                        rpc::StartServer(options.listen, {self->service_.get()}, tls));
+    LC_ASSIGN_OR_RETURN(
+        rpc::StartedServer started,
+        rpc::StartServer(options.listen, {self->service_.get()}, tls,
+                         {options.metrics, "lakecache_worker_rpc_duration_seconds"}));
     self->server_ = std::move(started.server);
     self->address_ =
         rpc::AdvertisedAddress(options.advertise, started.address, Advertised(started.address));
@@ -528,6 +536,13 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
   if (!options.health_socket.empty()) {
     LC_ASSIGN_OR_RETURN(w->health_, rpc::ServeHealth(options.health_socket, "the worker",
                                                      [self] { return self->Health(); }));
+  }
+  if (options.metrics != nullptr) {
+    w->metrics_ = options.metrics->AddCollector([self](metrics::Sink& sink) {
+      rpc::WorkerStats stats;
+      self->service_->FillStats(&stats);
+      rpc::AddStatsMetrics(stats, /*worker=*/true, sink);
+    });
   }
   w->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
   spdlog::info("worker {} serving on {}, data on {} ({}; {} namespaces), master {}", w->id_,
@@ -563,6 +578,7 @@ rpc::HealthState WorkerServer::Health() const {
 }
 
 void WorkerServer::Shutdown() {
+  metrics_.Reset();  // no scrape reads what is stopped below
   {
     MutexLock lock(&mu_);
     if (stopping_) return;

@@ -23,6 +23,7 @@
 
 #include "cache/block_store.h"
 #include "common/config.h"
+#include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "common/thread_pool.h"
@@ -69,6 +70,9 @@ struct WorkerOptions {
   std::chrono::milliseconds bootstrap_wait{30000};
   // A Unix socket for the local health check (rpc/health.h); empty: none.
   std::string health_socket;
+  // Non-null: the worker's counters (as Stats reports them) are read there at every scrape, and
+  // its gRPC calls timed (lakecache_worker_rpc_duration_seconds). Must outlive the worker.
+  metrics::Registry* metrics = nullptr;
 };
 
 // A worker's key and what it names: its id, and where its certificate is kept.
@@ -162,6 +166,7 @@ class WorkerServer {
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread heartbeat_;
+  metrics::Registry::Registration metrics_;  // removed first thing at shutdown
 };
 
 }  // namespace lakecache

@@ -17,9 +17,9 @@
 namespace lakecache::rpc {
 namespace {
 
-const std::vector<std::string> kFiles = {"ca.crt",       "ca.key",      "tls.crt",
-                                         "tls.key",      "admin.token", "client.token",
-                                         "worker.token", "master.token"};
+const std::vector<std::string> kFiles = {"ca.crt",       "ca.key",       "tls.crt",
+                                         "tls.key",      "admin.token",  "client.token",
+                                         "worker.token", "master.token", "metrics.token"};
 
 class CredentialsDirTest : public ::testing::Test {
  protected:

@@ -234,7 +234,7 @@ secret() {  # secret NAME KEY=FILE...: a Secret object, values base64-encoded (n
 }
 printf S3RVER >"$WORK/s3.key"
 CRED_FILES=()
-for f in ca.crt ca.key tls.crt tls.key admin.token client.token worker.token master.token; do
+for f in ca.crt ca.key tls.crt tls.key admin.token client.token worker.token master.token metrics.token; do
   CRED_FILES+=("$f=$WORK/creds/$f")
 done
 {

@@ -7,6 +7,7 @@
 'use strict';
 
 const path = require('path');
+const {checkCustom} = require('./crd_schemas.js');
 
 // apiVersion -> [module folder, schema name prefix]
 const GROUPS = {
@@ -19,6 +20,9 @@ const GROUPS = {
 
 // The package exports its models, not its compiled schemas: those are found beside them.
 const SCHEMAS = path.join(path.dirname(require.resolve('kubernetes-models/v1/Pod')), '..', '_schemas');
+// ObjectMeta and LabelSelector, for the custom resources' schemas (crd_schemas.js).
+const META_SCHEMAS = path.join(
+  path.dirname(require.resolve('@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta')), '..', '..', '..', '_schemas');
 
 function load(apiVersion, kind) {
   const group = GROUPS[apiVersion];
@@ -49,6 +53,7 @@ function modelErrors(Model, obj) {
 function describe(err) {
   if (err.keyword === 'required') return `missing required field '${err.params.missingProperty}'`;
   if (err.keyword === 'enum') return `${err.message} (${err.params.allowedValues.join(', ')})`;
+  if (!err.message && err.keyword === 'type') return `must be ${err.params.type}`;
   return err.message || err.keyword;
 }
 
@@ -101,9 +106,19 @@ function unknownFields(validate, obj) {
   return unknown;
 }
 
+// Problems of a value against an apimachinery meta/v1 schema ("ObjectMeta", "LabelSelector").
+function validateWith(name, value) {
+  const {validate} = require(path.join(META_SCHEMAS, `IoK8sApimachineryPkgApisMetaV1${name}.js`));
+  const problems = validate(value) ? [] : (validate.errors || []).map((d) => `${d.instancePath || ''}: ${describe(d)}`);
+  for (const p of unknownFields(validate, value)) problems.push(`${p}: unknown field (not in the ${name} schema)`);
+  return problems;
+}
+
 // Problems of one object against the schema of its kind, or of `as` ("PodTemplateSpec").
 function checkObject(obj, as) {
   const kind = as || obj.kind;
+  const custom = as ? null : checkCustom(obj, validateWith);
+  if (custom) return custom;
   const schema = load(as ? 'v1' : obj.apiVersion, kind);
   if (!schema) return [`no Kubernetes schema for ${obj.apiVersion} ${obj.kind}`];
   const problems = modelErrors(schema.Model, obj);

@@ -1,6 +1,8 @@
 // What the schemas cannot see in a lakecache deployment or a training job: mount propagation and
 // privilege, the FUSE pod's device and unmount, probes that need no network credentials, secrets
-// in ConfigMaps, the worker's memory limit, and how training pods map the host's lake folder.
+// in ConfigMaps, the worker's memory limit, how training pods map the host's lake folder, and
+// the metrics listeners: their port, token and scrape annotations, and what a ServiceMonitor
+// reaches through its Services (lintObjects, over all the objects of a release).
 'use strict';
 
 const UNITS = {
@@ -14,17 +16,21 @@ function bytes(q) {
   return m && m[2] in UNITS ? Math.ceil(Number(m[1]) * UNITS[m[2]]) : NaN;
 }
 
-// Every pod spec of an object, with where it sits: Pods, workload templates, Kubeflow replicas.
+// Every pod spec of an object, with where it sits and its metadata: Pods, workload templates,
+// Kubeflow replicas.
 function podSpecs(obj) {
   const spec = obj.spec || {};
-  if (obj.kind === 'Pod') return [{where: '/spec', pod: spec}];
-  if (obj.kind === 'PodTemplateSpec') return [{where: '/spec', pod: spec}];
-  if (spec.template && spec.template.spec) return [{where: '/spec/template/spec', pod: spec.template.spec}];
+  if (obj.kind === 'Pod') return [{where: '/spec', pod: spec, meta: obj.metadata || {}}];
+  if (obj.kind === 'PodTemplateSpec') return [{where: '/spec', pod: spec, meta: obj.metadata || {}}];
+  if (spec.template && spec.template.spec) {
+    return [{where: '/spec/template/spec', pod: spec.template.spec, meta: spec.template.metadata || {}}];
+  }
   const replicas = spec.pytorchReplicaSpecs || spec.mpiReplicaSpecs || {};
   const field = spec.pytorchReplicaSpecs ? 'pytorchReplicaSpecs' : 'mpiReplicaSpecs';
   return Object.entries(replicas).map(([role, r]) => ({
     where: `/spec/${field}/${role}/template/spec`,
     pod: (r.template || {}).spec || {},
+    meta: (r.template || {}).metadata || {},
   }));
 }
 
@@ -133,6 +139,66 @@ function lintWorkerMemory(c, at, pod, out) {
   }
 }
 
+// --metrics-listen HOST:PORT of a lakecache container: {host, port}, or null.
+function metricsListen(c) {
+  const args = c.args || [];
+  const i = args.indexOf('--metrics-listen');
+  if (i < 0) return null;
+  const m = /^\[?(.*?)\]?:([0-9]+)$/.exec(String(args[i + 1] || ''));
+  return m ? {host: m[1], port: Number(m[2])} : {host: String(args[i + 1]), port: NaN};
+}
+
+const isLoopback = (host) => host === 'localhost' || host === '::1' || /^127\./.test(host);
+
+// The Secret volume mounted at the container's --credentials folder: {volume, secret}, or null.
+function credentialsSecret(c, pod) {
+  const args = c.args || [];
+  const i = args.indexOf('--credentials');
+  if (i < 0) return null;
+  const m = (c.volumeMounts || []).find((v) => v.mountPath === args[i + 1]);
+  const v = m && (pod.volumes || []).find((x) => x.name === m.name);
+  return v && v.secret ? {volume: v.name, secret: v.secret} : null;
+}
+
+// A metrics listener beyond loopback: the daemon serves it only with --credentials (scrapers
+// present the folder's metrics.token) or --insecure; Services and ServiceMonitors name its port.
+function lintMetrics(c, at, pod, out) {
+  const listen = metricsListen(c);
+  if (!listen || isLoopback(listen.host)) return;
+  const args = c.args || [];
+  const where = `${at}: --metrics-listen ${listen.host}:${listen.port}`;
+  if (!args.includes('--credentials') && !args.includes('--insecure')) {
+    out.push(`${where} is beyond loopback without --credentials or --insecure (the daemon refuses to start)`);
+  }
+  if (!(c.ports || []).some((p) => p.name === 'metrics' && p.containerPort === listen.port)) {
+    out.push(`${where} has no containerPort {name: metrics, containerPort: ${listen.port}} (Services and ServiceMonitors name it)`);
+  }
+  const creds = credentialsSecret(c, pod);
+  if (creds && creds.secret.items && !creds.secret.items.some((item) => item.key === 'metrics.token' && item.path === 'metrics.token')) {
+    out.push(`${where} checks scrapers against the credentials folder's metrics.token, but volume ${creds.volume} does not map it`);
+  }
+}
+
+// prometheus.io/scrape annotations name the port and path a container's --metrics-listen serves.
+function lintScrapeAnnotations(pod, meta, where, out) {
+  const a = meta.annotations || {};
+  if (a['prometheus.io/scrape'] === undefined) return;
+  const at = `${where.replace(/\/spec$/, '')}/metadata/annotations`;
+  if (a['prometheus.io/scrape'] !== 'true') {
+    out.push(`${at}: prometheus.io/scrape is ${JSON.stringify(a['prometheus.io/scrape'])}, not "true"`);
+    return;
+  }
+  const ports = containers(pod).map(metricsListen).filter((l) => l).map((l) => l.port);
+  if (!ports.length) {
+    out.push(`${at}: prometheus.io/scrape "true" on a pod whose containers have no --metrics-listen`);
+  } else if (!ports.map(String).includes(String(a['prometheus.io/port']))) {
+    out.push(`${at}: prometheus.io/port ${JSON.stringify(a['prometheus.io/port'])} is not the --metrics-listen port (${ports.join(', ')})`);
+  }
+  if (a['prometheus.io/path'] !== undefined && a['prometheus.io/path'] !== '/metrics') {
+    out.push(`${at}: prometheus.io/path ${JSON.stringify(a['prometheus.io/path'])} is not /metrics`);
+  }
+}
+
 const SECRET_PATTERNS = [
   [/lctok_[0-9a-f]{16,}/, 'a role token'],
   [/-----BEGIN [A-Z ]*PRIVATE KEY-----/, 'a private key'],
@@ -163,7 +229,8 @@ function lintObject(obj, opts) {
   const out = [];
   if (obj.kind === 'ConfigMap') lintConfigMap(obj, out);
   const specs = podSpecs(obj);
-  for (const {where, pod} of specs) {
+  for (const {where, pod, meta} of specs) {
+    lintScrapeAnnotations(pod, meta, where, out);
     const inits = pod.initContainers || [];
     containers(pod).forEach((c) => {
       const list = inits.includes(c) ? 'initContainers' : 'containers';
@@ -174,6 +241,7 @@ function lintObject(obj, opts) {
       if (role === 'mount') lintFuse(c, at, pod, out);
       if (role === 'holder') lintHolder(c, at, pod, out);
       if (role === 'worker') lintWorkerMemory(c, at, pod, out);
+      lintMetrics(c, at, pod, out);
     });
   }
   if (opts.training && !specs.some(({pod}) => mapsLake(pod, opts.lakePath))) {
@@ -182,4 +250,92 @@ function lintObject(obj, opts) {
   return out;
 }
 
-module.exports = {lintObject, podSpecs, bytes};
+function matchesSelector(labels, selector) {
+  labels = labels || {};
+  const sel = selector || {};
+  const exprs = sel.matchExpressions || [];
+  return Object.entries(sel.matchLabels || {}).every(([k, v]) => labels[k] === v) && exprs.every((e) => {
+    const has = Object.prototype.hasOwnProperty.call(labels, e.key);
+    if (e.operator === 'In') return has && (e.values || []).includes(labels[e.key]);
+    if (e.operator === 'NotIn') return !has || !(e.values || []).includes(labels[e.key]);
+    if (e.operator === 'Exists') return has;
+    return !has;  // DoesNotExist
+  });
+}
+
+const nameOf = (obj) => `${obj.kind}/${(obj.metadata || {}).name}`;
+
+// The Secret key an endpoint sends as its token: {name, key}, or null.
+function endpointToken(ep) {
+  const a = ep.authorization;
+  if (a && a.credentials && (a.type || 'Bearer') === 'Bearer') return a.credentials;
+  if (ep.bearerTokenSecret) return ep.bearerTokenSecret;
+  if (ep.basicAuth && ep.basicAuth.password) return ep.basicAuth.password;
+  return null;
+}
+
+// Problems across the objects of one release, as [{name, problem}]: each ServiceMonitor must
+// reach, through the Services it selects, the metrics port of pods that serve metrics, with the
+// token those pods check; and with a ServiceMonitor, every pod that serves metrics beyond
+// loopback must be one it reaches.
+function lintObjects(objs) {
+  const out = [];
+  const services = objs.filter((o) => o.kind === 'Service');
+  const workloads = objs.filter((o) => o.kind !== 'Service' && podSpecs(o).some(({pod}) => containers(pod).length));
+  const monitors = objs.filter((o) => o.kind === 'ServiceMonitor');
+  const reached = new Set();
+  for (const sm of monitors) {
+    const problem = (p) => out.push({name: nameOf(sm), problem: p});
+    const spec = sm.spec || {};
+    const selected = services.filter((svc) => matchesSelector((svc.metadata || {}).labels, spec.selector));
+    if (!selected.length) problem('/spec/selector: selects no Service');
+    (spec.endpoints || []).forEach((ep, i) => {
+      const at = `/spec/endpoints/${i}`;
+      for (const svc of selected) {
+        const svcPort = ((svc.spec || {}).ports || []).find((p) => p.name === ep.port);
+        if (!svcPort) {
+          problem(`${at}: ${nameOf(svc)} has no port named ${ep.port}`);
+          continue;
+        }
+        const target = svcPort.targetPort === undefined ? svcPort.port : svcPort.targetPort;
+        const pods = workloads.filter((w) => podSpecs(w).some(({meta}) => matchesSelector(meta.labels, {matchLabels: (svc.spec || {}).selector})));
+        if (!pods.length) problem(`${at}: ${nameOf(svc)} selects no pods`);
+        for (const w of pods) {
+          for (const {pod} of podSpecs(w)) {
+            for (const c of containers(pod)) {
+              const port = (c.ports || []).find((p) => (typeof target === 'string' ? p.name === target : p.containerPort === target));
+              if (!port) continue;
+              const listen = metricsListen(c);
+              if (!listen || listen.port !== port.containerPort) {
+                problem(`${at}: ${nameOf(svc)} port ${ep.port} reaches port ${port.containerPort} of ${nameOf(w)}, which is not its --metrics-listen port`);
+                continue;
+              }
+              reached.add(w);
+              const creds = credentialsSecret(c, pod);
+              const token = endpointToken(ep);
+              if (creds && !token) {
+                problem(`${at}: ${nameOf(w)} checks the metrics.token of Secret ${creds.secret.secretName}, but the endpoint sends no token (authorization)`);
+              } else if (creds && (token.name !== creds.secret.secretName || token.key !== 'metrics.token')) {
+                problem(`${at}: the endpoint sends key ${token.key} of Secret ${token.name}; ${nameOf(w)} checks metrics.token of Secret ${creds.secret.secretName}`);
+              }
+            }
+          }
+        }
+      }
+    });
+  }
+  if (monitors.length) {
+    for (const w of workloads) {
+      const serves = podSpecs(w).some(({pod}) => containers(pod).some((c) => {
+        const l = metricsListen(c);
+        return l && !isLoopback(l.host);
+      }));
+      if (serves && !reached.has(w)) {
+        out.push({name: nameOf(w), problem: `serves metrics, but no ServiceMonitor (${monitors.map(nameOf).join(', ')}) reaches its pods`});
+      }
+    }
+  }
+  return out;
+}
+
+module.exports = {lintObject, lintObjects, podSpecs, bytes};

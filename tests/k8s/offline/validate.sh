@@ -6,10 +6,15 @@
 #     missing required fields, bad enums, unknown fields) and the spec lint (check.js); the
 #     PyTorchJob and MPIJob have no CRD schema here, so their pod templates are checked against
 #     the core PodTemplateSpec schema;
-#  3. the training pod's dataset check, run on a dataset that matches its manifest and on three
+#     the ServiceMonitor has no schema in kubernetes-models: crd_schemas.js writes out its CRD's
+#     fields; check.js also checks what each file's ServiceMonitors reach (Services, ports, pods,
+#     the metrics token);
+#  3. the metrics values of each values file (metrics_check.js): listeners, ports, scrape
+#     annotations, the metrics token, the ServiceMonitor and its Services;
+#  4. the training pod's dataset check, run on a dataset that matches its manifest and on three
 #     that do not;
-#  4. every case in broken/ must fail, with the message its `# expect:` line names;
-#  5. with LAKECACHE (the binary), each rendered config loads as the daemons load it, with the
+#  5. every case in broken/ must fail, with the message its `# expect:` line names;
+#  6. with LAKECACHE (the binary), each rendered config loads as the daemons load it, with the
 #     worker's arguments (`lakecache config show`).
 # Usage: validate.sh [REPO [LAKECACHE]] (default: the repository this script is in).
 set -euo pipefail
@@ -63,6 +68,18 @@ if sh -n "$ex/arena-submit.sh" && grep -q -- '--data-dir="/mnt/lake/' "$ex/arena
 else
   fail "arena-submit.sh"
 fi
+
+echo "== metrics: listeners, scrape annotations, the metrics token and the ServiceMonitor"
+for values in "$here"/values/*.yaml; do
+  name=$(basename "$values" .yaml)
+  [ -f "$out/$name.yaml" ] || continue
+  if node "$here/metrics_check.js" "$chart/values.yaml" "$values" "$out/$name.yaml" >"$out/metrics.log" 2>&1; then
+    pass "values/$name.yaml: $(grep -c '^ok' "$out/metrics.log") metrics checks"
+  else
+    cat "$out/metrics.log"
+    fail "values/$name.yaml: metrics"
+  fi
+done
 
 echo "== the training pod's dataset check"
 node -e 'const y=require("yaml").parse(require("fs").readFileSync(process.argv[1],"utf8"));

@@ -156,17 +156,37 @@ order, come from one of them.
 {{- end -}}
 {{- end -}}
 {{- $_ := include "lakecache.worker.memoryLimit" . -}}
+{{- $mx := .Values.metrics -}}
+{{- if and $mx.serviceMonitor.enabled (not $mx.enabled) -}}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled: the ServiceMonitor would select pods that serve no metrics" -}}
+{{- end -}}
+{{- if $mx.enabled -}}
+{{- $seen := dict -}}
+{{- $ports := list (list "master.port" .Values.master.port) (list "worker.port" .Values.worker.port) (list "worker.dataPort" .Values.worker.dataPort) (list "metrics.ports.master" $mx.ports.master) (list "metrics.ports.worker" $mx.ports.worker) (list "metrics.ports.fuse" $mx.ports.fuse) -}}
+{{- range $ports -}}
+{{- $port := toString (index . 1 | int) -}}
+{{- if hasKey $seen $port -}}
+{{- fail (printf "%s %s is also %s: give each port the chart opens a number of its own" (index . 0) $port (get $seen $port)) -}}
+{{- end -}}
+{{- $_ := set $seen $port (index . 0) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
-{{/* The credentials Secret volume of one role: (dict "ctx" $ "items" (list "ca.crt" ...)). */}}
+{{/*
+The credentials Secret volume of one role: (dict "ctx" $ "items" (list "ca.crt" ...)), and
+"metrics" true for a role that serves metrics (it checks scrapers against metrics.token).
+*/}}
 {{- define "lakecache.credentialsVolume" -}}
 {{- if .ctx.Values.tls.enabled }}
+{{- $items := .items }}
+{{- if and .metrics .ctx.Values.metrics.enabled }}{{ $items = append $items "metrics.token" }}{{ end }}
 - name: credentials
   secret:
     secretName: {{ .ctx.Values.tls.existingSecret }}
     defaultMode: 0400
     items:
-    {{- range .items }}
+    {{- range $items }}
       - {key: {{ . }}, path: {{ . }}}
     {{- end }}
 {{- end }}
@@ -178,7 +198,10 @@ order, come from one of them.
 {{- end }}
 {{- end -}}
 
-{{/* --credentials DIR with TLS; without, servers say --insecure and clients nothing. */}}
+{{/*
+--credentials DIR with TLS; without, servers say --insecure and clients nothing. A mount that
+serves metrics is a server.
+*/}}
 {{- define "lakecache.credentialsArgs" -}}
 {{- if .ctx.Values.tls.enabled }}
 - --credentials
@@ -240,6 +263,33 @@ livenessProbe:
   periodSeconds: 20
   failureThreshold: 3
   timeoutSeconds: 5
+{{- end -}}
+
+{{/* The metrics listener of one role: (dict "ctx" $ "role" "master"|"worker"|"fuse"). */}}
+{{- define "lakecache.metricsPort" -}}
+{{- get .ctx.Values.metrics.ports .role | int -}}
+{{- end -}}
+
+{{- define "lakecache.metricsArgs" -}}
+{{- if .ctx.Values.metrics.enabled }}
+- --metrics-listen
+- 0.0.0.0:{{ include "lakecache.metricsPort" . }}
+{{- end }}
+{{- end -}}
+
+{{- define "lakecache.metricsContainerPort" -}}
+{{- if .ctx.Values.metrics.enabled }}
+- {name: metrics, containerPort: {{ include "lakecache.metricsPort" . }}, protocol: TCP}
+{{- end }}
+{{- end -}}
+
+{{/* For scrapers that find pods by annotation (Prometheus's kubernetes-pods job). */}}
+{{- define "lakecache.metricsAnnotations" -}}
+{{- if .ctx.Values.metrics.enabled }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ include "lakecache.metricsPort" . | quote }}
+prometheus.io/path: /metrics
+{{- end }}
 {{- end -}}
 
 {{- define "lakecache.podIPEnv" -}}

@@ -1,0 +1,72 @@
+#include "cli/metrics_listen.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/server_main.h"
+#include "rpc/grpc_util.h"
+
+namespace lakecache::cli {
+
+Result<rpc::HttpEndpointOptions> MetricsEndpointOptions(const std::string& command,
+                                                        const std::string& listen,
+                                                        const std::string& credentials,
+                                                        bool insecure, bool log_file) {
+  rpc::HttpEndpointOptions options;
+  options.listen = listen;
+  if (listen.empty()) return options;
+  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--metrics-listen", listen));
+  if (!credentials.empty()) {
+    std::string token = credentials + "/" + kMetricsTokenFile;
+    if (::access(token.c_str(), R_OK) == 0) {
+      options.token_path = token;
+      return options;
+    }
+    if (IsLoopbackListen(listen)) return options;
+    return Status::InvalidArgument(
+        command + ": --metrics-listen " + listen + " is not a loopback address and " + token +
+        " is missing: every scrape beyond loopback must present that token (`lakecache cert "
+        "--dir " +
+        credentials + "` adds it)");
+  }
+  LC_RETURN_IF_ERROR(CheckPlainTextExposure(command, {{"--metrics-listen", listen}}, false,
+                                            insecure, "read the cache's metrics", log_file)
+                         .status());
+  return options;
+}
+
+std::unique_ptr<metrics::Registry> MakeMetricsRegistry(const std::string& listen) {
+  if (listen.empty()) return nullptr;
+  auto registry = std::make_unique<metrics::Registry>();
+  registry
+      ->GetGauge("lakecache_build_info", "lakecache's version (the value is 1)",
+                 {{"version", kVersionNumber}})
+      .Set(1);
+  return registry;
+}
+
+Result<std::unique_ptr<rpc::HttpEndpoint>> ServeMetrics(const rpc::HttpEndpointOptions& options,
+                                                        const metrics::Registry* registry,
+                                                        std::map<std::string, rpc::HttpPage> pages,
+                                                        std::chrono::milliseconds bind_wait) {
+  auto give_up = std::chrono::steady_clock::now() + bind_wait;
+  while (true) {
+    Result<std::unique_ptr<rpc::HttpEndpoint>> endpoint =
+        rpc::HttpEndpoint::Start(options, registry, pages);
+    if (endpoint.ok()) {
+      spdlog::info("metrics on http://{}/metrics{}", (*endpoint)->address(),
+                   options.token_path.empty() ? "" : " (the metrics token is required)");
+      return endpoint;
+    }
+    if (endpoint.status().code() != StatusCode::kUnavailable ||
+        std::chrono::steady_clock::now() >= give_up) {
+      return endpoint.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace lakecache::cli

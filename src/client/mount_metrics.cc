@@ -1,0 +1,43 @@
+#include "client/mount_metrics.h"
+
+#include "client/mount_admin.h"
+#include "rpc/stats_metrics.h"
+
+namespace lakecache {
+namespace {
+
+double D(uint64_t v) { return static_cast<double>(v); }
+
+}  // namespace
+
+void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const ClusterClient* client,
+                     const LoadJobTable* loads, metrics::Sink& sink) {
+  rpc::AddStatsMetrics(MountStats(fs, mountpoint), /*worker=*/false, sink);
+  const UploadCounters& uploads = fs.upload_counters();
+  sink.Counter("lakecache_uploads_total", "Files written through the mount and stored", {},
+               D(uploads.completed.load(std::memory_order_relaxed) +
+                 uploads.puts.load(std::memory_order_relaxed)));
+  sink.Counter("lakecache_upload_failures_total",
+               "Uploads that failed (the writer got EIO; the old object, if any, is intact)", {},
+               D(uploads.failed.load(std::memory_order_relaxed)));
+  sink.Counter("lakecache_upload_bytes_total", "Bytes sent in multipart upload parts", {},
+               D(uploads.part_bytes.load(std::memory_order_relaxed)));
+  if (client != nullptr) {
+    const char* help =
+        "Blocks read from the cluster's workers, by path: shm (a co-located worker's memory), "
+        "file (its cache files), grpc and bulk (over the network)";
+    sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "shm"}},
+                 D(client->local_memory_hits()));
+    sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "file"}},
+                 D(client->short_circuit_reads()));
+    sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "grpc"}},
+                 D(client->streamed_reads()));
+    sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "bulk"}},
+                 D(client->bulk_reads()));
+    sink.Counter("lakecache_client_worker_calls_total", "Calls made to workers", {},
+                 D(client->worker_calls()));
+  }
+  if (loads != nullptr) loads->AddMetrics(sink);
+}
+
+}  // namespace lakecache

@@ -1,0 +1,243 @@
+#include "master/status_board.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "master/cluster_admin.h"
+#include "master/worker_registry.h"
+#include "meta/namespace_table.h"
+
+namespace lakecache {
+
+extern const char kStatusPageHtml[];  // status_page.html, embedded by the build
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kPlaceholder[] = "/*LAKECACHE_STATUS*/null";
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Hits over lookups, as `report` counts them: every lookup starts at the first tier, and a hit
+// in any tier ends it.
+void HitsAndLookups(const rpc::WorkerStats& w, uint64_t* hits, uint64_t* lookups) {
+  *hits = 0;
+  for (const rpc::TierStatsProto& t : w.tiers()) *hits += t.hits();
+  *lookups = w.tiers().empty() ? 0 : w.tiers(0).hits() + w.tiers(0).misses();
+}
+
+uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - before : 0; }
+
+}  // namespace
+
+StatusBoard::StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces,
+                         WorkerRegistry* registry, const LoadJobTable* loads,
+                         StatusBoardOptions options)
+    : admin_(admin),
+      namespaces_(namespaces),
+      registry_(registry),
+      loads_(loads),
+      options_(std::move(options)),
+      started_(std::chrono::steady_clock::now()) {
+  sampler_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+}
+
+StatusBoard::~StatusBoard() {
+  sampler_.request_stop();
+  if (sampler_.joinable()) sampler_.join();
+}
+
+void StatusBoard::Loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    auto next = std::chrono::steady_clock::now() + options_.interval;
+    Sample();
+    while (!stop.stop_requested() && std::chrono::steady_clock::now() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+void StatusBoard::Sample() {
+  Result<rpc::Report> report = admin_->GetReport();
+  if (!report.ok()) return;
+  auto now = std::chrono::steady_clock::now();
+  MutexLock lock(&mu_);
+  double seconds = std::chrono::duration<double>(now - last_at_).count();
+  bool first = points_.empty() && counters_.empty();
+  uint64_t served = 0, fetched = 0, hits = 0, lookups = 0;
+  std::map<std::string, Counters> counters;
+  for (const rpc::WorkerStats& w : report->workers()) {
+    Counters c;
+    c.start_time_ms = w.worker().start_time_ms();
+    c.served = w.bytes_served();
+    c.fetched = w.fetched_bytes();
+    HitsAndLookups(w, &c.hits, &c.lookups);
+    auto it = counters_.find(w.worker().id());
+    if (it != counters_.end() && it->second.start_time_ms == c.start_time_ms) {
+      served += Delta(c.served, it->second.served);
+      fetched += Delta(c.fetched, it->second.fetched);
+      hits += Delta(c.hits, it->second.hits);
+      lookups += Delta(c.lookups, it->second.lookups);
+    }
+    counters[w.worker().id()] = c;
+  }
+  // A worker that did not answer keeps its last counters, so its next answer counts from them.
+  for (auto& [id, c] : counters_) counters.try_emplace(id, c);
+  counters_ = std::move(counters);
+  last_ = std::move(*report);
+  last_at_ = now;
+  if (first || seconds <= 0) return;
+  Point p;
+  p.t_ms = NowMs();
+  p.served_per_s = static_cast<double>(served) / seconds;
+  p.fetched_per_s = static_cast<double>(fetched) / seconds;
+  p.hit_ratio = lookups == 0
+                    ? -1
+                    : static_cast<double>(std::min(hits, lookups)) / static_cast<double>(lookups);
+  points_.push_back(p);
+  size_t keep = static_cast<size_t>(std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(options_.history).count() /
+             std::max<int64_t>(1, options_.interval.count())));
+  while (points_.size() > keep) points_.pop_front();
+}
+
+std::string StatusBoard::StatusJson() const {
+  json status;
+  status["master"] = {{"address", options_.address},
+                      {"version", options_.version},
+                      {"uptime_seconds", std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::steady_clock::now() - started_)
+                                             .count()},
+                      {"insecure", options_.insecure},
+                      {"now_ms", NowMs()}};
+  rpc::ClusterView view = registry_->View();
+  json workers = json::array();
+  {
+    MutexLock lock(&mu_);
+    std::map<std::string, const rpc::WorkerStats*> stats;
+    for (const rpc::WorkerStats& w : last_.workers()) stats[w.worker().id()] = &w;
+    for (const rpc::WorkerInfo& info : view.workers()) {
+      json worker = {{"id", info.id()},
+                     {"address", info.address()},
+                     {"capacity_bytes", info.capacity_bytes()},
+                     {"used_bytes", info.used_bytes()}};
+      auto it = stats.find(info.id());
+      if (it == stats.end()) {
+        worker["state"] = "unreachable";
+        worker["hit_ratio"] = nullptr;
+        for (const std::string& u : last_.unreachable()) {
+          if (u.starts_with(info.id() + " ")) worker["error"] = u.substr(info.id().size() + 1);
+        }
+        workers.push_back(std::move(worker));
+        continue;
+      }
+      const rpc::WorkerStats& w = *it->second;
+      uint64_t hits = 0, lookups = 0;
+      HitsAndLookups(w, &hits, &lookups);
+      worker["state"] = "live";
+      worker["hits"] = hits;
+      worker["misses"] = lookups - std::min(hits, lookups);
+      worker["hit_ratio"] =
+          lookups == 0
+              ? json(nullptr)
+              : json(static_cast<double>(std::min(hits, lookups)) / static_cast<double>(lookups));
+      worker["bytes_served"] = w.bytes_served();
+      json tiers = json::array();
+      for (const rpc::TierStatsProto& t : w.tiers()) {
+        tiers.push_back({{"tier", t.tier()},
+                         {"used_bytes", t.used_bytes()},
+                         {"capacity_bytes", t.capacity_bytes()}});
+      }
+      worker["tiers"] = std::move(tiers);
+      workers.push_back(std::move(worker));
+    }
+    json points = json::array();
+    for (const Point& p : points_) {
+      points.push_back({{"t_ms", p.t_ms},
+                        {"served_bytes_per_second", p.served_per_s},
+                        {"fetched_bytes_per_second", p.fetched_per_s},
+                        {"hit_ratio", p.hit_ratio < 0 ? json(nullptr) : json(p.hit_ratio)}});
+    }
+    status["history"] = {
+        {"interval_seconds", std::chrono::duration<double>(options_.interval).count()},
+        {"points", std::move(points)}};
+  }
+  status["workers"] = std::move(workers);
+  json namespaces = json::array();
+  for (const std::string& name : namespaces_->names()) {
+    const Namespace* ns = namespaces_->Find(name);
+    if (ns == nullptr) continue;
+    namespaces.push_back(
+        {{"name", name}, {"uri", ns->config.uri}, {"block_size", ns->config.block_size}});
+  }
+  status["namespaces"] = std::move(namespaces);
+  json loads = json::array();
+  for (const LoadJobTable::Job& job : loads_->Snapshot()) {
+    const LoadProgress& p = job.progress;
+    loads.push_back({{"ns", job.ns},
+                     {"path", job.path},
+                     {"started_ms", job.started_ms},
+                     {"seconds", p.seconds},
+                     {"listed", p.listed},
+                     {"files_total", p.total.files},
+                     {"files_done", p.files_done},
+                     {"bytes_total", p.total.bytes},
+                     {"bytes_done", p.loaded.bytes + p.already_cached.bytes + p.failed.bytes},
+                     {"failed_blocks", p.failed.files}});
+  }
+  status["loads"] = std::move(loads);
+  return status.dump();
+}
+
+void StatusBoard::AddMetrics(metrics::Sink& sink) const {
+  rpc::ClusterView view = registry_->View();
+  size_t unreachable = 0;
+  {
+    MutexLock lock(&mu_);
+    std::set<std::string> answered;
+    for (const rpc::WorkerStats& w : last_.workers()) answered.insert(w.worker().id());
+    for (const rpc::WorkerInfo& info : view.workers()) {
+      if (!answered.contains(info.id())) ++unreachable;
+    }
+  }
+  const char* help =
+      "Workers registered and alive (live), and those of them that did not answer the last "
+      "Stats call (unreachable)";
+  sink.Gauge("lakecache_master_workers", help, {{"state", "live"}},
+             static_cast<double>(view.workers_size()));
+  sink.Gauge("lakecache_master_workers", help, {{"state", "unreachable"}},
+             static_cast<double>(unreachable));
+  sink.Gauge("lakecache_master_namespaces", "Namespaces the master serves", {},
+             static_cast<double>(namespaces_->names().size()));
+}
+
+std::map<std::string, rpc::HttpPage> StatusBoard::Pages() {
+  auto page = [this] {
+    std::string data = StatusJson();
+    // Inside <script>: "</" would end it.
+    std::string escaped;
+    escaped.reserve(data.size());
+    for (size_t i = 0; i < data.size(); ++i) {
+      escaped += data[i];
+      if (data[i] == '<' && i + 1 < data.size() && data[i + 1] == '/') escaped += '\\';
+    }
+    std::string html = kStatusPageHtml;
+    size_t at = html.find(kPlaceholder);
+    if (at != std::string::npos) html.replace(at, sizeof(kPlaceholder) - 1, escaped);
+    return rpc::HttpReply{200, "text/html; charset=utf-8", std::move(html)};
+  };
+  return {{"/", page},
+          {"/status", page},
+          {"/status.json", [this] {
+             return rpc::HttpReply{200, "application/json", StatusJson()};
+           }}};
+}
+
+}  // namespace lakecache

@@ -1,0 +1,89 @@
+// The master's status page (served on --metrics-listen beside /metrics): the workers with their
+// capacity, use, hit ratio and state; the namespaces; the loads running with their progress; and
+// the cluster's throughput and hit ratio over the last minutes, as plots.
+//
+// A sampler thread asks every live worker for its Stats (ClusterAdmin::GetReport, the numbers
+// `report` and `cluster status` print) every `interval` and keeps the last `history` of
+// throughput (bytes served to clients and fetched from the object store, per second) and hit
+// ratio, from the differences between samples (a restarted worker's counters start again: its
+// first sample counts nothing). The page is one HTML file with its script and styles inline
+// (status_page.html, embedded at build time): nothing is loaded from anywhere else.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "admin/load_jobs.h"
+#include "common/metrics.h"
+#include "common/mutex.h"
+#include "rpc/http_endpoint.h"
+#include "rpc/lakecache.pb.h"
+
+namespace lakecache {
+
+class ClusterAdmin;
+class NamespaceTable;
+class WorkerRegistry;
+
+struct StatusBoardOptions {
+  std::chrono::milliseconds interval{2000};
+  std::chrono::seconds history{600};
+  std::string address;  // the master's, as it announces it
+  std::string version;
+  bool insecure = false;
+};
+
+class StatusBoard {
+ public:
+  // Starts sampling. Everything passed must outlive the board.
+  StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces, WorkerRegistry* registry,
+              const LoadJobTable* loads, StatusBoardOptions options);
+  ~StatusBoard();  // stops sampling
+  StatusBoard(const StatusBoard&) = delete;
+  StatusBoard& operator=(const StatusBoard&) = delete;
+
+  // "/" and "/status" (the page), "/status.json" (what it shows, as JSON).
+  std::map<std::string, rpc::HttpPage> Pages();
+
+  // The status as JSON text (the page's data).
+  std::string StatusJson() const;
+  // lakecache_master_workers{state}, lakecache_master_namespaces.
+  void AddMetrics(metrics::Sink& sink) const;
+
+ private:
+  struct Point {
+    int64_t t_ms = 0;
+    double served_per_s = 0;
+    double fetched_per_s = 0;
+    double hit_ratio = -1;  // < 0: no lookups in the interval
+  };
+  // A worker's counters at the last sample, by id and incarnation.
+  struct Counters {
+    int64_t start_time_ms = 0;
+    uint64_t served = 0, fetched = 0, hits = 0, lookups = 0;
+  };
+
+  void Loop(std::stop_token stop);
+  void Sample();
+
+  ClusterAdmin* admin_;
+  const NamespaceTable* namespaces_;
+  WorkerRegistry* registry_;
+  const LoadJobTable* loads_;
+  const StatusBoardOptions options_;
+  const std::chrono::steady_clock::time_point started_;
+
+  mutable Mutex mu_;
+  rpc::Report last_ GUARDED_BY(mu_);
+  std::map<std::string, Counters> counters_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_at_ GUARDED_BY(mu_);
+  std::deque<Point> points_ GUARDED_BY(mu_);
+
+  std::jthread sampler_;  // last: stopped first
+};
+
+}  // namespace lakecache
