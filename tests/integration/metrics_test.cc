@@ -376,6 +376,16 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
   RunResult page = RunCommand({"chromium", "--headless", "--no-sandbox", "--disable-gpu",
                                "--virtual-time-budget=5000", "--dump-dom", Url(master_port, "/")},
                               {}, std::chrono::seconds(60));
+  // LAKECACHE_STATUS_SCREENSHOT=FILE.png: a picture of the page as it is now
+  // (docs/observability.md).
+  if (const char* png = std::getenv("LAKECACHE_STATUS_SCREENSHOT"); png != nullptr) {
+    RunResult shot =
+        RunCommand({"chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1280,1100", "--virtual-time-budget=5000",
+                    std::string("--screenshot=") + png, Url(master_port, "/")},
+                   {}, std::chrono::seconds(60));
+    EXPECT_EQ(shot.exit_code, 0) << shot.err;
+  }
   reading = false;
   reader.join();
   ASSERT_EQ(page.exit_code, 0) << page.err;
