@@ -188,10 +188,14 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (!tiers_[i]->resident()) continue;
     BlockRef block = tiers_[i]->Pin(request.key, count);
     if (block == nullptr) continue;
-    // The reader holds the whole block (zero-copy) and may serve its next reads from it.
-    Counters::Add(counters_->hit_bytes[i], block->size());
+    // This read's bytes; a caller that serves more reads from the block counts them
+    // (CountHitBytes with PinnedRead::tier).
+    if (offset < block->size()) {
+      Counters::Add(counters_->hit_bytes[i],
+                    std::min<uint64_t>(dst.size(), block->size() - offset));
+    }
     if (count) TouchBelow(i, request.key);
-    return PinnedRead{std::move(block), 0};
+    return PinnedRead{std::move(block), 0, static_cast<int>(i)};
   }
   if (BlockRef block = AdmitStaged(request)) return PinnedRead{std::move(block), 0};
   if (InFlight(request.key)) {
@@ -458,6 +462,12 @@ std::string BlockStore::FilePath(const BlockKey& key) {
 
 void BlockStore::Flush() {
   for (const auto& tier : tiers_) tier->Flush();
+}
+
+void BlockStore::CountHitBytes(int tier, uint64_t bytes) {
+  if (tier >= 0 && static_cast<size_t>(tier) < tiers_.size()) {
+    Counters::Add(counters_->hit_bytes[tier], bytes);
+  }
 }
 
 BlockStoreStats BlockStore::Stats() const {

@@ -83,9 +83,13 @@ class BlockStore {
   struct PinnedRead {
     BlockRef block;     // set: read the range from here
     size_t copied = 0;  // block null: bytes copied into dst
+    int tier = -1;      // the memory tier that held `block`; -1: fetched, staged or copied
   };
   Result<PinnedRead> ReadPinned(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                                 const BlockSource& source);
+  // Counts `bytes` as read from tier `tier` (PinnedRead::tier; -1: nothing): a caller that keeps
+  // a pinned block and serves further reads from it says so, for the tier's hit bytes.
+  void CountHitBytes(int tier, uint64_t bytes);
 
   // Offers a block whose bytes the caller has (a file written through the mount, keyed under the
   // version its upload made) to every tier, as a fetch would; not counted as a fetch.

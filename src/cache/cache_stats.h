@@ -13,8 +13,8 @@ struct TierStats {
   std::string tier;  // "memory", "disk:/var/cache/lakecache"
   uint64_t hits = 0;
   uint64_t misses = 0;
-  // Bytes readers got from this tier (BlockStore counts them): a memory tier's whole blocks, pinned
-  // for the reader (zero-copy), a disk tier's bytes copied.
+  // Bytes readers got from this tier (BlockStore counts them; a block read ahead from disk counts
+  // whole when a reader takes it).
   uint64_t hit_bytes = 0;
   uint64_t inserts = 0;
   uint64_t rejected = 0;  // blocks the policy declined to admit

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "cache/block_store.h"
 #include "cache/memory_tier.h"
@@ -225,6 +226,15 @@ struct Mounted {
   metrics::Registry::Registration collector;
   std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;  // destroyed first
 };
+
+// 16 random hex digits: a name for this server process in its reports to the master.
+std::string RandomHexId() {
+  std::random_device device;
+  std::mt19937_64 random(device());
+  char id[17];
+  std::snprintf(id, sizeof(id), "%016llx", static_cast<unsigned long long>(random()));
+  return id;
+}
 
 // A mount serves long-running jobs: it rides out an outage of several seconds (a store, master or
 // worker restart) rather than failing the read, at the price of reporting a dead store more slowly.
@@ -460,6 +470,19 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
     };
   } else {
     admin_options.health = [where] { return rpc::HealthState{true, where + " serves"}; };
+  }
+  if (p.client != nullptr) {
+    // The master's status page shows what this mount's readers read, and from where.
+    std::string id = RandomHexId();
+    int64_t start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    p.client->SetReporter([weak = std::weak_ptr<FileSystem>(fs), id, start_ms,
+                           mountpoint = NormalizedPath(req.mountpoint)](rpc::ClientReport* report) {
+      if (std::shared_ptr<FileSystem> alive = weak.lock()) {
+        FillClientReport(*alive, id, mountpoint, start_ms, report);
+      }
+    });
   }
   Mounted mounted;
   mounted.metrics = std::move(registry);

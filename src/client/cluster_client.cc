@@ -199,7 +199,12 @@ Status ClusterClient::RefreshView() {
   grpc::ClientContext ctx;
   rpc::SetTimeout(&ctx, options_.rpc_timeout);
   rpc::ClusterView got;
-  grpc::Status st = stub_->stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &got);
+  rpc::ClusterViewRequest request;
+  {
+    MutexLock lock(&reporter_mu_);
+    if (reporter_) reporter_(request.mutable_client());
+  }
+  grpc::Status st = stub_->stub->GetClusterView(&ctx, request, &got);
   if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
   last_view_ms_ = SteadyNowMs();
   std::shared_ptr<const View> view = BuildView(got, *CurrentView());
@@ -352,6 +357,11 @@ Result<std::string> ClusterClient::LocateLocal(const BlockKey& key, Clock::time_
     return resp.path();
   }
   return Status::NotFound("no cache file of the block on this host");
+}
+
+void ClusterClient::SetReporter(std::function<void(rpc::ClientReport*)> reporter) {
+  MutexLock lock(&reporter_mu_);
+  reporter_ = std::move(reporter);
 }
 
 void ClusterClient::CountShortCircuitRead(const std::string& what) {

@@ -32,6 +32,10 @@
 #include "rpc/tls.h"
 #include "ufs/object_store.h"
 
+namespace lakecache::rpc {
+class ClientReport;
+}  // namespace lakecache::rpc
+
 namespace lakecache {
 
 namespace rpc {
@@ -161,6 +165,11 @@ class ClusterClient {
   uint64_t worker_calls() const { return worker_calls_.load(); }
   uint64_t bulk_reads() const { return bulk_reads_.load(); }
 
+  // Fills the report sent with every view fetch (the mount's reads, for the master's status
+  // page). Called on the refresh thread; `reporter` must stay valid until replaced or the client
+  // is destroyed.
+  void SetReporter(std::function<void(rpc::ClientReport*)> reporter) EXCLUDES(reporter_mu_);
+
   // The workers in the order a block with this key hash tries them (ids); for tests and tools.
   std::vector<std::string> PlacementOrder(uint64_t key_hash) const;
 
@@ -196,6 +205,8 @@ class ClusterClient {
   // Held for a whole refresh: each builds on the installed view, so two at once would each open a
   // channel for a new worker and one would lose a down mark set meanwhile. Taken before view_mu_.
   Mutex refresh_mu_ ACQUIRED_BEFORE(view_mu_);
+  Mutex reporter_mu_;
+  std::function<void(rpc::ClientReport*)> reporter_ GUARDED_BY(reporter_mu_);
   mutable Mutex view_mu_;
   // Replaced whole on refresh, never changed once installed (readers share it without the lock).
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);

@@ -58,7 +58,8 @@ struct FileSystem::Handle {
   Mutex pin_mu;
   BlockRef pinned GUARDED_BY(pin_mu);
   uint64_t pinned_index GUARDED_BY(pin_mu) = UINT64_MAX;
-  std::atomic<bool> saw_change{false};  // the store sent another version (warned once)
+  int pinned_tier GUARDED_BY(pin_mu) = -1;  // the tier it came from (its reads are its hits)
+  std::atomic<bool> saw_change{false};      // the store sent another version (warned once)
 };
 
 FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
@@ -255,7 +256,11 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
   };
   {
     MutexLock lock(&h.pin_mu);
-    if (h.pinned_index == index) return copy(*h.pinned);
+    if (h.pinned_index == index) {
+      size_t n = copy(*h.pinned);
+      blocks_->CountHitBytes(h.pinned_tier, n);
+      return n;
+    }
   }
   thread_local BlockRequest req;
   FillBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index, &req);
@@ -269,7 +274,7 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
   if (read.block == nullptr) return read.copied;
   // A view of a worker's shared memory is held only while read: kept, it would hold the worker's
   // memory.
-  if (!read.block->foreign()) Pin(h, index, read.block);
+  if (!read.block->foreign()) Pin(h, index, read.block, read.tier);
   return copy(*read.block);
 }
 
@@ -333,6 +338,7 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
   ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
   Result<size_t> n = ReadBlocks(h, offset, dst);
   if (!n.ok()) NoteReadError(h, n.status());
+  if (n.ok()) bytes_read_.fetch_add(*n, std::memory_order_relaxed);
   return n;
 }
 
@@ -349,6 +355,7 @@ Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offse
   Handle& h = *found;
   Result<std::span<const char>> out = ReadPinnedSpan(h, offset, scratch, pin);
   if (!out.ok()) NoteReadError(h, out.status());
+  if (out.ok()) bytes_read_.fetch_add(out->size(), std::memory_order_relaxed);
   return out;
 }
 
@@ -383,6 +390,7 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
     MutexLock lock(&h.pin_mu);
     if (h.pinned_index == index) {
       *pin = h.pinned;
+      blocks_->CountHitBytes(h.pinned_tier, want);
       return std::span<const char>((*pin)->data() + in_block, want);
     }
   }
@@ -406,7 +414,7 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
   if (read.block != nullptr) {
     uint64_t n = in_block >= read.block->size() ? 0 : read.block->size() - in_block;
     out = std::span<const char>(read.block->data() + in_block, std::min(n, want));
-    if (out.size() == want && !read.block->foreign()) Pin(h, index, read.block);
+    if (out.size() == want && !read.block->foreign()) Pin(h, index, read.block, read.tier);
     *pin = std::move(read.block);
   }
   if (out.size() != want) {
@@ -444,7 +452,7 @@ Result<size_t> FileSystem::ReadRange(Handle& h, uint64_t offset, std::span<char>
   return h.ns->store->Read(h.object_key, offset, dst, options);
 }
 
-void FileSystem::Pin(Handle& h, uint64_t index, const BlockRef& block) {
+void FileSystem::Pin(Handle& h, uint64_t index, const BlockRef& block, int tier) {
   blocks_->budget().ForceAcquire(block->size());
   BlockRef old;  // freed outside the lock
   {
@@ -452,6 +460,7 @@ void FileSystem::Pin(Handle& h, uint64_t index, const BlockRef& block) {
     old = std::move(h.pinned);
     h.pinned = block;
     h.pinned_index = index;
+    h.pinned_tier = tier;
   }
   if (old != nullptr) blocks_->budget().Release(old->size());
 }

@@ -157,6 +157,8 @@ class FileSystem {
   bool writable() const;
   WriteBudget& write_budget() { return write_budget_; }
   const UploadCounters& upload_counters() const { return upload_counters_; }
+  // Bytes readers got from files of the store (not counting files being written).
+  uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
   UploadRegistry& upload_registry() { return *upload_registry_; }
 
   // A folder's entries, listed once at opendir and served from the handle by offset.
@@ -206,7 +208,8 @@ class FileSystem {
   bool ReadRangeOnly(Handle& h, const BlockKey& key);
   Result<size_t> ReadRange(Handle& h, uint64_t offset, std::span<char> dst);
   // Keeps `block` as the handle's current block (see Handle::pinned).
-  void Pin(Handle& h, uint64_t index, const BlockRef& block);
+  // `tier`: the memory tier the block came from (BlockStore::PinnedRead::tier), -1 if none.
+  void Pin(Handle& h, uint64_t index, const BlockRef& block, int tier);
 
   // Writes (file_system_write.cc).
   bool Writable(const Namespace* ns) const;
@@ -254,6 +257,7 @@ class FileSystem {
   std::unordered_map<uint64_t, std::string> opened_etag_ GUARDED_BY(etag_mu_);
   WriteBudget write_budget_;
   UploadCounters upload_counters_;
+  std::atomic<uint64_t> bytes_read_{0};
   std::unique_ptr<StageAllowance> stage_allowance_;
   std::unique_ptr<UploadRegistry> upload_registry_;
   std::unique_ptr<ThreadPool> upload_pool_;  // null when nothing may be written

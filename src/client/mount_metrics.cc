@@ -1,5 +1,7 @@
 #include "client/mount_metrics.h"
 
+#include <unistd.h>
+
 #include "client/mount_admin.h"
 #include "rpc/stats_metrics.h"
 
@@ -9,6 +11,24 @@ namespace {
 double D(uint64_t v) { return static_cast<double>(v); }
 
 }  // namespace
+
+void FillClientReport(FileSystem& fs, const std::string& id, const std::string& mountpoint,
+                      int64_t start_time_ms, rpc::ClientReport* report) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  report->set_id(id);
+  report->set_host(host);
+  report->set_mountpoint(mountpoint);
+  report->set_start_time_ms(start_time_ms);
+  report->set_read_bytes(fs.bytes_read());
+  BlockStoreStats stats = fs.blocks().Stats();
+  uint64_t local = 0;
+  for (const TierStats& t : stats.tiers) {
+    if (t.tier.starts_with("node")) local += t.hit_bytes;
+  }
+  report->set_local_bytes(local);
+  report->set_fetched_bytes(stats.fetched_bytes);
+}
 
 void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const ClusterClient* client,
                      const LoadJobTable* loads, metrics::Sink& sink) {

@@ -9,8 +9,16 @@
 #include "client/cluster_client.h"
 #include "client/file_system.h"
 #include "common/metrics.h"
+#include "rpc/lakecache.pb.h"
 
 namespace lakecache {
+
+// What a cluster mount tells its master with each view fetch (rpc::ClientReport): `id` (one per
+// server process), this host, the mountpoint, and its reads (FileSystem::bytes_read), the bytes
+// of the node tiers' hits (a co-located worker's memory or files) and of the blocks it fetched
+// from workers.
+void FillClientReport(FileSystem& fs, const std::string& id, const std::string& mountpoint,
+                      int64_t start_time_ms, rpc::ClientReport* report);
 
 // `client` null: a standalone mount; `loads` null: no control socket.
 void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const ClusterClient* client,

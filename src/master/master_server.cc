@@ -3,6 +3,7 @@
 #include <grpcpp/server.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "admin/admin_service.h"
 #include "common/mutex.h"
+#include "master/client_table.h"
 #include "master/cluster_admin.h"
 #include "master/status_board.h"
 #include "master/worker_registry.h"
@@ -43,10 +45,12 @@ void FillEntry(const std::string& key, const DirEntry& entry, rpc::ObjectEntry* 
 class MasterServer::Service final : public rpc::MasterService::Service {
  public:
   // `authorizer` and `credentials_dir` are null / empty for a master without credentials.
-  Service(const NamespaceTable& namespaces, WorkerRegistry& registry, const ClusterConfig& cluster,
-          const rpc::Authorizer* authorizer, std::string credentials_dir, bool insecure)
+  Service(const NamespaceTable& namespaces, WorkerRegistry& registry, ClientTable& clients,
+          const ClusterConfig& cluster, const rpc::Authorizer* authorizer,
+          std::string credentials_dir, bool insecure)
       : namespaces_(namespaces),
         registry_(registry),
+        clients_(clients),
         cluster_(cluster),
         authorizer_(authorizer),
         credentials_dir_(std::move(credentials_dir)),
@@ -129,11 +133,12 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetClusterView(grpc::ServerContext* ctx, const rpc::ClusterViewRequest*,
+  grpc::Status GetClusterView(grpc::ServerContext* ctx, const rpc::ClusterViewRequest* req,
                               rpc::ClusterView* resp) override EXCLUDES(address_mu_) {
     if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetClusterView"); !denied.ok()) {
       return denied;
     }
+    if (req->has_client()) clients_.Note(req->client());
     *resp = registry_.View();
     resp->set_insecure(insecure_);
     MutexLock lock(&address_mu_);
@@ -281,6 +286,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
+  ClientTable& clients_;
   const ClusterConfig& cluster_;
   const rpc::Authorizer* authorizer_;
   std::string credentials_dir_;
@@ -324,9 +330,13 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                          /*verify_clients=*/true);
   }
   master->config_ = config;
-  master->service_ =
-      std::make_unique<Service>(*master->namespaces_, *master->registry_, master->config_.cluster,
-                                master->authorizer_.get(), options.credentials, options.insecure);
+  // A mount reports with every view fetch (each heartbeat interval): gone after 5 missed ones.
+  master->clients_ = std::make_unique<ClientTable>(std::max<std::chrono::milliseconds>(
+      std::chrono::seconds(10), 5 * std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        config.cluster.heartbeat_interval)));
+  master->service_ = std::make_unique<Service>(
+      *master->namespaces_, *master->registry_, *master->clients_, master->config_.cluster,
+      master->authorizer_.get(), options.credentials, options.insecure);
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
                                                           master->credentials_);
   master->admin_ =
@@ -345,9 +355,9 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
     board.version = options.version;
     board.insecure = options.insecure;
     board.interval = options.status_interval;
-    master->status_ =
-        std::make_unique<StatusBoard>(master->admin_backend_.get(), master->namespaces_.get(),
-                                      master->registry_.get(), &master->admin_->load_jobs(), board);
+    master->status_ = std::make_unique<StatusBoard>(
+        master->admin_backend_.get(), master->namespaces_.get(), master->registry_.get(),
+        master->clients_.get(), &master->admin_->load_jobs(), board);
     master->metrics_ = options.metrics->AddCollector([m](metrics::Sink& sink) {
       m->status_->AddMetrics(sink);
       m->admin_->load_jobs().AddMetrics(sink);

@@ -31,6 +31,7 @@ namespace lakecache {
 
 class NamespaceTable;
 class WorkerRegistry;
+class ClientTable;
 class ClusterAdmin;
 class AdminServiceImpl;
 class StatusBoard;
@@ -93,6 +94,7 @@ class MasterServer {
   Config config_;
   std::unique_ptr<NamespaceTable> namespaces_;
   std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<ClientTable> clients_;  // the cluster mounts' reports
   std::shared_ptr<const rpc::Authorizer> authorizer_;
   std::shared_ptr<const rpc::ClusterCredentials> credentials_;
   std::unique_ptr<Service> service_;

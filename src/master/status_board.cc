@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "master/client_table.h"
 #include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
@@ -38,11 +39,12 @@ uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - bef
 }  // namespace
 
 StatusBoard::StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces,
-                         WorkerRegistry* registry, const LoadJobTable* loads,
-                         StatusBoardOptions options)
+                         WorkerRegistry* registry, const ClientTable* clients,
+                         const LoadJobTable* loads, StatusBoardOptions options)
     : admin_(admin),
       namespaces_(namespaces),
       registry_(registry),
+      clients_(clients),
       loads_(loads),
       options_(std::move(options)),
       started_(std::chrono::steady_clock::now()) {
@@ -91,16 +93,34 @@ void StatusBoard::Sample() {
   // A worker that did not answer keeps its last counters, so its next answer counts from them.
   for (auto& [id, c] : counters_) counters.try_emplace(id, c);
   counters_ = std::move(counters);
+  // The mounts' reads, by report: a mount seen for the first time counts from its next report.
+  std::vector<rpc::ClientReport> clients = clients_->Live();
+  uint64_t read = 0;
+  std::map<std::string, ClientCounters> client_counters;
+  for (const rpc::ClientReport& c : clients) {
+    ClientCounters now_c{c.read_bytes(), c.local_bytes(), c.fetched_bytes()};
+    auto it = client_counters_.find(c.id());
+    if (it != client_counters_.end()) read += Delta(now_c.read, it->second.read);
+    client_counters[c.id()] = now_c;
+  }
+  client_counters_ = std::move(client_counters);
+  last_clients_ = std::move(clients);
   last_ = std::move(*report);
   last_at_ = now;
   if (first || seconds <= 0) return;
   Point p;
   p.t_ms = NowMs();
-  p.served_per_s = static_cast<double>(served) / seconds;
+  bool mounts = !last_clients_.empty();
+  p.served_per_s = static_cast<double>(mounts ? read : served) / seconds;
   p.fetched_per_s = static_cast<double>(fetched) / seconds;
-  p.hit_ratio = lookups == 0
-                    ? -1
-                    : static_cast<double>(std::min(hits, lookups)) / static_cast<double>(lookups);
+  if (mounts && read > 0) {
+    // Bytes fetched for loads and read-ahead may exceed a quiet interval's reads: clamped.
+    p.hit_ratio = 1.0 - std::min(1.0, static_cast<double>(fetched) / static_cast<double>(read));
+  } else {
+    p.hit_ratio = lookups == 0
+                      ? -1
+                      : static_cast<double>(std::min(hits, lookups)) / static_cast<double>(lookups);
+  }
   points_.push_back(p);
   size_t keep = static_cast<size_t>(std::max<int64_t>(
       1, std::chrono::duration_cast<std::chrono::milliseconds>(options_.history).count() /
@@ -170,6 +190,19 @@ std::string StatusBoard::StatusJson() const {
         {"points", std::move(points)}};
   }
   status["workers"] = std::move(workers);
+  json mounts = json::array();
+  {
+    MutexLock lock(&mu_);
+    for (const rpc::ClientReport& c : last_clients_) {
+      mounts.push_back({{"id", c.id()},
+                        {"host", c.host()},
+                        {"mountpoint", c.mountpoint()},
+                        {"read_bytes", c.read_bytes()},
+                        {"local_bytes", c.local_bytes()},
+                        {"fetched_bytes", c.fetched_bytes()}});
+    }
+  }
+  status["mounts"] = std::move(mounts);
   json namespaces = json::array();
   for (const std::string& name : namespaces_->names()) {
     const Namespace* ns = namespaces_->Find(name);

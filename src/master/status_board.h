@@ -3,11 +3,14 @@
 // the cluster's throughput and hit ratio over the last minutes, as plots.
 //
 // A sampler thread asks every live worker for its Stats (ClusterAdmin::GetReport, the numbers
-// `report` and `cluster status` print) every `interval` and keeps the last `history` of
-// throughput (bytes served to clients and fetched from the object store, per second) and hit
-// ratio, from the differences between samples (a restarted worker's counters start again: its
-// first sample counts nothing). The page is one HTML file with its script and styles inline
-// (status_page.html, embedded at build time): nothing is loaded from anywhere else.
+// `report` and `cluster status` print) every `interval`, reads what the cluster mounts reported
+// with their view fetches (ClientTable), and keeps the last `history` of throughput and hit
+// ratio from the differences between samples (a restarted worker's or mount's counters start
+// again: its first sample counts nothing). Throughput is what the mounts' readers got (bytes per
+// second), or without reporting mounts what the workers served; the hit ratio is the share of
+// those bytes not fetched from the object store, or without reads the workers' lookup hit ratio.
+// The page is one HTML file with its script and styles inline (status_page.html, embedded at build
+// time): nothing is loaded from anywhere else.
 #pragma once
 
 #include <chrono>
@@ -16,6 +19,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "admin/load_jobs.h"
 #include "common/metrics.h"
@@ -25,6 +29,7 @@
 
 namespace lakecache {
 
+class ClientTable;
 class ClusterAdmin;
 class NamespaceTable;
 class WorkerRegistry;
@@ -41,7 +46,7 @@ class StatusBoard {
  public:
   // Starts sampling. Everything passed must outlive the board.
   StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces, WorkerRegistry* registry,
-              const LoadJobTable* loads, StatusBoardOptions options);
+              const ClientTable* clients, const LoadJobTable* loads, StatusBoardOptions options);
   ~StatusBoard();  // stops sampling
   StatusBoard(const StatusBoard&) = delete;
   StatusBoard& operator=(const StatusBoard&) = delete;
@@ -66,6 +71,10 @@ class StatusBoard {
     int64_t start_time_ms = 0;
     uint64_t served = 0, fetched = 0, hits = 0, lookups = 0;
   };
+  // A mount's, by its report's id.
+  struct ClientCounters {
+    uint64_t read = 0, local = 0, fetched = 0;
+  };
 
   void Loop(std::stop_token stop);
   void Sample();
@@ -73,6 +82,7 @@ class StatusBoard {
   ClusterAdmin* admin_;
   const NamespaceTable* namespaces_;
   WorkerRegistry* registry_;
+  const ClientTable* clients_;
   const LoadJobTable* loads_;
   const StatusBoardOptions options_;
   const std::chrono::steady_clock::time_point started_;
@@ -80,6 +90,8 @@ class StatusBoard {
   mutable Mutex mu_;
   rpc::Report last_ GUARDED_BY(mu_);
   std::map<std::string, Counters> counters_ GUARDED_BY(mu_);
+  std::map<std::string, ClientCounters> client_counters_ GUARDED_BY(mu_);
+  std::vector<rpc::ClientReport> last_clients_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point last_at_ GUARDED_BY(mu_);
   std::deque<Point> points_ GUARDED_BY(mu_);
 
