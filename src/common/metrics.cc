@@ -194,10 +194,11 @@ std::string Registry::Scrape() const {
     MutexLock lock(&collectors_->mu);
     declared = collectors_->declared;
   }
-  for (const auto& [name, help] : declared) {
+  for (const auto& entry : declared) {
+    const std::string& name = entry.first;
     bool present = std::any_of(families.begin(), families.end(),
                                [&name](const auto& family) { return family.name == name; });
-    if (!present) families.push_back({name, help, prometheus::MetricType::Counter, {}});
+    if (!present) families.push_back({name, entry.second, prometheus::MetricType::Counter, {}});
   }
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, families);

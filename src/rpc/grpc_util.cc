@@ -172,8 +172,7 @@ class TimingFactory final : public grpc::experimental::ServerInterceptorFactoryI
     if (it == cells_.end()) {
       it = cells_
                .emplace(std::string(method),
-                        metrics_.registry->GetHistogram(metrics_.name,
-                                                        "gRPC calls served: duration by method",
+                        metrics_.registry->GetHistogram(metrics_.name, kRpcDurationHelp,
                                                         {{"method", std::string(method)}}))
                .first;
     }

@@ -61,6 +61,9 @@ struct StartedServer {
 // Where a server's calls are timed: `name`{method} histograms in `registry` (null: not timed),
 // e.g. lakecache_worker_rpc_duration_seconds{method="ReadBlock"}: from the call's arrival to its
 // status being sent.
+// The help text of those histograms (one family per name must have one).
+inline constexpr char kRpcDurationHelp[] =
+    "Calls served (gRPC methods; BulkRead: the bulk data path's requests): duration by method";
 struct RpcMetrics {
   metrics::Registry* registry = nullptr;
   std::string name;

@@ -167,6 +167,7 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
       return;
     }
     last.reset();
+    metrics::ScopedTimer timer(options_.request_duration);
     Result<BlockReader::Range> range =
         reader_->Read(request->block, request->offset, request->length);
     Status sent;

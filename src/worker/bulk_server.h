@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "rpc/auth.h"
@@ -30,6 +31,9 @@ struct BulkServerOptions {
   std::shared_ptr<const rpc::TlsContext> tls;  // a server context; null: plain text
   // With it, a connection starts with a hello carrying the client role's token; null: none.
   std::shared_ptr<const rpc::Authorizer> authorizer;
+  // Each request timed, from its arrival to its reply written
+  // (lakecache_worker_rpc_duration_seconds {method="BulkRead"}); default: not timed.
+  metrics::Histogram request_duration;
 };
 
 class BulkServer {

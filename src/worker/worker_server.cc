@@ -505,6 +505,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
     LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--data-listen", options.data_listen));
   }
   BulkServerOptions bulk;
+  if (options.metrics != nullptr) {
+    bulk.request_duration = options.metrics->GetHistogram(
+        "lakecache_worker_rpc_duration_seconds", rpc::kRpcDurationHelp, {{"method", "BulkRead"}});
+  }
   bulk.listen = options.data_listen.empty()
                     ? options.listen.substr(0, options.listen.rfind(':')) + ":0"
                     : options.data_listen;

@@ -168,7 +168,9 @@ TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {
   ASSERT_EQ(WaitForDiskBlocks(kBlocks), kBlocks);
   const double share[] = {0.25, 0.25, 0.5};
   for (size_t i = 0; i < workers_.size(); ++i) {
-    uint64_t blocks = Stats(workers_[i]).tiers(1).blocks();
+    rpc::WorkerStats stats = Stats(workers_[i]);
+    ASSERT_GT(stats.tiers_size(), 1) << workers_[i].name << " has no disk tier in its stats";
+    uint64_t blocks = stats.tiers(1).blocks();
     EXPECT_NEAR(double(blocks) / double(kBlocks), share[i], share[i] * 0.2)
         << workers_[i].name << " holds " << blocks << " of " << kBlocks;
   }
@@ -249,7 +251,9 @@ TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterR
   size_t victim = 0;
   uint64_t most = 0;
   for (size_t i = 0; i < workers_.size(); ++i) {
-    uint64_t held = Stats(workers_[i]).tiers(1).blocks();
+    rpc::WorkerStats held_stats = Stats(workers_[i]);
+    ASSERT_GT(held_stats.tiers_size(), 1) << workers_[i].name << " has no disk tier in its stats";
+    uint64_t held = held_stats.tiers(1).blocks();
     if (held > most) most = held, victim = i;
   }
   WorkerProcess& w = workers_[victim];
@@ -298,7 +302,9 @@ TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterR
   errors = ReadAll(kBigBucket, kBigFiles, kBigFileSize, kMiB, 100, kReaders);
   EXPECT_TRUE(errors.empty()) << errors.front();
   EXPECT_EQ(Stats(w).fetches(), 0u) << "the restarted worker refetched blocks it held";
-  EXPECT_GT(Stats(w).tiers(1).hits(), 0u);
+  rpc::WorkerStats w_stats = Stats(w);
+  ASSERT_GT(w_stats.tiers_size(), 1);
+  EXPECT_GT(w_stats.tiers(1).hits(), 0u);
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (i != victim) {
       EXPECT_EQ(Stats(workers_[i]).fetches(), others_before[i]) << workers_[i].name;

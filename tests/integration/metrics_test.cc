@@ -341,6 +341,11 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
               return s.Sum("lakecache_worker_rpc_duration_seconds_count");
             }),
             0);
+  // The cold blocks came over the bulk data path, each request timed.
+  EXPECT_GT(workers_sum([](const Scrape& s) {
+              return s.Sum("lakecache_worker_rpc_duration_seconds_count", {{"method", "BulkRead"}});
+            }),
+            0);
 
   // Warm: no store bytes; the tiers (the workers' and the mount's view of them) serve it all.
   DropPageCache(keys);
