@@ -352,6 +352,32 @@ echo "workers: fetches $f1 -> $f2, blocks served or located $s1 -> $s2"
 [ "$s2" -gt "$s1" ] || fail "the second read was not served by the workers' caches"
 podman pod rm -f "$POD_TRAIN" >/dev/null 2>>"$WORK/podman.log"
 
+# The pods' /metrics (on in the chart by default), scraped from inside the pods' network (node in
+# the s3rver container) with the metrics token on stdin, never on a command line; without it: 401.
+scrape() {  # URL [TOKEN_FILE]: prints the HTTP status, then the body
+  podman exec -i s3rver node -e '
+    let token = "";
+    process.stdin.on("data", d => token += d).on("end", () => {
+      token = token.trim();
+      const headers = token ? {Authorization: "Bearer " + token} : {};
+      require("http").get(process.argv[1], {headers}, r => {
+        let body = "";
+        r.on("data", d => body += d).on("end", () => console.log(r.statusCode + "\n" + body));
+      }).on("error", e => console.log("error " + e.message));
+    });' "$1" <"${2:-/dev/null}"
+}
+scrape "http://$IP_MASTER:9460/metrics" "$WORK/creds/metrics.token" >"$WORK/metrics-master.txt"
+scrape "http://$SUBNET_PREFIX.31:9461/metrics" "$WORK/creds/metrics.token" >"$WORK/metrics-worker.txt"
+scrape "http://$SUBNET_PREFIX.31:9461/metrics" >"$WORK/metrics-refused.txt"
+[ "$(head -n 1 "$WORK/metrics-master.txt")" = 200 ] || fail "the master's /metrics: $(head -c 300 "$WORK/metrics-master.txt")"
+grep -q '^lakecache_master_workers{state="live"} 2$' "$WORK/metrics-master.txt" ||
+  fail "the master's /metrics does not count 2 live workers"
+[ "$(head -n 1 "$WORK/metrics-worker.txt")" = 200 ] || fail "a worker's /metrics: $(head -c 300 "$WORK/metrics-worker.txt")"
+grep -q '^lakecache_cache_hits_total{tier="memory"}' "$WORK/metrics-worker.txt" ||
+  fail "a worker's /metrics has no cache hits"
+[ "$(head -n 1 "$WORK/metrics-refused.txt")" = 401 ] || fail "a worker's /metrics answered without the token"
+echo "metrics: master and worker scraped with the metrics token; refused without it"
+
 # ---- a FUSE pod restart under a reading training container: its reads go on --------------------
 phase restart
 # Reads with O_DIRECT (each read reaches the FUSE server) for 20 s, then checks every byte.
