@@ -7,7 +7,11 @@ constexpr size_t kMaxClients = 10000;  // a bound on what callers can make the m
 }  // namespace
 
 void ClientTable::Note(const rpc::ClientReport& report) {
-  if (report.id().empty() || report.id().size() > 64) return;
+  // Bounded, whoever sends it: an id of at most 64 bytes, names of at most 4 KiB.
+  if (report.id().empty() || report.id().size() > 64 || report.host().size() > 4096 ||
+      report.mountpoint().size() > 4096) {
+    return;
+  }
   MutexLock lock(&mu_);
   if (clients_.size() >= kMaxClients && !clients_.contains(report.id())) return;
   clients_[report.id()] = Entry{report, std::chrono::steady_clock::now()};
