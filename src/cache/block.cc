@@ -85,6 +85,13 @@ std::shared_ptr<Block> Block::Allocate(size_t size) {
   return std::shared_ptr<Block>(new Block(p, size, false));
 }
 
+std::shared_ptr<Block> Block::AllocatePages(size_t size) {
+  if (size >= kMapAtLeast) return Allocate(size);  // mapped: whole pages already
+  char* p = static_cast<char*>(std::aligned_alloc(kPage, size == 0 ? kPage : MappedLength(size)));
+  if (p == nullptr) throw std::bad_alloc();
+  return std::shared_ptr<Block>(new Block(p, size, false));
+}
+
 std::shared_ptr<Block> Block::View(char* data, size_t size, std::function<void()> release, int fd,
                                    uint64_t fd_offset) {
   auto* block = new Block(data, size, false);

@@ -23,6 +23,9 @@ class Block {
  public:
   // A block of `size` bytes, 64-byte aligned, contents unspecified.
   static std::shared_ptr<Block> Allocate(size_t size);
+  // The same, page-aligned, with room up to the next page boundary (what an O_DIRECT read of
+  // whole pages needs); mutable_data() may be written that far.
+  static std::shared_ptr<Block> AllocatePages(size_t size);
   // A block over `size` bytes at `data` that someone else owns (shared memory): `release` runs
   // when the last reference goes. The bytes must stay valid and unchanged until then.
   // `fd` and `fd_offset`: a file that holds the same bytes at that offset (the worker's memfd), so

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "cache/block_file.h"
 #include "cache/disk_tier.h"
 #include "cache/memory_tier.h"
 
@@ -42,7 +43,8 @@ struct BlockStore::Flight {
 struct BlockStore::Staged {
   BlockRef block;
   std::chrono::steady_clock::time_point since;
-  int from_tier = -1;  // the tier it was loaded from; -1: fetched from the source
+  int from_tier = -1;      // the tier it was loaded from; -1: fetched from the source
+  bool admitting = false;  // a reader took it and is offering it to the tiers: not dropped
 };
 
 struct BlockStore::Counters {
@@ -204,6 +206,21 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
   }
   for (size_t i = 0; i < tiers_.size(); ++i) {
     if (tiers_[i]->resident()) continue;
+    if (count && request.length <= kSmallBlockMax) {
+      // A small block (a small file's one block) is read whole: one disk read, where reading
+      // each FUSE request's range would open and read the file again for every request; and it
+      // is offered to the memory tiers, so the rest of the file and later passes hit memory.
+      // (A repeat access reads its range: Get would count it as another access.)
+      Result<BlockRef> block = tiers_[i]->Get(request.key);
+      if (!block.ok()) continue;
+      if (offset < (*block)->size()) {
+        Counters::Add(counters_->hit_bytes[i],
+                      std::min<uint64_t>(dst.size(), (*block)->size() - offset));
+      }
+      TouchBelow(i, request.key);
+      Offer(request, *block, i);
+      return PinnedRead{std::move(block).value(), 0, static_cast<int>(i)};
+    }
     Result<size_t> hit = tiers_[i]->Read(request.key, offset, dst, count);
     if (!hit.ok()) continue;
     Counters::Add(counters_->hit_bytes[i], *hit);
@@ -219,32 +236,39 @@ BlockStore::PrefetchResult BlockStore::Prefetch(const BlockRequest& request, Blo
                                                 ThreadPool& pool) {
   // A block only on disk is prefetched too: loaded (and verified) ahead of the reader, off its
   // thread, into staging.
-  if (InMemory(request.key) || IsStaged(request.key)) return PrefetchResult::kPresent;
-  {
-    MutexLock lock(&flights_mu_);
-    if (flights_.contains(request.key)) return PrefetchResult::kPresent;
+  if (InMemory(request.key) || IsStaged(request.key) || InFlight(request.key)) {
+    return PrefetchResult::kPresent;
   }
   if (!ReserveForPrefetch(request.length)) {
     Counters::Add(counters_->prefetch_refused);
     return PrefetchResult::kNoBudget;
   }
-  pool.Post([this, request, source = std::move(source)] { RunPrefetch(request, source); });
-  return PrefetchResult::kStarted;
-}
-
-void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& source) {
+  // Decided now for the caller, which groups the blocks it fetches from the store into runs: a
+  // block a lower tier holds must not be one of them (the run's request would fetch it anyway).
+  const PrefetchResult started =
+      InLowerTier(request.key) ? PrefetchResult::kLoading : PrefetchResult::kStarted;
   auto flight = std::make_shared<Flight>();
   flight->prefetch = true;
   {
     MutexLock lock(&flights_mu_);
-    // A reader may have fetched it while this task waited in the pool's queue.
+    // The flight starts now, not when the pool gets to it: a reader that reaches the block while
+    // the task waits in the pool's queue joins it rather than fetching the block a second time.
+    // (The re-checks: a reader may have fetched it since the checks above.)
     if (!flights_.try_emplace(request.key, flight).second || InMemory(request.key) ||
         IsStaged(request.key)) {
       if (flights_[request.key] == flight) flights_.erase(request.key);
       budget_->Release(request.length);
-      return;
+      return PrefetchResult::kPresent;
     }
   }
+  pool.Post([this, request, source = std::move(source), flight = std::move(flight)] {
+    RunPrefetch(request, source, *flight);
+  });
+  return started;
+}
+
+void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& source,
+                             Flight& flight) {
   Result<BlockRef> result = Status::NotFound("");
   int from_tier = -1;
   if (BlockRef block = LoadFromLowerTier(request.key, &from_tier)) {
@@ -263,12 +287,19 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
     MutexLock lock(&flights_mu_);
     flights_.erase(request.key);
   }
-  flight->Finish(result);
+  flight.Finish(result);
 }
 
 bool BlockStore::InMemory(const BlockKey& key) const {
   for (const auto& tier : tiers_) {
     if (tier->resident() && tier->Contains(key)) return true;
+  }
+  return false;
+}
+
+bool BlockStore::InLowerTier(const BlockKey& key) const {
+  for (const auto& tier : tiers_) {
+    if (!tier->resident() && tier->Contains(key)) return true;
   }
   return false;
 }
@@ -302,15 +333,22 @@ BlockRef BlockStore::AdmitStaged(const BlockRequest& request) {
     MutexLock lock(&staging_mu_);
     auto it = staging_.find(request.key);
     if (it == staging_.end()) return nullptr;
-    block = std::move(it->second.block);
+    block = it->second.block;
+    if (it->second.admitting) return block;  // another reader is offering it: share the bytes
+    it->second.admitting = true;
     from_tier = it->second.from_tier;
-    staging_.erase(it);
   }
-  budget_->Release(block->size());
   Counters::Add(counters_->prefetch_used);
   if (from_tier >= 0) Counters::Add(counters_->hit_bytes[from_tier], block->size());
-  // Read now, so an access: the policies see it as the miss it was in the tiers.
+  // Read now, so an access: the policies see it as the miss it was in the tiers. It stays staged
+  // until the tiers hold it: a concurrent read of the block (FUSE hands the parts of one read to
+  // several threads) must find it somewhere, or it fetches the block again.
   Offer(request, block, tiers_.size());
+  {
+    MutexLock lock(&staging_mu_);
+    staging_.erase(request.key);
+  }
+  budget_->Release(block->size());
   return block;
 }
 
@@ -319,7 +357,7 @@ void BlockStore::DropStaged(const BlockKey& key) {
   {
     MutexLock lock(&staging_mu_);
     auto it = staging_.find(key);
-    if (it == staging_.end()) return;
+    if (it == staging_.end() || it->second.admitting) return;
     block = std::move(it->second.block);
     staging_.erase(it);
   }
@@ -335,7 +373,7 @@ bool BlockStore::ReserveForPrefetch(uint64_t need) {
   {
     MutexLock lock(&staging_mu_);
     std::erase_if(staging_, [&](auto& entry) {
-      if (now - entry.second.since < kStagedExpiry) return false;
+      if (entry.second.admitting || now - entry.second.since < kStagedExpiry) return false;
       dropped.push_back(std::move(entry.second.block));
       return true;
     });
@@ -344,7 +382,7 @@ bool BlockStore::ReserveForPrefetch(uint64_t need) {
     while (!reserved) {
       auto oldest = staging_.end();
       for (auto it = staging_.begin(); it != staging_.end(); ++it) {
-        if (now - it->second.since < kStagedPatience) continue;
+        if (it->second.admitting || now - it->second.since < kStagedPatience) continue;
         if (oldest == staging_.end() || it->second.since < oldest->second.since) oldest = it;
       }
       if (oldest == staging_.end()) break;

@@ -2,8 +2,7 @@
 //
 // Admission and promotion, inclusive tiers:
 //  - A block found in no tier is fetched through the caller's BlockSource, exactly once however
-//  many
-//    readers miss on it at the same time (single-flight); every waiter gets the same bytes or
+//    many readers miss on it at the same time (single-flight); every waiter gets the same bytes or
 //    error. It is then offered to every tier, top first; each tier's policy decides whether to keep
 //    it.
 //  - A hit in a lower tier is touched there and, on Get, offered to the tiers above (promotion).
@@ -14,10 +13,11 @@
 //    instead of offering it to the tiers: read-ahead is not an access, so the policies must not see
 //    it. A block only on disk is prefetched too: loaded whole (verified) from the disk tier into
 //    staging. A later reader that misses the memory tier takes the block from staging (or joins
-//    its prefetch in flight) before it reads the disk, and only then offers it to the tiers. Staged
-//    and in-flight bytes count against one MemoryBudget; a prefetch that does not fit is refused
-//    (unread staged blocks older than a moment are dropped first, oldest first); demand fetches are
-//    counted but never refused. Unread staged blocks expire.
+//    its prefetch in flight) before it reads the disk, and only then offers it to the tiers; the
+//    block stays staged until they hold it, so no reader finds it nowhere and fetches it again.
+//    Staged and in-flight bytes count against one MemoryBudget; a prefetch that does not fit is
+//    refused (unread staged blocks older than a moment are dropped first, oldest first); demand
+//    fetches are counted but never refused. Unread staged blocks expire.
 // Thread-safe. A hit takes no global lock: only the tier's shard lock and the policy's.
 #pragma once
 
@@ -83,7 +83,8 @@ class BlockStore {
   struct PinnedRead {
     BlockRef block;     // set: read the range from here
     size_t copied = 0;  // block null: bytes copied into dst
-    int tier = -1;      // the memory tier that held `block`; -1: fetched, staged or copied
+    int tier = -1;      // the tier that held `block` (memory, or disk for a small block); -1:
+                        // fetched, staged or copied
   };
   Result<PinnedRead> ReadPinned(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                                 const BlockSource& source);
@@ -96,17 +97,24 @@ class BlockStore {
   // REQUIRES: block holds exactly request.length bytes of that version.
   void Admit(const BlockRequest& request, const BlockRef& block);
 
-  enum class PrefetchResult { kStarted, kPresent, kNoBudget };
-  // Starts fetching the block on `pool` into staging (from the disk tier when it holds the block,
-  // else through `source`) unless the memory tier or staging holds it already or a fetch of it is
-  // in flight (kPresent). kNoBudget: its bytes do not fit the budget now. Never
-  // blocks and never counts as an access. `source` must stay callable until the pool runs it.
+  enum class PrefetchResult {
+    kStarted,   // fetching it through `source`
+    kLoading,   // loading it from a lower tier (disk): `source` is called only if that fails
+    kPresent,   // the memory tier or staging holds it, or a fetch of it is in flight
+    kNoBudget,  // its bytes do not fit the budget now
+  };
+  // Starts fetching the block on `pool` into staging (from a lower tier when one holds the block,
+  // else through `source`). Started (kStarted or kLoading), it is in flight at once, so a reader
+  // that reaches it before the pool runs the fetch joins it. Never blocks and never counts as an
+  // access. `source` must stay callable until the pool runs it.
   PrefetchResult Prefetch(const BlockRequest& request, BlockSource source, ThreadPool& pool);
   // Drops the block from staging, if it is there unread.
   void DropStaged(const BlockKey& key);
 
   MemoryBudget& budget() { return *budget_; }
   bool Contains(const BlockKey& key) const;
+  // True if a resident (memory) tier holds the block.
+  bool InMemory(const BlockKey& key) const;
   // True when a tier stands for a cache outside this store that holds the block (see
   // CacheTier::Shadows): this store keeps no copy of it.
   bool Shadowed(const BlockKey& key) const;
@@ -135,14 +143,16 @@ class BlockStore {
   Result<BlockRef> Fetch(const BlockRequest& request, const BlockSource& source);
   // The leader's part: the source call and the tier inserts.
   Result<BlockRef> LeadFetch(const BlockRequest& request, const BlockSource& source);
-  // The pool's part of Prefetch: fetches into staging. REQUIRES: request.length bytes of budget
-  // reserved for it, which it keeps (staged) or gives back.
-  void RunPrefetch(const BlockRequest& request, const BlockSource& source);
-  // Takes the block out of staging and offers it to the tiers; nullptr if not staged.
+  // The pool's part of Prefetch: fetches into staging and finishes `flight`. REQUIRES: `flight`
+  // is request.key's in flights_; request.length bytes of budget reserved for it, which it keeps
+  // (staged) or gives back.
+  void RunPrefetch(const BlockRequest& request, const BlockSource& source, Flight& flight);
+  // Offers a staged block to the tiers, then takes it out of staging; nullptr if not staged. A
+  // block another reader is offering meanwhile is returned as it is, not offered twice.
   BlockRef AdmitStaged(const BlockRequest& request);
   bool IsStaged(const BlockKey& key);
-  // True if a resident (memory) tier holds the block.
-  bool InMemory(const BlockKey& key) const;
+  // True if a non-resident (disk) tier holds the block.
+  bool InLowerTier(const BlockKey& key) const;
   // The block from the first non-resident tier (disk) holding it, verified; null if none does.
   // *from_tier: the index of the tier that had it.
   BlockRef LoadFromLowerTier(const BlockKey& key, int* from_tier);

@@ -82,7 +82,8 @@ Result<std::unique_ptr<CacheDir>> CacheDir::Open(const DiskCacheConfig& config,
   std::unique_ptr<CacheDir> dir(new CacheDir(config, std::move(root), lock_fd, counters));
   LC_ASSIGN_OR_RETURN(std::vector<Found> found, dir->Scan());
   LC_ASSIGN_OR_RETURN(uint64_t capacity, dir->UsableCapacity(found));
-  LC_ASSIGN_OR_RETURN(dir->policy_, MakeEvictionPolicy(policy, capacity, seed));
+  // Admission on miss: a block the policy would drop again soon after is never written.
+  LC_ASSIGN_OR_RETURN(dir->policy_, MakeEvictionPolicy(policy, capacity, seed, Admission::kOnMiss));
   for (const Found& f : found) dir->Adopt(f.key, f.bytes);
   return dir;
 }
@@ -124,8 +125,7 @@ Result<BlockFile> CacheDir::OpenVerified(const BlockKey& key) const {
 Result<BlockRef> CacheDir::Get(const BlockKey& key) {
   std::optional<uint64_t> gen = OnDiskGen(key);
   if (!gen) return NotHeld();
-  Result<BlockFile> file = OpenVerified(key);
-  Result<BlockRef> block = file.ok() ? file->ReadAll() : Result<BlockRef>(file.status());
+  Result<BlockRef> block = BlockFile::ReadWhole(PathFor(key), key);
   if (!block.ok()) return Miss(key, *gen, block.status());
   policy_->OnHit(key);
   return block;
@@ -175,30 +175,39 @@ std::optional<uint64_t> CacheDir::OnDiskGen(const BlockKey& key) const {
 
 // ---- Writes ----
 
-bool CacheDir::Insert(const BlockRequest& request, const Block& block) {
+std::optional<uint64_t> CacheDir::Admit(const BlockRequest& request, uint64_t data_bytes) {
   const BlockKey& key = request.key;
-  uint64_t bytes = BlockFileSize(request.object_key.size(), request.etag.size(), block.size());
+  uint64_t bytes = BlockFileSize(request.object_key.size(), request.etag.size(), data_bytes);
   std::optional<uint64_t> gen = Claim(key, bytes);
-  if (!gen) return false;  // held already, or another thread is writing it
-  {
-    MutexLock lock(&mutate_mu_);
-    std::vector<BlockKey> victims;
-    bool admit = policy_->OnMiss(key, bytes, &victims);
-    DropVictims(victims);
-    if (!admit || !Charge(key, *gen)) return Decline(key, *gen, counters_->rejected);
+  if (!gen) return std::nullopt;  // held already, or another thread is writing it
+  MutexLock lock(&mutate_mu_);
+  std::vector<BlockKey> victims;
+  bool admit = policy_->OnMiss(key, bytes, &victims);
+  DropVictims(victims);
+  if (!admit || !Charge(key, *gen)) {
+    Decline(key, *gen, counters_->rejected);
+    return std::nullopt;
   }
+  return gen;
+}
+
+bool CacheDir::Write(const BlockRequest& request, const Block& block, uint64_t gen) {
+  const BlockKey& key = request.key;
+  // Evicted or erased while it waited in the write-behind queue: nothing to write.
+  if (!IsCharged(key, gen)) return false;
+  uint64_t bytes = BlockFileSize(request.object_key.size(), request.etag.size(), block.size());
   if (!ReserveDiskSpace(bytes)) {
     MutexLock lock(&mutate_mu_);
-    return Decline(key, *gen, counters_->rejected);
+    return Decline(key, gen, counters_->rejected);
   }
   Status written = WriteBlockFile(PathFor(key), request, block.bytes());
   ReleaseDiskSpace(bytes);
   MutexLock lock(&mutate_mu_);
   if (!written.ok()) {
     spdlog::warn("disk cache: not caching block: {}", written.ToString());
-    return Decline(key, *gen, counters_->write_errors);
+    return Decline(key, gen, counters_->write_errors);
   }
-  if (!Publish(key, *gen)) return false;
+  if (!Publish(key, gen)) return false;
   counters_->Add(counters_->inserts);
   return true;
 }
@@ -210,6 +219,13 @@ std::optional<uint64_t> CacheDir::Claim(const BlockKey& key, uint64_t bytes) {
   if (!inserted) return std::nullopt;
   it->second = Entry{bytes, next_gen_.fetch_add(1, std::memory_order_relaxed), State::kClaimed};
   return it->second.gen;
+}
+
+bool CacheDir::IsCharged(const BlockKey& key, uint64_t gen) const {
+  Shard& shard = ShardFor(key);
+  MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(key);
+  return it != shard.entries.end() && it->second.gen == gen && it->second.state == State::kCharged;
 }
 
 // The capacity is the tier's promise, not only the policy's.

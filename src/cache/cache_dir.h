@@ -48,9 +48,15 @@ class CacheDir {
   Result<BlockRef> Get(const BlockKey& key);
   Result<size_t> Read(const BlockKey& key, uint64_t offset, std::span<char> dst, bool count_access);
 
-  // Writes the block if the policy admits it and the free-space floor allows. Returns false (and
-  // counts why) when declined, when the write failed, or when another thread is writing it.
-  bool Insert(const BlockRequest& request, const Block& block);
+  // The policy's decision on a block of `data_bytes` (of `request`), taken before anything is
+  // written, so a block it declines (counted as rejected) costs no disk write: the generation of
+  // the admitted block, to pass to Write; nullopt when declined, or when the block is held or
+  // being written already. The policy admits with Admission::kOnMiss, so its answer is final.
+  std::optional<uint64_t> Admit(const BlockRequest& request, uint64_t data_bytes);
+  // Writes a block Admit admitted (generation `gen`) and makes it readable. Returns false (and
+  // counts why) when the free-space floor or the write fails, or when the block was evicted or
+  // erased since it was admitted (then nothing is written, or the file is removed).
+  bool Write(const BlockRequest& request, const Block& block, uint64_t gen);
 
   bool Touch(const BlockKey& key);  // reports a hit to the policy if held
   // Where the block's file is (or would be) in this directory.
@@ -97,6 +103,7 @@ class CacheDir {
   bool Charge(const BlockKey& key, uint64_t gen) REQUIRES(mutate_mu_);
   bool Publish(const BlockKey& key, uint64_t gen) REQUIRES(mutate_mu_);
   std::optional<uint64_t> OnDiskGen(const BlockKey& key) const;
+  bool IsCharged(const BlockKey& key, uint64_t gen) const;
   // Removes the entry (of generation `gen` if given) and its file; false if there was none.
   bool Drop(const BlockKey& key, std::optional<uint64_t> gen, bool tell_policy)
       REQUIRES(mutate_mu_);

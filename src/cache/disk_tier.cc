@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "cache/cache_dir.h"
@@ -65,13 +66,13 @@ void DiskTier::WriterLoop() {
     QueuedWrite write = it->second;     // stays queued (and readable) while it is written
     writing_ = true;
     queue_mu_.Unlock();
-    Home(key).Insert(write.request, *write.block);
+    // Erased or evicted meanwhile: the directory no longer holds this generation, so it writes
+    // nothing or removes the file it wrote.
+    (void)Home(key).Write(write.request, *write.block, write.gen);
     queue_mu_.Lock();
     writing_ = false;
     it = queued_.find(key);
-    if (it == queued_.end()) {
-      Home(key).Erase(key);  // erased while being written: the file must not outlive the erase
-    } else {
+    if (it != queued_.end() && it->second.gen == write.gen) {
       queued_bytes_ -= it->second.block->size();
       queued_.erase(it);
     }
@@ -145,18 +146,24 @@ Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<ch
 bool DiskTier::Insert(const BlockRequest& request, const BlockRef& block) {
   if (block == nullptr) return false;
   if (Contains(request.key)) return true;  // a concurrent insert got here first
+  CacheDir& home = Home(request.key);
+  std::optional<uint64_t> gen = home.Admit(request, block->size());
+  if (!gen) return false;  // declined (counted), or another insert of it is under way
   if (write_behind_ > 0) {
     MutexLock lock(&queue_mu_);
     if (queued_bytes_ + block->size() <= write_behind_ && !stopping_) {
-      if (queued_.emplace(request.key, QueuedWrite{request, block}).second) {
-        queued_bytes_ += block->size();
-        queue_order_.push_back(request.key);
-        queue_cv_.SignalAll();
-      }
+      auto [it, added] = queued_.try_emplace(request.key);
+      // Not added: an earlier admission of it, evicted while queued; this one replaces it (the
+      // writer skips a key queued twice once its write is done).
+      if (!added) queued_bytes_ -= it->second.block->size();
+      it->second = QueuedWrite{request, block, *gen};
+      queued_bytes_ += block->size();
+      queue_order_.push_back(request.key);
+      queue_cv_.SignalAll();
       return true;
     }
   }
-  return Home(request.key).Insert(request, *block);
+  return home.Write(request, *block, *gen);
 }
 
 std::string DiskTier::FilePath(const BlockKey& key) {

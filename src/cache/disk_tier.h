@@ -6,9 +6,11 @@
 // indexes from the files. Every read is verified; a corrupt file is deleted and reported as a miss.
 // Thread-safe: a hit takes one index shard lock per directory probed, and the policy's.
 //
-// Write-behind: with a write_behind budget, Insert queues the block (pinned) for a writer thread
-// and returns at once, so a reader never waits for the disk; queued blocks are served from memory
-// until written. When queued bytes would pass the budget, Insert writes inline instead
+// Admission comes first: Insert asks the home directory's policy (which decides on miss, see
+// Admission::kOnMiss) before the block is queued or written, so a declined block costs no write.
+// Write-behind: with a write_behind budget, Insert queues an admitted block (pinned) for a writer
+// thread and returns at once, so a reader never waits for the disk; queued blocks are served from
+// memory until written. When queued bytes would pass the budget, Insert writes inline instead
 // (back-pressure: no block offered is dropped). Flush waits for the queue; the destructor flushes,
 // so a clean shutdown leaves every accepted block on disk.
 #pragma once
@@ -60,6 +62,7 @@ class DiskTier : public CacheTier {
   struct QueuedWrite {
     BlockRequest request;
     BlockRef block;
+    uint64_t gen = 0;  // of its admission (CacheDir::Admit)
   };
 
   explicit DiskTier(std::string name);

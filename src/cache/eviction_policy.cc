@@ -8,12 +8,13 @@
 namespace lakecache {
 
 Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name,
-                                                           uint64_t capacity_bytes, uint64_t seed) {
+                                                           uint64_t capacity_bytes, uint64_t seed,
+                                                           Admission admission) {
   std::unique_ptr<EvictionPolicy> policy;
   if (name == "lru") {
     policy = std::make_unique<LruPolicy>(capacity_bytes);
   } else if (name == "tinylfu") {
-    policy = std::make_unique<TinyLfuPolicy>(capacity_bytes, seed);
+    policy = std::make_unique<TinyLfuPolicy>(capacity_bytes, seed, admission);
   } else {
     return Status::InvalidArgument("unknown eviction policy \"" + std::string(name) +
                                    "\"; valid: lru, tinylfu");

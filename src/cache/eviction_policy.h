@@ -45,6 +45,19 @@ class EvictionPolicy {
   virtual uint64_t used_bytes() const = 0;
 };
 
+// When a policy that tests blocks for admission (tinylfu) runs the test on a missed block. LRU
+// admits every block that fits, at OnMiss, either way.
+enum class Admission {
+  // After a short stay in a recency window: OnMiss admits the block into the window, and a later
+  // OnMiss may name it in `evict` when it leaves the window and loses. For a tier where storing a
+  // block costs nothing (memory).
+  kAfterWindow,
+  // At OnMiss, against the block it would replace: OnMiss's answer is the admission decision, so a
+  // block that loses is never stored. For a tier where storing costs (a disk: a write); the tier
+  // above it (memory) serves as its recency window.
+  kOnMiss,
+};
+
 // Names accepted by MakeEvictionPolicy: "lru", and "tinylfu" (the default: frequency-gated
 // admission in front of a CLOCK main region, scan-resistant; see tinylfu_policy.h and
 // docs/benchmarks.md).
@@ -55,8 +68,8 @@ inline constexpr std::string_view kDefaultEvictionPolicy = "tinylfu";
 void LogEvictions(std::string_view tier, const std::vector<BlockKey>& victims);
 
 // `seed` makes randomised parts (sketch hashing) repeatable. Unknown names are kInvalidArgument.
-Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(std::string_view name,
-                                                           uint64_t capacity_bytes,
-                                                           uint64_t seed = 0);
+Result<std::unique_ptr<EvictionPolicy>> MakeEvictionPolicy(
+    std::string_view name, uint64_t capacity_bytes, uint64_t seed = 0,
+    Admission admission = Admission::kAfterWindow);
 
 }  // namespace lakecache

@@ -158,9 +158,10 @@ class TinyLfuPolicy::DistinctCounter {
   std::atomic<int> current_{0};
 };
 
-TinyLfuPolicy::TinyLfuPolicy(uint64_t capacity_bytes, uint64_t seed)
+TinyLfuPolicy::TinyLfuPolicy(uint64_t capacity_bytes, uint64_t seed, Admission admission)
     : capacity_(capacity_bytes),
       seed_(Mix64(seed + kGolden)),
+      windowed_(admission == Admission::kAfterWindow),
       sketch_(std::make_unique<FrequencySketch>(kMinSketchWidth)),
       distinct_(std::make_unique<DistinctCounter>()),
       hand_(main_.end()) {}
@@ -270,8 +271,11 @@ void TinyLfuPolicy::Destroy(Entry* e) {
 void TinyLfuPolicy::NoteBlockSize(uint64_t bytes) {
   if (bytes <= max_block_bytes_) return;
   max_block_bytes_ = bytes;
+  // No window: DrainWindow then tests each new block as soon as it is added.
   window_capacity_ =
-      std::min(std::max(capacity_ / 100, kMinWindowBlocks * max_block_bytes_), capacity_ / 2);
+      windowed_
+          ? std::min(std::max(capacity_ / 100, kMinWindowBlocks * max_block_bytes_), capacity_ / 2)
+          : 0;
 }
 
 uint64_t TinyLfuPolicy::CapacityBlocks() const {

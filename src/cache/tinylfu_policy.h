@@ -5,6 +5,8 @@
 // (not read for ~3 dataset passes, so a new dataset takes over) or if c is clearly more frequent
 // (freq(c) > freq(v) + 2): a one-pass scan, or the part of an epoch that does not fit, cannot flush
 // blocks that are read every epoch, so each epoch after the first hits ~capacity/dataset.
+// With Admission::kOnMiss there is no window: a missed block takes that test at once, so OnMiss's
+// answer is final (a disk tier writes only the blocks that passed).
 // Thread-safe. One structure, not shards, so capacity is exact at any size: OnMiss, Restore and
 // Remove take the policy mutex (a miss costs an object-store fetch anyway), while OnHit takes only
 // one of 64 index-shard locks and updates atomics (sketch counters, reference bit, last-access
@@ -27,7 +29,8 @@ namespace lakecache {
 
 class TinyLfuPolicy final : public EvictionPolicy {
  public:
-  TinyLfuPolicy(uint64_t capacity_bytes, uint64_t seed);
+  TinyLfuPolicy(uint64_t capacity_bytes, uint64_t seed,
+                Admission admission = Admission::kAfterWindow);
   ~TinyLfuPolicy() override;
 
   std::string_view name() const override { return "tinylfu"; }
@@ -101,6 +104,7 @@ class TinyLfuPolicy final : public EvictionPolicy {
 
   const uint64_t capacity_;
   const uint64_t seed_;
+  const bool windowed_;           // Admission::kAfterWindow
   std::atomic<uint64_t> now_{0};  // access tick: hits and misses
   std::unique_ptr<FrequencySketch> sketch_;
   std::unique_ptr<DistinctCounter> distinct_;

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -123,6 +124,52 @@ TEST_F(BlockFileTest, FailedWriteLeavesNoTempFile) {
   Status st = WriteBlockFile(path, Request("k", 0, data.size()), data);
   EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
   EXPECT_EQ(TempFilesIn(dir_.path()), 0u);
+}
+
+// ReadWhole reads a small block's file in one call and a large one through Open; both give the
+// same verified bytes.
+TEST_F(BlockFileTest, ReadWholeReturnsTheDataOfSmallAndLargeBlocks) {
+  for (uint64_t size : {uint64_t{1}, uint64_t{4096}, uint64_t{100000}, kSmallBlockMax,
+                        kSmallBlockMax + 1, uint64_t{3 << 20}}) {
+    std::vector<char> data = RandomBytes(size, size);
+    BlockRequest request = Request("images/cat-" + std::to_string(size) + ".jpg", 0, size);
+    std::string path = PathOf(("w" + std::to_string(size) + ".blk").c_str());
+    ASSERT_TRUE(WriteBlockFile(path, request, data).ok());
+    Result<BlockRef> block = BlockFile::ReadWhole(path, request.key);
+    ASSERT_TRUE(block.ok()) << size << ": " << block.status().ToString();
+    ASSERT_EQ((*block)->size(), size);
+    EXPECT_EQ(std::memcmp((*block)->data(), data.data(), size), 0) << size;
+  }
+}
+
+TEST_F(BlockFileTest, ReadWholeOfALongKeyHeaderReadsTheHeaderWhole) {
+  std::vector<char> data = RandomBytes(70000, 6);
+  BlockRequest request = Request(std::string(5000, 'k'), 0, data.size());
+  std::string path = PathOf("long-whole.blk");
+  ASSERT_TRUE(WriteBlockFile(path, request, data).ok());
+  Result<BlockRef> block = BlockFile::ReadWhole(path, request.key);
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  EXPECT_EQ(std::memcmp((*block)->data(), data.data(), data.size()), 0);
+}
+
+TEST_F(BlockFileTest, ReadWholeRefusesAnotherBlockRottenBytesAndATruncatedFile) {
+  std::vector<char> data = RandomBytes(150000, 7);
+  BlockRequest request = Request("k", 0, data.size());
+  std::string path = PathOf("r.blk");
+  ASSERT_TRUE(WriteBlockFile(path, request, data).ok());
+  EXPECT_EQ(BlockFile::ReadWhole(path, Request("other", 0, data.size()).key).status().code(),
+            StatusCode::kCorruption);
+  {  // one flipped byte in the data's last chunk
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(kBlockFileAlignment + 140000);
+    f.put(static_cast<char>(data[140000] ^ 0x20));
+  }
+  Result<BlockRef> rotten = BlockFile::ReadWhole(path, request.key);
+  EXPECT_EQ(rotten.status().code(), StatusCode::kCorruption) << rotten.status().ToString();
+  fs::resize_file(path, 100000);
+  EXPECT_EQ(BlockFile::ReadWhole(path, request.key).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(BlockFile::ReadWhole(PathOf("none.blk"), request.key).status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST_F(BlockFileTest, TempNamesAreRecognised) {

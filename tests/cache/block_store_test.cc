@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/block_file.h"
 #include "cache/memory_tier.h"
 #include "common/thread_pool.h"
 
@@ -279,18 +280,45 @@ TEST(BlockStoreTest, LowerTierHitIsPromotedOnGet) {
   EXPECT_EQ(store->Stats().tiers[0].hits, 1u);
 }
 
-TEST(BlockStoreTest, ReadFromLowerTierDoesNotPromote) {
+// A large block is read from a lower tier by range: reading it whole to serve one range could
+// cost a 4 MiB disk read for a 4 KiB request.
+TEST(BlockStoreTest, RangeReadOfALargeLowerTierBlockDoesNotPromote) {
+  RecordingTier* lower;
+  auto store = TwoTierStore(&lower, 64 << 20);
+  BlockRequest large = RequestFor(4, kSmallBlockMax + 1);
+  ASSERT_TRUE(lower->Insert(large, ObjectBlock(large)));
+  CountingSource source;
+  std::vector<char> buf(1000);
+  Result<size_t> n = store->Read(large, 500, buf, source.Source());
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1000u);
+  EXPECT_EQ(buf[0], ObjectByte(large.offset + 500));
+  EXPECT_EQ(source.calls, 0);
+  EXPECT_EQ(lower->counted_reads, 1);
+  EXPECT_EQ(store->Stats().tiers[0].inserts, 0u);
+}
+
+// A small block (a small file's one block) is read from a lower tier whole, once, and kept in
+// memory: the file's later reads, and later passes, never go to the lower tier again.
+TEST(BlockStoreTest, SmallLowerTierBlockIsReadWholeAndPromoted) {
   RecordingTier* lower;
   auto store = TwoTierStore(&lower);
   ASSERT_TRUE(lower->Insert(RequestFor(4), ObjectBlock(RequestFor(4))));
   CountingSource source;
   std::vector<char> buf(1000);
-  Result<size_t> n = store->Read(RequestFor(4), 500, buf, source.Source());
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
-  EXPECT_EQ(*n, 1000u);
-  EXPECT_EQ(buf[0], ObjectByte(RequestFor(4).offset + 500));
+  for (uint64_t offset : {500u, 100000u}) {
+    Result<BlockStore::PinnedRead> read =
+        store->ReadPinned(RequestFor(4), offset, buf, source.Source());
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    ASSERT_NE(read->block, nullptr);
+    ExpectObjectBytes(*read->block, RequestFor(4));
+  }
   EXPECT_EQ(source.calls, 0);
-  EXPECT_EQ(store->Stats().tiers[0].inserts, 0u);
+  EXPECT_EQ(lower->gets, 1);  // the first read; the second is a memory hit
+  EXPECT_EQ(lower->counted_reads + lower->uncounted_reads, 0);
+  BlockStoreStats stats = store->Stats();
+  EXPECT_EQ(stats.tiers[0].inserts, 1u);
+  EXPECT_EQ(stats.tiers[0].hits, 1u);
 }
 
 TEST(BlockStoreTest, UpperTierHitTouchesLowerTiers) {
@@ -312,11 +340,12 @@ TEST(BlockStoreTest, RepeatAccessIsNeitherCountedNorTouchedBelow) {
   RecordingTier* lower;
   auto store = TwoTierStore(&lower, /*memory_capacity=*/0);  // memory holds nothing: reads go below
   CountingSource source;
-  ASSERT_TRUE(store->Get(RequestFor(3), source.Source()).ok());
+  const BlockRequest large = RequestFor(3, kSmallBlockMax + 1);  // read by range
+  ASSERT_TRUE(store->Get(large, source.Source()).ok());
   char buf[10];
-  BlockRequest first = RequestFor(3);
+  BlockRequest first = large;
   ASSERT_TRUE(store->Read(first, 0, buf, source.Source()).ok());
-  BlockRequest repeat = RequestFor(3);
+  BlockRequest repeat = large;
   repeat.repeat_access = true;
   ASSERT_TRUE(store->Read(repeat, 10, buf, source.Source()).ok());
   ASSERT_TRUE(store->Read(repeat, 20, buf, source.Source()).ok());
@@ -438,7 +467,8 @@ TEST(BlockStoreDiskTest, BlockEvictedFromMemoryIsServedFromDisk) {
   ASSERT_EQ(stats.tiers.size(), 2u);
   EXPECT_EQ(stats.tiers[1].tier, "disk:" + dir.path());
   EXPECT_EQ(stats.tiers[1].hits, 2u);
-  EXPECT_EQ(stats.tiers[0].evictions, 2u);  // 0 for 1, then 1 for the promoted 0
+  // 0 for 1, 1 for the promoted 0, then 0 for 1, which a read of the small block promoted too.
+  EXPECT_EQ(stats.tiers[0].evictions, 3u);
 }
 
 TEST(BlockStoreDiskTest, DiskBlocksSurviveReopening) {
@@ -470,8 +500,9 @@ TEST(BlockStoreDiskTest, ReadAheadLoadsDiskOnlyBlocksIntoStaging) {
   auto store = BlockStore::Open(DiskConfig(dir.path(), 4));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ThreadPool pool(1);
+  // kLoading, not kStarted: the caller must not add it to a run of blocks fetched from the store.
   EXPECT_EQ((*store)->Prefetch(RequestFor(6), source.Source(), pool),
-            BlockStore::PrefetchResult::kStarted);
+            BlockStore::PrefetchResult::kLoading);
   pool.Submit([] {}).wait();
   uint64_t disk_hits = (*store)->Stats().tiers[1].hits;
   EXPECT_EQ(disk_hits, 1u) << "the prefetch read the disk once";

@@ -384,6 +384,60 @@ TEST_F(DiskTierTest, ConcurrentInsertsAndReadsKeepCapacityAndBytes) {
   EXPECT_EQ(stats.corrupt_blocks, 0u);
 }
 
+// The policy decides before the block is written: a declined block leaves no file (nor a temp
+// file) and counts as rejected, not as an insert later evicted. Inline and write-behind alike.
+TEST_F(DiskTierTest, RejectedBlockIsNeverWritten) {
+  const uint64_t size = 64 * 1024;
+  const uint64_t capacity = 8 * (size + 2 * kBlockFileAlignment);  // 8 blocks and their headers
+  for (uint64_t write_behind : {uint64_t{0}, 16 * kMiB}) {
+    SCOPED_TRACE(write_behind);
+    std::string path = Sub("wb" + std::to_string(write_behind));
+    Result<std::unique_ptr<DiskTier>> opened =
+        DiskTier::Open({Dir(path, capacity)}, "tinylfu", /*seed=*/0, write_behind);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    std::unique_ptr<DiskTier> tier = std::move(opened).value();
+    BlockRef block = RandomBlock(size, 21);
+    uint64_t held = 0;
+    while (tier->Insert(Request(held, size), block)) ++held;  // until full
+    tier->Flush();
+    ASSERT_GE(held, 7u);
+    const BlockRequest late = Request(100, size);
+    EXPECT_FALSE(tier->Insert(late, block)) << "as frequent as any block held";
+    EXPECT_FALSE(tier->Contains(late.key)) << "not even queued";
+    tier->Flush();
+    TierStats stats = tier->Stats();
+    EXPECT_EQ(stats.inserts, held);
+    EXPECT_EQ(stats.rejected, 2u);  // the one that did not fit, and `late`
+    EXPECT_EQ(stats.evictions, 0u);
+    EXPECT_EQ(stats.write_errors, 0u);
+    EXPECT_EQ(FileOf(path, late.key), "");
+    EXPECT_EQ(BlockFiles(path).size(), held);
+    EXPECT_EQ(TempFiles(path), 0u);
+    EXPECT_EQ(stats.used_bytes, BytesOnDisk(path));
+  }
+}
+
+// A block read often enough still replaces a held one: written once admitted, its victim's file
+// removed.
+TEST_F(DiskTierTest, FrequentBlockIsAdmittedInPlaceOfAVictim) {
+  const uint64_t size = 64 * 1024;
+  const uint64_t capacity = 4 * (size + 2 * kBlockFileAlignment);
+  auto tier = Open({Dir(Sub("c"), capacity)}, "tinylfu");
+  ASSERT_NE(tier, nullptr);
+  BlockRef block = RandomBlock(size, 22);
+  uint64_t held = 0;
+  while (tier->Insert(Request(held, size), block)) ++held;
+  const BlockRequest hot = Request(100, size);
+  int tries = 1;
+  while (!tier->Insert(hot, block) && tries < 10) ++tries;
+  EXPECT_EQ(tries, 4) << "admitted once more than 2 counts above the victim's 1";
+  EXPECT_NE(FileOf(Sub("c"), hot.key), "");
+  TierStats stats = tier->Stats();
+  EXPECT_EQ(stats.evictions, 1u);
+  EXPECT_EQ(stats.inserts, held + 1);
+  EXPECT_EQ(BlockFiles(Sub("c")).size(), held);
+}
+
 TEST_F(DiskTierTest, EraseRemovesTheFileAndTouchCountsNoHit) {
   auto tier = Open({Dir(Sub("c"), 64 * kMiB)});
   ASSERT_NE(tier, nullptr);

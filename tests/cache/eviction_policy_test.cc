@@ -20,8 +20,11 @@ constexpr uint64_t kBlock = 4 << 20;
 
 BlockKey Key(uint64_t dataset, uint64_t index) { return BlockKey{ContentId{dataset, 7}, index}; }
 
+// "tinylfu-onmiss": tinylfu deciding admission on miss (Admission::kOnMiss), as a disk tier's.
 std::unique_ptr<EvictionPolicy> Make(std::string_view name, uint64_t capacity, uint64_t seed = 1) {
-  auto policy = MakeEvictionPolicy(name, capacity, seed);
+  const bool on_miss = name == "tinylfu-onmiss";
+  auto policy = MakeEvictionPolicy(on_miss ? "tinylfu" : name, capacity, seed,
+                                   on_miss ? Admission::kOnMiss : Admission::kAfterWindow);
   EXPECT_TRUE(policy.ok()) << policy.status().ToString();
   return std::move(policy).value();
 }
@@ -181,8 +184,13 @@ TEST_P(AnyPolicyTest, ConcurrentUseStaysWithinCapacity) {
   EXPECT_FALSE(over);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, AnyPolicyTest, testing::Values("lru", "tinylfu"),
-                         [](const testing::TestParamInfo<std::string>& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Policies, AnyPolicyTest,
+                         testing::Values("lru", "tinylfu", "tinylfu-onmiss"),
+                         [](const testing::TestParamInfo<std::string>& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(MakeEvictionPolicyTest, KnowsTheNames) {
   for (std::string_view name :
@@ -282,6 +290,57 @@ TEST(TinyLfuPolicyTest, ShuffledEpochsHitNearCacheOverDataset) {
       for (uint64_t i : order) hits += tier.Access(Key(1, i), kBlock);
       if (epoch >= 2) {
         EXPECT_GE(hits, 0.9 * kCacheBlocks) << "dataset " << dataset << ", epoch " << epoch;
+      }
+    }
+  }
+}
+
+// Admission after a window: a block read once is admitted (the tier stores it), and dropped when it
+// leaves the window and loses to the CLOCK victim. On miss: the same block is declined at once, so
+// the tier never stores it; a block read often enough still gets in, in place of one victim.
+TEST(TinyLfuPolicyTest, AdmissionOnMissDeclinesBeforeTheTierStoresTheBlock) {
+  constexpr uint64_t kFull = 10;
+  std::vector<BlockKey> evict;
+  auto windowed = Make("tinylfu", kFull * kBlock);
+  for (uint64_t i = 0; i < kFull; ++i) ASSERT_TRUE(windowed->OnMiss(Key(1, i), kBlock, &evict));
+  EXPECT_TRUE(windowed->OnMiss(Key(2, 0), kBlock, &evict)) << "into the window";
+  evict.clear();
+  for (uint64_t i = 1; i <= 4; ++i) windowed->OnMiss(Key(2, i), kBlock, &evict);
+  EXPECT_NE(std::find(evict.begin(), evict.end(), Key(2, 0)), evict.end())
+      << "stored, then dropped for losing admission";
+
+  auto on_miss = Make("tinylfu-onmiss", kFull * kBlock);
+  TierModel tier(on_miss.get());
+  for (uint64_t i = 0; i < kFull; ++i) EXPECT_FALSE(tier.Access(Key(1, i), kBlock));
+  EXPECT_EQ(tier.held().size(), kFull) << "room: everything is admitted";
+  evict.clear();
+  EXPECT_FALSE(on_miss->OnMiss(Key(2, 0), kBlock, &evict)) << "as frequent as the victim";
+  EXPECT_TRUE(evict.empty());
+  // Counted 2, 3, then 4 > 1 + the margin of 2: admitted, in place of exactly one block.
+  EXPECT_FALSE(on_miss->OnMiss(Key(2, 0), kBlock, &evict));
+  EXPECT_FALSE(on_miss->OnMiss(Key(2, 0), kBlock, &evict));
+  EXPECT_TRUE(evict.empty());
+  EXPECT_FALSE(tier.Access(Key(2, 0), kBlock));
+  EXPECT_TRUE(tier.holds(Key(2, 0)));
+  EXPECT_EQ(tier.held().size(), kFull);
+  ASSERT_NO_FATAL_FAILURE(tier.CheckAccounting());
+}
+
+// Without a window nothing of the capacity goes to blocks on their way out: sequential and shuffled
+// epochs hit exactly C/D from the second on (Belady's bound).
+TEST(TinyLfuPolicyTest, AdmissionOnMissEpochsHitTheBound) {
+  for (bool shuffled : {false, true}) {
+    auto policy = Make("tinylfu-onmiss", kCacheBlocks * kBlock);
+    TierModel tier(policy.get());
+    std::vector<uint64_t> order(4 * kCacheBlocks);
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937_64 rng(5);
+    for (int epoch = 1; epoch <= 10; ++epoch) {
+      if (shuffled) std::shuffle(order.begin(), order.end(), rng);
+      uint64_t hits = 0;
+      for (uint64_t i : order) hits += tier.Access(Key(1, i), kBlock);
+      if (epoch >= 2) {
+        EXPECT_EQ(hits, kCacheBlocks) << "shuffled " << shuffled << ", epoch " << epoch;
       }
     }
   }
