@@ -41,12 +41,22 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.now();
     bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
-    if (fresh) return slot->listing;
+    if (fresh) {
+      // Refresh ahead: a folder read in the last quarter of its TTL is listed again in the
+      // background, so a folder in use is never past its TTL with its readers all waiting for
+      // its next listing (every reader of an epoch stalled on each folder's relist once a TTL).
+      if (!options_.immutable && !slot->revalidating && now >= slot->retry_stale_after &&
+          now - slot->fetched >= options_.ttl - options_.ttl / 4) {
+        slot->revalidating = true;
+        RevalidateInBackground(dir, slot, /*ahead=*/true);
+      }
+      return slot->listing;
+    }
     bool retry_due = now >= slot->retry_stale_after;
     if (slot->anchored) {
       if (!slot->revalidating && retry_due) {
         slot->revalidating = true;
-        RevalidateInBackground(dir, slot);
+        RevalidateInBackground(dir, slot, /*ahead=*/false);
       }
       return slot->listing;
     }
@@ -103,15 +113,25 @@ MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, 
   return slot.listing;
 }
 
-void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot) {
+void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot,
+                                           bool ahead) {
   std::call_once(revalidator_once_,
                  [this] { revalidator_ = std::make_unique<ThreadPool>(kRevalidationThreads); });
-  revalidator_->Post([this, dir, slot = std::move(slot)] {
+  revalidator_->Post([this, dir, ahead, slot = std::move(slot)] {
     Listed fetched = stopping_ ? Listed(Status::Unavailable("shutting down")) : Fetch(dir);
     MutexLock lock(&slot->mu);
     slot->revalidating = false;
-    // A load pinned the folder meanwhile: its listing is the one to keep.
-    if (slot->pinned) return;
+    // A load pinned the folder meanwhile: its listing is the one to keep. The store said an
+    // object changed meanwhile: this listing may predate the change, the next List asks again.
+    if (slot->pinned || (ahead && slot->changed)) return;
+    if (ahead && !fetched.ok()) {
+      // The listing is within its TTL still: the first List past it asks the store itself, and
+      // decides then what a failure means.
+      spdlog::debug("refreshing the listing of {}/{} ahead of its TTL: {}", store_->Describe(),
+                    dir.empty() ? prefix_ : prefix_ + dir + "/", fetched.status().ToString());
+      slot->retry_stale_after = slot->fetched + options_.ttl;  // not again before the TTL
+      return;
+    }
     (void)Settle(dir, *slot, std::move(fetched));
   });
 }

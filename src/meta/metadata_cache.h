@@ -2,7 +2,9 @@
 //
 // Every folder is one object listing (delimiter "/"), fetched once per TTL however many callers ask
 // (single-flight per folder); a file's attributes come from its parent folder's listing, so a
-// changed object is seen, with its new ETag, when the folder is revalidated after the TTL.
+// changed object is seen, with its new ETag, when the folder is revalidated after the TTL. A folder
+// read in the last quarter of its TTL is listed again in the background (refresh ahead), so one in
+// use is relisted before its TTL runs out, with no caller waiting.
 // Immutable namespaces never revalidate. Stale-if-error: when a revalidation fails because the
 // store did not answer (Status::peer_failed: unreachable, too slow, or an unreadable answer; not a
 // 403/404), the cached listing keeps being served for up to `stale_if_error` past its TTL, with one
@@ -105,9 +107,10 @@ class MetadataCache {
   // Takes `fetched` into `slot`: a listing replaces the cached one; after an error, the cached
   // listing where it may still be served (else the error).
   Listed Settle(const std::string& dir, Slot& slot, Listed fetched) REQUIRES(slot.mu);
-  // Starts a background revalidation of anchored folder `dir`, which takes slot->mu to settle.
-  // The caller has set slot->revalidating.
-  void RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot);
+  // Starts a background revalidation of folder `dir`, which takes slot->mu to settle: of an
+  // anchored folder past its TTL, or `ahead` of the TTL of one in use (a failure then keeps the
+  // listing and says nothing). The caller has set slot->revalidating.
+  void RevalidateInBackground(const std::string& dir, std::shared_ptr<Slot> slot, bool ahead);
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string prefix_;

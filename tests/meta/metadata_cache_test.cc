@@ -154,13 +154,13 @@ TEST_F(MetadataCacheTest, AfterTtlRelistsAndSeesTheChangedFile) {
   EXPECT_EQ(before->size, 3u);
 
   Put("dir/f", "new and longer");
-  clock_.Advance(kTtl - seconds(1));
+  clock_.Advance(kTtl / 2);  // (not yet the last quarter, where it would be refreshed ahead)
   auto within = cache.Stat("dir/f");
   ASSERT_TRUE(within.ok());
   EXPECT_EQ(within->etag, before->etag);  // still the cached listing
   EXPECT_EQ(Lists(), 1);
 
-  clock_.Advance(seconds(1));
+  clock_.Advance(kTtl / 2);
   auto after = cache.Stat("dir/f");
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(Lists(), 2);
@@ -179,6 +179,45 @@ TEST_F(MetadataCacheTest, AfterTtlSeesNewAndDeletedFiles) {
   EXPECT_EQ(cache.Stat("dir/gone").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(cache.Stat("dir/new").ok());
   EXPECT_TRUE(cache.Stat("dir/keep").ok());
+}
+
+// A folder read in the last quarter of its TTL is listed again behind the read: a read just past
+// the first listing's TTL needs no listing of its own, and what changed before the refresh shows.
+TEST_F(MetadataCacheTest, FolderInUseIsRelistedAheadOfItsTtl) {
+  Put("dir/f", "old");
+  MetadataCache& cache = Cache();
+  MustList("dir");
+  clock_.Advance(kTtl / 2);
+  MustList("dir");
+  EXPECT_EQ(Lists(), 1);  // half a TTL: nothing to refresh
+  Put("dir/g", "new");
+  clock_.Advance(kTtl / 4 + seconds(1));
+  EXPECT_EQ(MustList("dir")->Find("g"), nullptr);  // answered at once, from the cached listing
+  ASSERT_TRUE(WaitUntil([&] { return cache.Stat("dir/g").ok(); }));
+  EXPECT_EQ(Lists(), 2);
+  clock_.Advance(kTtl / 2);  // past the first listing's TTL, within the second's
+  ASSERT_TRUE(cache.Stat("dir/g").ok());
+  EXPECT_EQ(Lists(), 2);
+}
+
+// A refresh ahead that fails keeps the listing and says nothing; past the TTL the store is asked
+// in the caller's path, as ever, and a final error there is the caller's.
+TEST_F(MetadataCacheTest, FailedRefreshAheadLeavesTheTtlToDecide) {
+  Put("dir/f", "abc");
+  MetadataCache& cache = Cache();
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  store_->FailAlways(StoreOp::kList, store_->AccessDenied("dir/"));
+  clock_.Advance(kTtl - seconds(5));
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  ASSERT_TRUE(WaitUntil([&] { return Lists() == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the refresh settles
+  ASSERT_TRUE(cache.Stat("dir/f").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(Lists(), 2);  // one refresh ahead per TTL, failed or not
+  clock_.Advance(seconds(6));
+  auto listed = cache.List("dir");
+  ASSERT_FALSE(listed.ok());
+  EXPECT_EQ(listed.status().code(), StatusCode::kAccessDenied);
 }
 
 TEST_F(MetadataCacheTest, ImmutableNamespaceNeverRelists) {
