@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test k8s-test check-clang test-tsan demo bench bench-quick bench-deps \
+.PHONY: all deps configure build test k8s-test check-clang test-tsan demo bench bench-quick bench-train bench-deps \
 	format format-check clean
 
 all: build
@@ -54,6 +54,11 @@ bench: build bench-deps
 bench-quick: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare --quick $(BENCH_ARGS)
 	@BUILD_DIR=$(BUILD_DIR) bench/write --quick
+
+# A PyTorch training loop's epochs over lakecache, s3fs, rclone and local disk (bench/train, needs
+# root): TFRecord shards and shuffled small files, with and without the order hint.
+bench-train: build bench-deps
+	@BUILD_DIR=$(BUILD_DIR) bench/train $(BENCH_ARGS)
 
 bench-deps:
 	@scripts/install-bench-deps.sh

@@ -571,6 +571,20 @@ def add_common_args(p, size_help="size of the big file/object (default 512MiB)")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (logs) after the run")
 
 
+def replace_doc_section(path, begin, end, block, heading):
+    """Replaces the text from the marker `begin` to the marker `end` (both included) of the file at
+    path with block (which starts with begin and ends with end); a file without the markers gets
+    `## heading` and block appended."""
+    with open(path) as f:
+        doc = f.read()
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc.rstrip("\n") + f"\n\n## {heading}\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(doc)
+
+
 def plot_bars(png, title, groups, series, unit, log_scale=False):
     """A PNG of grouped horizontal bars: one group per label of `groups`, one bar per series
     [(name, [(median, low, high) or None for each group])], error bars from low to high. Uses

@@ -342,10 +342,12 @@ FuseMountOptions FuseOptionsFor(const MountRequest& req, const MountOptions& opt
   return fuse;
 }
 
-// True when the mount `p` prepares may write: a standalone mount, not `-o ro`, with a namespace
-// that writes. It is then mounted "rw" (the FileSystem decides the same from the same inputs).
+// True when the mount `p` prepares is mounted "rw": not `-o ro`, and it has the control folder,
+// whose file any reader writes (the FileSystem refuses every other change where nothing writes,
+// with EROFS), or a namespace that writes (the FileSystem decides the same from the same inputs).
 bool MountWrites(const Prepared& p, const MountOptions& options) {
   if (options.fs.read_only) return false;
+  if (p.config.client.order_hint_window > 0) return true;
   // A cluster mount writes through the workers what the master's namespaces allow.
   if (p.cluster) {
     return std::any_of(p.client->namespaces().begin(), p.client->namespaces().end(),
@@ -413,6 +415,14 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   fs_options.single_namespace_root = !req.uri.empty();
   fs_options.read_ahead_max = config.client.read_ahead_max;
   fs_options.prefetch_threads = config.client.prefetch_threads;
+  fs_options.order_hint.window = config.client.order_hint_window;
+  if (p.cluster) {
+    // The workers prefetch hinted files into their caches: this mount's memory is small.
+    fs_options.remote_prefetch = [client = p.client](const HintedFile& f, uint64_t first,
+                                                     uint64_t limit) {
+      return client->Prefetch(f.ns->name, f.object_key, f.etag, f.size, f.block_size, first, limit);
+    };
+  }
   fs_options.write_budget = config.client.write_budget;
   fs_options.upload =
       UploadOptionsFor(config.client.write_per_file, config.client.upload_parts_in_flight);
@@ -444,7 +454,8 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   }
   auto fs = std::make_shared<FileSystem>(std::move(p.namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = FuseOptionsFor(req, options);
-  fuse_options.read_only = !fs->writable();
+  fuse_options.read_only =
+      options.fs.read_only || (!fs->writable() && fs->order_hints() == nullptr);
   fuse_options.metrics = registry.get();
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);
   if (link != nullptr || req.fuse_fd >= 0) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 #include "cache/block_file.h"
 #include "cache/block_key.h"
@@ -521,6 +522,49 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
     last = std::move(s);
   }
   return Status::Unavailable("every worker failed reading " + what + "; last: " + last.message());
+}
+
+uint64_t ClusterClient::Prefetch(const std::string& ns, const std::string& key,
+                                 const std::string& etag, uint64_t size, uint64_t block_size,
+                                 uint64_t first, uint64_t limit) {
+  uint64_t blocks = block_size == 0 ? 0 : (size + block_size - 1) / block_size;
+  uint64_t end = std::min(blocks, first + limit);
+  if (first >= end) return 0;
+  std::shared_ptr<const View> view = CurrentView();
+  if (view->workers.empty()) return end - first;
+  ContentId content = MakeContentId(ns, key, etag, block_size);
+  int64_t now = SteadyNowMs();
+  std::map<size_t, rpc::PrefetchRequest> by_worker;
+  for (uint64_t index = first; index < end; ++index) {
+    BlockKey block{content, index};
+    // Held in a co-located worker's memory (a warm epoch): nothing to ask for.
+    bool local = false;
+    for (size_t i : view->local) local = local || view->workers[i].shm->Contains(block);
+    if (local) continue;
+    std::vector<size_t> order = RendezvousOrder(StableKeyHash(block), view->nodes);
+    auto owner = std::find_if(order.begin(), order.end(),
+                              [&](size_t i) { return view->workers[i].peer->up(now); });
+    if (owner == order.end()) break;
+    rpc::BlockId* id = by_worker[*owner].add_blocks();
+    id->set_ns(ns);
+    id->set_key(key);
+    id->set_etag(etag);
+    id->set_object_size(size);
+    id->set_block_size(block_size);
+    id->set_index(index);
+  }
+  for (const auto& [i, request] : by_worker) {
+    const Worker& worker = view->workers[i];
+    grpc::ClientContext ctx;
+    ctx.set_deadline(GrpcDeadline(Clock::now() + options_.rpc_timeout, options_.rpc_timeout));
+    rpc::PrefetchResponse response;
+    worker_calls_.fetch_add(1, std::memory_order_relaxed);
+    grpc::Status st = worker.peer->stub->Prefetch(&ctx, request, &response);
+    if (!st.ok()) {
+      spdlog::debug("prefetch of {} at worker {}: {}", key, worker.address, st.error_message());
+    }
+  }
+  return end - first;
 }
 
 Status ClusterClient::OnWorkers(const std::string& key, const std::string& what,

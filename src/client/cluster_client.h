@@ -132,6 +132,12 @@ class ClusterClient {
   // Tells the master's metadata cache of a write, so every mount's next listing shows it.
   Status NoteWrite(const rpc::NoteWriteRequest& request, Clock::time_point deadline);
 
+  // Asks the owners of blocks [first, first + limit) of one object version (clamped to its size)
+  // to fetch them into their caches, one Prefetch call per worker, without waiting for the
+  // fetches; blocks a co-located worker's memory holds are skipped. Best effort: a worker that
+  // fails the call is skipped. Returns the blocks asked for (or found held).
+  uint64_t Prefetch(const std::string& ns, const std::string& key, const std::string& etag,
+                    uint64_t size, uint64_t block_size, uint64_t first, uint64_t limit);
   std::vector<ClusterWorker> Workers() const;
   uint64_t epoch() const;
   // Serving when the master answered a view fetch within three refresh intervals, with the live

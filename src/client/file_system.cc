@@ -72,9 +72,11 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
           options.single_namespace_root ? namespaces_->Find(namespaces_->names()[0]) : nullptr, "",
           true}),
       write_budget_(options.write_budget) {
-  if (options_.prefetch_threads > 0 && options_.read_ahead_max > 0) {
+  if (options_.prefetch_threads > 0 &&
+      (options_.read_ahead_max > 0 || options_.order_hint.window > 0)) {
     prefetch_pool_ = std::make_unique<ThreadPool>(options_.prefetch_threads);
   }
+  StartHints();
   if (options_.journal != nullptr) RestoreFromJournal();
   StartWrites();
 }
@@ -171,6 +173,10 @@ Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string&
 }
 
 Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
+  if (HasControl() && (name == kControlDir || IsControl(parent))) {
+    Result<FileAttr> control = LookupControl(parent, name);
+    if (control.ok() || IsControl(parent)) return control;
+  }
   std::optional<InodeInfo> info = inodes_.Get(parent);
   if (!info) return Status::NotFound("stale inode " + std::to_string(parent));
   if (!info->is_dir) return Status::InvalidArgument("not a folder");
@@ -178,6 +184,7 @@ Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
 }
 
 Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
+  if (IsControl(ino)) return ControlAttr(ino);
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
   if (info->ns == nullptr || info->path.empty()) return DirAttr(ino);
@@ -201,6 +208,12 @@ Result<std::vector<DirItem>> FileSystem::ListRoot() {
 }
 
 Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
+  if (IsControl(ino)) {
+    LC_ASSIGN_OR_RETURN(FileAttr dir, ControlAttr(ino));
+    if (!dir.is_dir) return Status::InvalidArgument("not a folder");
+    LC_ASSIGN_OR_RETURN(FileAttr file, ControlAttr(ino + 1));
+    return std::vector<DirItem>{{kPrefetchFile, file}};
+  }
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
   if (!info->is_dir) return Status::InvalidArgument("not a folder");
@@ -226,6 +239,7 @@ Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
   read_ahead.block_size = nsc.block_size;
   read_ahead.file_size = entry.size;
   read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
+  if (hints_ != nullptr) hints_->Opened(MountPath(info->ns, info->path));
   auto* h = new Handle(info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
   contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
@@ -286,8 +300,18 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
     blocks = h.read_ahead.OnRead(offset, length);
   }
   if (blocks.empty()) return;
+  uint64_t stopped = PrefetchBlocks(h.ns->store.get(), h.content, h.object_key, h.etag, h.size,
+                                    h.block_size, blocks.first, blocks.end);
+  if (stopped < blocks.end) {
+    MutexLock lock(&h.read_ahead_mu);
+    h.read_ahead.Unissued(stopped);  // the window shrinks to what the budget holds
+  }
+}
+
+uint64_t FileSystem::PrefetchBlocks(ObjectStore* store, const ContentId& content,
+                                    const std::string& key, const std::string& etag, uint64_t size,
+                                    uint64_t block_size, uint64_t first, uint64_t end) {
   // Consecutive blocks that start fetching go out as one ranged GET of up to max_run_blocks.
-  ObjectStore* store = h.ns->store.get();
   auto run = std::make_shared<BlockRunFetch>(store);
   uint64_t run_blocks = 0;
   auto finish_run = [&] {
@@ -295,9 +319,9 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
     run = std::make_shared<BlockRunFetch>(store);
     run_blocks = 0;
   };
-  for (uint64_t index = blocks.first; index < blocks.end; ++index) {
-    BlockRequest req =
-        MakeBlockRequest(h.content, h.object_key, h.etag, h.size, h.block_size, index);
+  uint64_t index = first;
+  for (; index < end; ++index) {
+    BlockRequest req = MakeBlockRequest(content, key, etag, size, block_size, index);
     if (run_blocks >= options_.max_run_blocks) finish_run();
     BlockSource source = [run](const BlockRequest& r) { return run->Get(r); };
     BlockStore::PrefetchResult started = blocks_->Prefetch(req, source, *prefetch_pool_);
@@ -307,13 +331,10 @@ void FileSystem::ReadAhead(Handle& h, uint64_t offset, uint64_t length) {
       continue;
     }
     finish_run();  // a gap: what follows cannot share this run's range
-    if (started == BlockStore::PrefetchResult::kNoBudget) {
-      MutexLock lock(&h.read_ahead_mu);
-      h.read_ahead.Unissued(index);  // the window shrinks to what the budget holds
-      break;
-    }
+    if (started == BlockStore::PrefetchResult::kNoBudget) break;
   }
   run->Seal();
+  return index;
 }
 
 FileSystem::Handle* FileSystem::FindHandle(uint64_t fh) const {
@@ -331,6 +352,12 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
   Handle* found = FindHandle(fh);
   if (found == nullptr) {
     if (std::shared_ptr<FileWriter> w = FindWriter(fh)) return w->Read(offset, dst);
+    if (std::optional<ControlHandle> c = FindControl(fh)) {
+      if (offset >= c->text.size()) return size_t{0};
+      size_t n = std::min<size_t>(dst.size(), c->text.size() - offset);
+      std::memcpy(dst.data(), c->text.data() + offset, n);
+      return n;
+    }
     return UnknownHandle(fh);
   }
   Handle& h = *found;
@@ -348,6 +375,10 @@ Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offse
   if (found == nullptr) {
     if (std::shared_ptr<FileWriter> w = FindWriter(fh)) {
       LC_ASSIGN_OR_RETURN(size_t n, w->Read(offset, scratch));
+      return std::span<const char>(scratch.data(), n);
+    }
+    if (FindControl(fh)) {
+      LC_ASSIGN_OR_RETURN(size_t n, Read(fh, offset, scratch));
       return std::span<const char>(scratch.data(), n);
     }
     return UnknownHandle(fh);
@@ -490,6 +521,11 @@ void FileSystem::Release(uint64_t fh) {
   bool lost = false;
   {
     WriterMutexLock lock(&handles_mu_);
+    if (auto c = controls_.find(fh); c != controls_.end()) {
+      if (c->second.writer != 0) hints_->EndWrite(c->second.writer);
+      controls_.erase(c);
+      return;
+    }
     if (auto w = writers_.find(fh); w != writers_.end()) writer = w->second;
     lost = lost_writers_.count(fh) != 0;
   }

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -35,6 +36,7 @@
 #include "client/inode_table.h"
 #include "client/mount_journal.h"
 #include "client/object_upload.h"
+#include "client/order_hints.h"
 #include "client/upload_registry.h"
 #include "client/write_stage.h"
 #include "common/mutex.h"
@@ -81,6 +83,14 @@ struct FileSystemOptions {
   uint64_t stage_capacity = 0;
   // Where the uploads in progress are recorded (UploadRegistry); empty: not recorded.
   std::string upload_registry;
+
+  // The order hint (client/order_hints.h) through `<mountpoint>/.lakecache/prefetch`; a window
+  // of 0: no control folder.
+  OrderHintOptions order_hint;
+  // Cluster mode: hinted files are fetched by the workers that own their blocks, into their
+  // caches, rather than into this mount's memory (HintTarget::Fetch; unset: the BlockStore's
+  // staging, within its memory budget).
+  std::function<uint64_t(const HintedFile& file, uint64_t first, uint64_t limit)> remote_prefetch;
 };
 
 // Who asks for a change: the calling thread as FUSE names it (its process is the opener of a
@@ -112,6 +122,16 @@ struct OpenedFile {
 
 class FileSystem {
  public:
+  // The control folder (reachable by name, never listed) at the mount's root and at each
+  // namespace's root, for pods that see only a namespace's folder; paths written to its file are
+  // relative to the folder that holds it. Its inode numbers lie above every path's.
+  static constexpr char kControlDir[] = ".lakecache";
+  static constexpr char kPrefetchFile[] = "prefetch";
+  static constexpr uint64_t kControlBase = 1ull << 62;
+  static bool IsControl(uint64_t ino) { return ino >= kControlBase; }
+  static uint64_t ControlDirOf(uint64_t folder) { return kControlBase + 2 * folder; }
+  static uint64_t PrefetchFileOf(uint64_t folder) { return kControlBase + 2 * folder + 1; }
+
   FileSystem(std::unique_ptr<NamespaceTable> namespaces, std::shared_ptr<BlockStore> blocks,
              FileSystemOptions options);
   ~FileSystem();
@@ -176,9 +196,17 @@ class FileSystem {
   const NamespaceTable& namespaces() const { return *namespaces_; }
   // The object versions opened so far, by namespace (for `lakecache report`).
   ContentIndex& contents() { return contents_; }
+  // The readers' announced orders; null without the control folder.
+  OrderHints* order_hints() { return hints_.get(); }
 
  private:
   struct Handle;
+  class HintFiles;
+  // An open of the control file: an order being written, or the status being read.
+  struct ControlHandle {
+    uint64_t writer = 0;  // OrderHints' writer id; 0: opened to read
+    std::string text;     // what a read returns
+  };
   // The open file `fh` names (a number, never a pointer: a handle the kernel kept from before a
   // restart of the mount's server must not be taken for memory); null when it is not open here.
   Handle* FindHandle(uint64_t fh) const EXCLUDES(handles_mu_);
@@ -203,6 +231,23 @@ class FileSystem {
   void NoteReadError(Handle& h, const Status& error);
   // Tells the handle's window of a read and starts the prefetches it asks for.
   void ReadAhead(Handle& h, uint64_t offset, uint64_t length);
+  // Starts prefetching blocks [first, end) of one object version into staging, consecutive ones
+  // in runs of up to max_run_blocks per GET; returns the first block not started because the
+  // memory budget is full (`end` when all are started or held).
+  uint64_t PrefetchBlocks(ObjectStore* store, const ContentId& content, const std::string& key,
+                          const std::string& etag, uint64_t size, uint64_t block_size,
+                          uint64_t first, uint64_t end);
+
+  // The control folder (file_system_control.cc).
+  void StartHints();
+  bool HasControl() const { return hints_ != nullptr; }
+  Result<FileAttr> ControlAttr(uint64_t ino) const;
+  Result<FileAttr> LookupControl(uint64_t parent, const std::string& name) const;
+  Result<OpenedFile> OpenControl(uint64_t ino, int flags, Caller caller);
+  // The control handle `fh`, copied out (null when `fh` is no control handle).
+  std::optional<ControlHandle> FindControl(uint64_t fh) const EXCLUDES(handles_mu_);
+  // The mount-relative path of (ns, path), as orders name files.
+  std::string MountPath(const Namespace* ns, const std::string& path) const;
   // True when a read of block `key` should be a range read of the store (see
   // FileSystemOptions::range_reads_when_random).
   bool ReadRangeOnly(Handle& h, const BlockKey& key);
@@ -248,6 +293,7 @@ class FileSystem {
   std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirItem>>> dirs_
       GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, std::shared_ptr<FileWriter>> writers_ GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, ControlHandle> controls_ GUARDED_BY(handles_mu_);
   // Files being written when the previous server of the mount died (the journal's mark): their
   // bytes are gone, so every write, fsync and close of them fails.
   static constexpr char kWritingMark[] = "\x01writing";
@@ -261,8 +307,11 @@ class FileSystem {
   std::unique_ptr<StageAllowance> stage_allowance_;
   std::unique_ptr<UploadRegistry> upload_registry_;
   std::unique_ptr<ThreadPool> upload_pool_;  // null when nothing may be written
-  // Last member: destroyed first, finishing prefetches while the stores and blocks still exist.
+  // Destroyed before what they use: the hints' thread first, then the prefetches it started
+  // finish while the stores and blocks still exist.
   std::unique_ptr<ThreadPool> prefetch_pool_;  // null without read-ahead
+  std::unique_ptr<HintTarget> hint_files_;     // a HintFiles
+  std::unique_ptr<OrderHints> hints_;          // null without the control folder
 };
 
 }  // namespace lakecache

@@ -54,7 +54,9 @@ bool FileSystem::writable() const {
 
 Status FileSystem::CheckWritable(const Namespace* ns, const std::string& path) const {
   if (ns == nullptr) {
-    return Status::Refused(EPERM, "the mount's root holds the namespaces; it cannot be changed");
+    // A mount with nothing to write says so as a read-only mount would.
+    return Status::Refused(writable() ? EPERM : EROFS,
+                           "the mount's root holds the namespaces; it cannot be changed");
   }
   if (Writable(ns)) return Status::Ok();
   if (options_.read_only)
@@ -123,12 +125,17 @@ Status FileSystem::LostWriter(uint64_t fh) const {
 }
 
 Result<OpenedFile> FileSystem::Open(uint64_t ino, int flags, Caller caller) {
+  if (IsControl(ino)) return OpenControl(ino, flags, caller);
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
   if (info->is_dir || info->ns == nullptr) return Status::Refused(EISDIR, "is a folder");
   LC_ASSIGN_OR_RETURN(DirEntry entry, info->ns->meta->Stat(info->path));
   if (entry.is_dir) return Status::Refused(EISDIR, info->path + ": is a folder");
   int access = flags & O_ACCMODE;
+  // O_RDONLY | O_TRUNC truncates where it may be written (the kernel passes O_TRUNC on).
+  if (access == O_RDONLY && (flags & O_TRUNC) != 0 && entry.size > 0) {
+    LC_RETURN_IF_ERROR(CheckWritable(info->ns, info->path));
+  }
   if (access == O_RDONLY) return OpenForRead(ino, &*info, entry);
   // A file this mount is writing is no empty object: a second writer waits for its close.
   bool being_written = WriterOf(ino) != nullptr;
@@ -183,6 +190,11 @@ Result<size_t> FileSystem::Write(uint64_t fh, uint64_t offset, std::span<const c
                                  Caller caller) {
   std::shared_ptr<FileWriter> w = FindWriter(fh);
   if (w == nullptr) {
+    if (std::optional<ControlHandle> c = FindControl(fh)) {
+      if (c->writer == 0) return Status::Refused(EBADF, "the control file is open for reading");
+      hints_->Write(c->writer, std::string_view(data.data(), data.size()));
+      return data.size();
+    }
     LC_RETURN_IF_ERROR(LostWriter(fh));
     if (FindHandle(fh) != nullptr) {
       return Status::Refused(EBADF, "file handle " + std::to_string(fh) +
@@ -253,6 +265,7 @@ void FileSystem::CacheWritten(Namespace* ns, const std::string& key, const Objec
 }
 
 Result<FileAttr> FileSystem::SetAttr(uint64_t ino, std::optional<uint64_t> size, uint64_t fh) {
+  if (IsControl(ino)) return ControlAttr(ino);  // O_TRUNC of the control file: nothing kept
   if (size.has_value()) {
     std::shared_ptr<FileWriter> w = fh != 0 ? FindWriter(fh) : nullptr;
     if (w == nullptr) w = WriterOf(ino);

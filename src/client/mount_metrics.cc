@@ -57,6 +57,25 @@ void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const Cluste
     sink.Counter("lakecache_client_worker_calls_total", "Calls made to workers", {},
                  D(client->worker_calls()));
   }
+  if (OrderHints* hints = fs.order_hints()) {
+    OrderHints::Counters c = hints->counters();
+    const char* help =
+        "Files of the readers' announced orders (the order hint), by what became of them";
+    sink.Counter("lakecache_order_hint_files_total", help, {{"outcome", "hinted"}},
+                 D(c.files_hinted));
+    sink.Counter("lakecache_order_hint_files_total", help, {{"outcome", "fetched"}},
+                 D(c.files_fetched));
+    sink.Counter("lakecache_order_hint_files_total", help, {{"outcome", "read"}}, D(c.files_read));
+    sink.Counter("lakecache_order_hint_files_total", help, {{"outcome", "dropped"}},
+                 D(c.files_dropped));
+    sink.Counter("lakecache_order_hint_files_total", help, {{"outcome", "missing"}},
+                 D(c.files_missing));
+    sink.Counter("lakecache_order_hint_fetched_bytes_total",
+                 "Bytes the order hint fetched ahead of the readers", {}, D(c.bytes_fetched));
+    sink.Gauge("lakecache_order_hint_ahead_bytes",
+               "Bytes the order hint fetched that no reader has opened yet", {},
+               D(hints->bytes_ahead()));
+  }
   if (loads != nullptr) loads->AddMetrics(sink);
 }
 

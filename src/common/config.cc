@@ -444,6 +444,8 @@ std::string RenderConfig(const Config& config) {
       << FormatByteSize(config.client.read_ahead_max);
   out << YAML::Key << "memory_budget" << YAML::Value << FormatByteSize(config.client.memory_budget);
   out << YAML::Key << "prefetch_threads" << YAML::Value << config.client.prefetch_threads;
+  out << YAML::Key << "order_hint_window" << YAML::Value
+      << FormatByteSize(config.client.order_hint_window);
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;

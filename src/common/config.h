@@ -72,6 +72,9 @@ struct ClientConfig {
   uint64_t read_ahead_max = 64ull << 20;          // largest read-ahead window per stream; 0: none
   uint64_t memory_budget = kDefaultMemoryBudget;  // in-flight and prefetched block bytes; > 0
   uint32_t prefetch_threads = 16;                 // parallel ranged GETs of read-ahead; > 0
+  // Bytes the order hint (`<mountpoint>/.lakecache/prefetch`) fetches ahead of the readers; 0:
+  // no control folder.
+  uint64_t order_hint_window = 256ull << 20;
   // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
   // cache files).
   bool short_circuit = true;

@@ -158,6 +158,7 @@ Status ReadTransport(const ErrorContext& ctx, const std::string& key, const YAML
 Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::string_view name,
                        const YAML::Node& v, ClientConfig* client) {
   if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
+  if (name == "order_hint_window") return ReadSize(ctx, key, v, &client->order_hint_window);
   if (name == "prefetch_threads") {
     return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
   }
@@ -216,10 +217,11 @@ Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* c
 Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig* client) {
   if (node.IsNull()) return Status::Ok();
   if (!node.IsMap()) {
-    return ctx.Error("client",
-                     "expected a map of read_ahead_max, memory_budget, prefetch_threads, "
-                     "short_circuit, shm_prefault, transport, allow_uids, write_budget, "
-                     "write_per_file, upload_parts_in_flight");
+    return ctx.Error(
+        "client",
+        "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
+        "short_circuit, shm_prefault, transport, allow_uids, write_budget, "
+        "write_per_file, upload_parts_in_flight");
   }
   LC_RETURN_IF_ERROR(
       ForEachEntry(ctx, "client", node,

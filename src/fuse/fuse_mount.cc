@@ -218,6 +218,8 @@ void OnFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) {
 void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
   auto timer = Timed(req, kSetattr);
   FileSystem& fs = Fs(req);
+  // A mount with nothing to write is mounted read-write only for its control file.
+  if (!fs.writable() && !FileSystem::IsControl(ino)) return (void)fuse_reply_err(req, EROFS);
   std::optional<uint64_t> size;
   if ((to_set & FUSE_SET_ATTR_SIZE) != 0) size = static_cast<uint64_t>(attr->st_size);
   // Mode, owner and times are accepted and not kept (cp -p, tar): objects have none.
@@ -357,15 +359,18 @@ void OnStatfs(fuse_req_t req, fuse_ino_t) {
   fuse_reply_statfs(req, &st);
 }
 
-// What objects cannot be: special files, links, extended attributes.
-void NotSupported(fuse_req_t req) { fuse_reply_err(req, EPERM); }
+// What objects cannot be: special files, links, extended attributes. A mount with nothing to
+// write (mounted read-write only for its control file) says EROFS, as a read-only mount would.
+void NotSupported(fuse_req_t req, int error = EPERM) {
+  fuse_reply_err(req, Fs(req).writable() ? error : EROFS);
+}
 void OnMknod(fuse_req_t r, fuse_ino_t, const char*, mode_t, dev_t) { NotSupported(r); }
 void OnSymlink(fuse_req_t r, const char*, fuse_ino_t, const char*) { NotSupported(r); }
 void OnLink(fuse_req_t r, fuse_ino_t, fuse_ino_t, const char*) { NotSupported(r); }
 void OnSetxattr(fuse_req_t r, fuse_ino_t, const char*, const char*, size_t, int) {
-  fuse_reply_err(r, ENOTSUP);
+  NotSupported(r, ENOTSUP);
 }
-void OnRemovexattr(fuse_req_t r, fuse_ino_t, const char*) { fuse_reply_err(r, ENOTSUP); }
+void OnRemovexattr(fuse_req_t r, fuse_ino_t, const char*) { NotSupported(r, ENOTSUP); }
 
 fuse_lowlevel_ops MakeOps() {
   fuse_lowlevel_ops ops;

@@ -237,7 +237,7 @@ class WorkerServer::Service final
 
   grpc::Status Prefetch(grpc::ServerContext* ctx, const rpc::PrefetchRequest* request,
                         rpc::PrefetchResponse* response) override {
-    if (grpc::Status denied = Allow(ctx, kMaster, "WorkerService/Prefetch"); !denied.ok())
+    if (grpc::Status denied = Allow(ctx, kMasterOrClient, "WorkerService/Prefetch"); !denied.ok())
       return denied;
     uint32_t started = 0, cached = 0;
     for (const rpc::BlockId& id : request->blocks()) {
@@ -411,6 +411,9 @@ class WorkerServer::Service final
   static constexpr rpc::RoleSet kClient = rpc::Roles(rpc::Role::kClient);
   static constexpr rpc::RoleSet kMaster = rpc::Roles(rpc::Role::kMaster);
   static constexpr rpc::RoleSet kMasterOrAdmin = rpc::Roles(rpc::Role::kMaster, rpc::Role::kAdmin);
+  // Prefetch: the master's loads, and a mount's order hint (a mount may read any block anyway).
+  static constexpr rpc::RoleSet kMasterOrClient =
+      rpc::Roles(rpc::Role::kMaster, rpc::Role::kClient);
 
   grpc::Status Allow(const grpc::ServerContextBase* ctx, rpc::RoleSet roles,
                      std::string_view method) const {

@@ -61,7 +61,7 @@ const std::map<std::string, rpc::RoleSet>& Policy() {
       {"lakecache.rpc.MasterService.NoteWrite", rpc::Roles(Role::kClient)},
       {"lakecache.rpc.WorkerService.ReadBlock", rpc::Roles(Role::kClient)},
       {"lakecache.rpc.WorkerService.LocateBlock", rpc::Roles(Role::kClient)},
-      {"lakecache.rpc.WorkerService.Prefetch", rpc::Roles(Role::kMaster)},
+      {"lakecache.rpc.WorkerService.Prefetch", rpc::Roles(Role::kMaster, Role::kClient)},
       {"lakecache.rpc.WorkerService.Stats", rpc::Roles(Role::kMaster, Role::kAdmin)},
       {"lakecache.rpc.WorkerService.Free", rpc::Roles(Role::kMaster)},
       {"lakecache.rpc.WorkerService.LoadBlocks", rpc::Roles(Role::kMaster)},

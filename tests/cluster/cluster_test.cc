@@ -553,7 +553,8 @@ TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
 // A FileSystem reading namespace "lake" through the cluster, as a cluster mount builds it.
 std::unique_ptr<FileSystem> ClusterFileSystem(const std::shared_ptr<ClusterClient>& client,
                                               const ClusterNamespace& ns, FileSystemOptions options,
-                                              bool node_tiers = true) {
+                                              bool node_tiers = true,
+                                              uint64_t memory_capacity = 1 << 20) {
   NamespaceTable::Source source;
   source.config.name = ns.name;
   source.config.block_size = ns.block_size;
@@ -563,7 +564,7 @@ std::unique_ptr<FileSystem> ClusterFileSystem(const std::shared_ptr<ClusterClien
   std::vector<NamespaceTable::Source> sources;
   sources.push_back(std::move(source));
   CacheConfig cache;
-  cache.memory_capacity = 1 << 20;
+  cache.memory_capacity = memory_capacity;
   options.max_run_blocks = 1;
   auto blocks = ClusterBlockStore(client, cache, node_tiers, nullptr);
   if (!blocks.ok()) return nullptr;
@@ -715,8 +716,11 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   EXPECT_EQ(client_->short_circuit_reads(), 0u);
   EXPECT_EQ(client_->local_sessions(), 0u);
   workers_[0]->blocks().Flush();  // the disk tier writes behind
-  std::unique_ptr<FileSystem> fresh = ClusterFileSystem(client_, Namespace(), no_read_ahead);
-  made.swap(fresh);  // a mount that holds nothing in memory
+  // A mount that keeps nothing in memory (one that does keeps the small blocks it reads from the
+  // files: SmallBlocksReadFromTheNodesCacheFilesStayInTheMountsMemory).
+  std::unique_ptr<FileSystem> fresh =
+      ClusterFileSystem(client_, Namespace(), no_read_ahead, /*node_tiers=*/true, 0);
+  made.swap(fresh);
   FileSystem& fs = *made;
   uint64_t calls = client_->worker_calls();
   uint64_t streamed = client_->streamed_reads() + client_->bulk_reads();
@@ -743,6 +747,27 @@ TEST_F(ClusterTest, ShortCircuitReadsVerifiedCacheFilesAndFallsBackOnCorruption)
   EXPECT_EQ(client_->short_circuit_reads(), 6u);
   EXPECT_EQ(client_->streamed_reads() + client_->bulk_reads(), streamed + 3);
   EXPECT_EQ(TierNamed(fs, "node-disk").corrupt_blocks, 3u);
+}
+
+// A small block read from a co-located worker's cache file is read whole and kept in the mount's
+// memory: the file's next reads neither open nor read the file, nor call the worker.
+TEST_F(ClusterTest, SmallBlocksReadFromTheNodesCacheFilesStayInTheMountsMemory) {
+  TempDir disk;
+  OnlyWorker(16 << 20, disk.path(), /*shared_memory=*/false);
+  FileSystemOptions no_read_ahead;
+  no_read_ahead.read_ahead_max = 0;
+  const std::string& b = files_["dir/sub/b.bin"];  // 3 blocks
+  ClusterStore store(client_, Namespace());
+  EXPECT_EQ(ReadAll(store, "dir/sub/b.bin", b.size()), b);
+  workers_[0]->blocks().Flush();
+  std::unique_ptr<FileSystem> fs = ClusterFileSystem(client_, Namespace(), no_read_ahead);
+  EXPECT_EQ(ReadFile(*fs, "dir/sub/b.bin", b.size()), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 3u);
+  uint64_t calls = client_->worker_calls();
+  EXPECT_EQ(ReadFile(*fs, "dir/sub/b.bin", b.size()), b);
+  EXPECT_EQ(client_->short_circuit_reads(), 3u);
+  EXPECT_EQ(client_->worker_calls(), calls);
+  EXPECT_EQ(TierNamed(*fs, "memory").hits, 3u);
 }
 
 // The worker evicts a block whose cache file a mount holds open: the mount closes it within a

@@ -53,18 +53,7 @@ std::string Content(const std::string& key, size_t size) {
   return s;
 }
 
-// A free loopback port (bound, then let go: the daemon takes it a moment later).
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+int FreePort() { return testing::FreeLoopbackPort(); }
 
 // One scrape, as the Prometheus client's parser read it.
 struct Scrape {

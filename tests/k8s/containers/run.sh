@@ -338,6 +338,9 @@ podman logs "$CTR_TRAIN" 2>&1 | tail -n 5
 [ "$(podman inspect "$CTR_TRAIN" --format '{{.State.ExitCode}}')" = 0 ] || fail "the training pod's check failed"
 grep -q "check: $NFILES files read, all match" <(podman logs "$CTR_TRAIN" 2>&1) ||
   fail "the training pod did not check $NFILES files"
+# The pod (uid 10001) gave the order hint through the host folder: the mount took every file.
+grep -q "files hinted $NFILES," <(podman logs "$CTR_TRAIN" 2>&1) ||
+  fail "the training pod's order hint did not reach the mount"
 status_json >"$WORK/status1.json"
 sync; echo 3 >/proc/sys/vm/drop_caches
 (cd "$LAKE/test" && sha256sum -c --quiet "$WORK/manifest") || fail "read from the host folder"
