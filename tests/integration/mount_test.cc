@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,6 +355,27 @@ TEST_F(MountTest, PreadAtBlockBoundariesPastEofAndZeroLength) {
     }
     ::close(fd);
   }
+}
+
+// The kernel starts a FUSE mount's read-ahead at 128 KiB (eight READ requests per MiB read); the
+// mount raises it to its max_read at the first open, so a sequential reader's READs are 1 MiB.
+TEST_F(MountTest, ReadAheadIsRaisedToMaxReadAtTheFirstOpen) {
+  std::string mnt = MountTree();
+  ASSERT_FALSE(mnt.empty());
+  struct stat st {};
+  ASSERT_EQ(::stat(mnt.c_str(), &st), 0) << std::strerror(errno);
+  const std::string sysfs = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                            std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
+  auto read_ahead_kb = [&] {
+    std::ifstream in(sysfs);
+    int kb = -1;
+    in >> kb;
+    return kb;
+  };
+  testing::FileBytes read = testing::ReadWholeFile(mnt + "/" + kNineMiB);
+  ASSERT_EQ(read.error, 0) << std::strerror(read.error);
+  EXPECT_TRUE(read.bytes == ContentOf(kNineMiB));
+  EXPECT_EQ(read_ahead_kb(), 1024) << sysfs;
 }
 
 TEST_F(MountTest, EightConcurrentReadersGetCorrectBytes) {
