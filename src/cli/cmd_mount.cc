@@ -454,6 +454,7 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   }
   auto fs = std::make_shared<FileSystem>(std::move(p.namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = FuseOptionsFor(req, options);
+  fuse_options.kernel_read_ahead = config.client.kernel_read_ahead;
   fuse_options.read_only =
       options.fs.read_only || (!fs->writable() && fs->order_hints() == nullptr);
   fuse_options.metrics = registry.get();

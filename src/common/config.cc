@@ -446,6 +446,8 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "prefetch_threads" << YAML::Value << config.client.prefetch_threads;
   out << YAML::Key << "order_hint_window" << YAML::Value
       << FormatByteSize(config.client.order_hint_window);
+  out << YAML::Key << "kernel_read_ahead" << YAML::Value
+      << FormatByteSize(config.client.kernel_read_ahead);
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;

@@ -75,6 +75,9 @@ struct ClientConfig {
   // Bytes the order hint (`<mountpoint>/.lakecache/prefetch`) fetches ahead of the readers; 0:
   // no control folder.
   uint64_t order_hint_window = 256ull << 20;
+  // The kernel's read-ahead for the mount (its read_ahead_kb, set as root): the largest READ a
+  // sequential reader's page cache asks for. 0: the kernel's default (128 KiB) is kept.
+  uint64_t kernel_read_ahead = 1ull << 20;
   // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
   // cache files).
   bool short_circuit = true;

@@ -159,6 +159,7 @@ Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::str
                        const YAML::Node& v, ClientConfig* client) {
   if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
   if (name == "order_hint_window") return ReadSize(ctx, key, v, &client->order_hint_window);
+  if (name == "kernel_read_ahead") return ReadSize(ctx, key, v, &client->kernel_read_ahead);
   if (name == "prefetch_threads") {
     return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
   }
@@ -220,7 +221,7 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
     return ctx.Error(
         "client",
         "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
-        "short_circuit, shm_prefault, transport, allow_uids, write_budget, "
+        "kernel_read_ahead, short_circuit, shm_prefault, transport, allow_uids, write_budget, "
         "write_per_file, upload_parts_in_flight");
   }
   LC_RETURN_IF_ERROR(

@@ -62,8 +62,10 @@ struct FuseContext {
   metrics::Registry* registry = nullptr;
   std::array<metrics::Histogram, kFuseOpCount> durations;
   metrics::Counter read_bytes, written_bytes;
-  // The sysfs file of the mount's read-ahead (see RaiseReadAhead); empty: left as it is.
+  // The sysfs file of the mount's read-ahead and its KiB (see RaiseReadAhead); empty: left as it
+  // is.
   std::string read_ahead_file;
+  uint64_t read_ahead_kib = 0;
   std::once_flag read_ahead_once;
 };
 
@@ -173,15 +175,17 @@ Caller CallerOf(fuse_req_t req) { return Caller{fuse_req_ctx(req)->pid}; }
 // The kernel sizes a FUSE mount's read-ahead by its backing device's, which starts at the kernel's
 // default (128 KiB) and which the INIT reply can only lower: a 200 KiB file then takes two READ
 // requests and a sequential read eight per MiB, each a round trip through this process. Raised to
-// max_read (through sysfs: root only; elsewhere it stays as it is), each of them is one READ.
-// After INIT, whose reply would lower it again: at the first open.
+// max_read (FuseMountOptions::kernel_read_ahead, through sysfs: root only; elsewhere it stays as
+// it is), each of them is one READ. After INIT, whose reply would lower it again: at the first
+// open.
 void RaiseReadAhead(FuseContext& ctx) {
   if (ctx.read_ahead_file.empty()) return;
   std::FILE* f = std::fopen(ctx.read_ahead_file.c_str(), "w");
-  bool done = f != nullptr && std::fprintf(f, "%zu\n", kMaxRead / 1024) > 0;
+  bool done = f != nullptr &&
+              std::fprintf(f, "%llu\n", static_cast<unsigned long long>(ctx.read_ahead_kib)) > 0;
   if (f != nullptr && std::fclose(f) != 0) done = false;
   if (done) {
-    spdlog::debug("read-ahead of the mount: {} KiB ({})", kMaxRead / 1024, ctx.read_ahead_file);
+    spdlog::debug("read-ahead of the mount: {} KiB ({})", ctx.read_ahead_kib, ctx.read_ahead_file);
   } else {
     spdlog::debug("read-ahead of the mount left at the kernel's default: cannot write {}: {}",
                   ctx.read_ahead_file, std::strerror(errno));
@@ -505,6 +509,12 @@ std::string ReadAheadFileOf(const std::string& mountpoint) {
 
 }  // namespace
 
+void FuseMount::SetReadAhead(const std::string& mountpoint) {
+  if (options_.kernel_read_ahead == 0) return;
+  context_->read_ahead_file = ReadAheadFileOf(mountpoint);
+  context_->read_ahead_kib = std::max<uint64_t>(4, options_.kernel_read_ahead / 1024);
+}
+
 std::string FuseMountOptionString(const FuseMountOptions& options) {
   std::string opts = std::string(options.read_only ? "ro" : "rw") + ",fsname=" + options.fs_name +
                      ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
@@ -571,7 +581,7 @@ Status FuseMount::Mount(const std::string& mountpoint) {
                            " failed (is /dev/fuse available and fusermount3 installed?)");
   }
   mounted_ = true;
-  context_->read_ahead_file = ReadAheadFileOf(mountpoint);
+  SetReadAhead(mountpoint);
   return Status::Ok();
 }
 
@@ -591,7 +601,7 @@ Status FuseMount::Adopt(int fuse_fd, const std::string& mountpoint, const FuseIn
   }
   adopted_ = true;
   adopted_mountpoint_ = mountpoint;
-  context_->read_ahead_file = ReadAheadFileOf(mountpoint);
+  SetReadAhead(mountpoint);
   if (init != nullptr) init_ = *init;
   init_.options = opts;
   on_init_ = std::move(on_init);

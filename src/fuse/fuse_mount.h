@@ -33,6 +33,9 @@ struct FuseMountOptions {
   std::string fs_name = "lakecache";  // shown in /proc/mounts
   bool read_only = true;              // "ro": the kernel refuses every change
   unsigned max_threads = 16;
+  // The kernel's read-ahead for the mount, set at the first open (as root; see fuse_mount.cc);
+  // 0: the kernel's default is kept.
+  uint64_t kernel_read_ahead = 1ull << 20;
   // Non-null: each request's duration and errors by operation, and the bytes read and written
   // (lakecache_fuse_*), are recorded there. Must outlive the FuseMount.
   metrics::Registry* metrics = nullptr;
@@ -88,6 +91,8 @@ class FuseMount {
 
  private:
   Status NewSession();
+  // Where and to what the first open raises the kernel's read-ahead (FuseContext).
+  void SetReadAhead(const std::string& mountpoint);
   Status RunSessions();
   // The first request of an adopted connection: the replayed INIT, or the one read and captured.
   Status StartAdopted();

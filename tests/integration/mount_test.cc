@@ -358,24 +358,27 @@ TEST_F(MountTest, PreadAtBlockBoundariesPastEofAndZeroLength) {
 }
 
 // The kernel starts a FUSE mount's read-ahead at 128 KiB (eight READ requests per MiB read); the
-// mount raises it to its max_read at the first open, so a sequential reader's READs are 1 MiB.
-TEST_F(MountTest, ReadAheadIsRaisedToMaxReadAtTheFirstOpen) {
-  std::string mnt = MountTree();
-  ASSERT_FALSE(mnt.empty());
-  struct stat st {};
-  ASSERT_EQ(::stat(mnt.c_str(), &st), 0) << std::strerror(errno);
-  const std::string sysfs = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
-                            std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
-  auto read_ahead_kb = [&] {
+// mount raises it to client.kernel_read_ahead (1 MiB) at the first open, so a sequential reader's
+// READs are 1 MiB; 0 leaves the kernel's.
+TEST_F(MountTest, ReadAheadIsRaisedAtTheFirstOpenAsConfigured) {
+  for (auto [setting, want_kb] :
+       {std::pair<std::string, int>{"", 1024}, {"256KiB", 256}, {"0", 128}}) {
+    std::vector<std::string> extra;
+    if (!setting.empty()) extra = {"-o", "client.kernel_read_ahead=" + setting};
+    std::string mnt = MountTree(extra);
+    ASSERT_FALSE(mnt.empty());
+    struct stat st {};
+    ASSERT_EQ(::stat(mnt.c_str(), &st), 0) << std::strerror(errno);
+    const std::string sysfs = "/sys/class/bdi/" + std::to_string(major(st.st_dev)) + ":" +
+                              std::to_string(minor(st.st_dev)) + "/read_ahead_kb";
+    testing::FileBytes read = testing::ReadWholeFile(mnt + "/" + kNineMiB);
+    ASSERT_EQ(read.error, 0) << std::strerror(read.error);
+    EXPECT_TRUE(read.bytes == ContentOf(kNineMiB));
     std::ifstream in(sysfs);
     int kb = -1;
     in >> kb;
-    return kb;
-  };
-  testing::FileBytes read = testing::ReadWholeFile(mnt + "/" + kNineMiB);
-  ASSERT_EQ(read.error, 0) << std::strerror(read.error);
-  EXPECT_TRUE(read.bytes == ContentOf(kNineMiB));
-  EXPECT_EQ(read_ahead_kb(), 1024) << sysfs;
+    EXPECT_EQ(kb, want_kb) << sysfs << " with '" << setting << "'";
+  }
 }
 
 TEST_F(MountTest, EightConcurrentReadersGetCorrectBytes) {
