@@ -114,6 +114,15 @@ def _uint8_tensor(data):
     return torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
 
 
+def _require_digests(digests, paths, what):
+    """Refuses paths that digests (when given) has no entry for, naming one."""
+    if digests is None:
+        return
+    missing = [p for p in paths if p not in digests]
+    if missing:
+        raise ValueError("no digest for %d %s(s), e.g. %s" % (len(missing), what, missing[0]))
+
+
 class TFRecordDataset(IterableDataset):
     """The records of TFRecord shards, each a 1-D uint8 tensor of its data.
 
@@ -128,10 +137,7 @@ class TFRecordDataset(IterableDataset):
         self.verify, self.hint = verify, hint
         self.rank, self.world_size = rank, world_size
         self.digests = digests
-        if digests is not None:
-            missing = [s for s in self.shards if s not in digests]
-            if missing:
-                raise ValueError("no digest for %d shard(s), e.g. %s" % (len(missing), missing[0]))
+        _require_digests(digests, self.shards, "shard")
 
     def worker_shards(self):
         """The shards the calling worker (or the main process without workers) reads."""
@@ -168,10 +174,7 @@ class ImageFolderDataset(Dataset):
             self.labels.extend([label] * len(files))
         self.decode = decode
         self.digests = digests
-        if digests is not None:
-            missing = [p for p in self.paths if p not in digests]
-            if missing:
-                raise ValueError("no digest for %d file(s), e.g. %s" % (len(missing), missing[0]))
+        _require_digests(digests, self.paths, "file")
 
     def __len__(self):
         return len(self.paths)

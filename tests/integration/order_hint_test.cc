@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@
 #include "support/cluster_procs.h"
 #include "support/counting_proxy.h"
 #include "support/process.h"
+#include "support/test_data.h"
 
 namespace lakecache {
 namespace {
@@ -51,11 +51,9 @@ std::string FileBytes(int c, int i) {
 
 // The whole file, or "error: ..." when it cannot be read.
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "error: cannot open " + path + ": " + std::strerror(errno);
-  std::string bytes(std::istreambuf_iterator<char>(in), {});
-  if (in.bad()) return "error: cannot read " + path + ": " + std::strerror(errno);
-  return bytes;
+  testing::FileBytes read = testing::ReadWholeFile(path);
+  if (read.error != 0) return "error: cannot read " + path + ": " + std::strerror(read.error);
+  return read.bytes;
 }
 
 class OrderHintTest : public testing::ClusterProcessFixture {
