@@ -169,7 +169,8 @@ Result<BlockFileHeader> ParseHeader(std::string_view buf, uint64_t file_size,
     return Status::Corruption(path + ": block file header checksum mismatch");
   }
   LC_ASSIGN_OR_RETURN(BlockFileHeader h, DecodeHeader(buf.substr(0, length), path));
-  if (h.data_offset + h.data_length > file_size) {
+  // Compared without a sum that can wrap: a data length near 2^64 must not pass as a short one.
+  if (h.data_offset > file_size || h.data_length > file_size - h.data_offset) {
     return Status::Corruption(path + ": block file truncated");
   }
   return h;

@@ -486,6 +486,11 @@ bool BlockStore::Contains(const BlockKey& key) const {
                      [&key](const auto& tier) { return tier->Contains(key); });
 }
 
+bool BlockStore::ForEachHeld(const std::function<void(const BlockKey&)>& fn) const {
+  return std::all_of(tiers_.begin(), tiers_.end(),
+                     [&fn](const auto& tier) { return tier->ForEachKey(fn); });
+}
+
 void BlockStore::Erase(const BlockKey& key) {
   for (const auto& tier : tiers_) tier->Erase(key);
 }

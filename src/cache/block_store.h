@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -113,6 +114,10 @@ class BlockStore {
 
   MemoryBudget& budget() { return *budget_; }
   bool Contains(const BlockKey& key) const;
+  // Calls `fn` with the key of every block the tiers hold (a key may come more than once) and
+  // returns true; false, perhaps after some calls, when a tier cannot list its blocks (see
+  // CacheTier::ForEachKey).
+  bool ForEachHeld(const std::function<void(const BlockKey&)>& fn) const;
   // True if a resident (memory) tier holds the block.
   bool InMemory(const BlockKey& key) const;
   // True when a tier stands for a cache outside this store that holds the block (see

@@ -165,6 +165,15 @@ bool CacheDir::Touch(const BlockKey& key) {
 
 bool CacheDir::Contains(const BlockKey& key) const { return OnDiskGen(key).has_value(); }
 
+void CacheDir::ForEachKey(const std::function<void(const BlockKey&)>& fn) const {
+  for (Shard& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    for (const auto& [key, entry] : shard.entries) {
+      if (entry.state == State::kOnDisk) fn(key);
+    }
+  }
+}
+
 std::optional<uint64_t> CacheDir::OnDiskGen(const BlockKey& key) const {
   Shard& shard = ShardFor(key);
   MutexLock lock(&shard.mu);

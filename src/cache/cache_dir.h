@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +64,8 @@ class CacheDir {
   std::string PathFor(const BlockKey& key) const;
   bool Contains(const BlockKey& key) const;
   bool Erase(const BlockKey& key);  // true if it was held
+  // Calls `fn` with the key of every block on disk, under its shard's lock.
+  void ForEachKey(const std::function<void(const BlockKey&)>& fn) const;
 
   uint64_t used_bytes() const { return used_bytes_.load(std::memory_order_relaxed); }
   uint64_t blocks() const { return blocks_.load(std::memory_order_relaxed); }

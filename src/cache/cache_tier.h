@@ -7,6 +7,7 @@
 // miss. Thread-safe; lookups take no global lock.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 
@@ -55,6 +56,14 @@ class CacheTier {
 
   // True if the tier holds the block (no hit/miss counted).
   virtual bool Contains(const BlockKey& key) const = 0;
+
+  // Calls `fn` with the key of every block the tier holds (a key may come twice) and returns
+  // true; false, having called nothing, for a tier that cannot list its blocks (one standing for
+  // a cache elsewhere). `fn` runs under the tier's locks: it must not call into the tier.
+  virtual bool ForEachKey(const std::function<void(const BlockKey&)>& fn) const {
+    (void)fn;
+    return false;
+  }
 
   // True if the tier would keep a new block of `bytes` without evicting anything for it.
   virtual bool HasRoom(uint64_t bytes) const {

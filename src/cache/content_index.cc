@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 #include "cache/block_store.h"
 
@@ -19,22 +20,38 @@ void ContentIndex::Note(std::string_view ns, const ContentId& content, uint64_t 
 }
 
 std::vector<ContentIndex::Usage> ContentIndex::CachedBytes(const BlockStore& store) const {
-  std::vector<std::pair<ContentId, Version>> versions;
+  std::unordered_map<ContentId, Version, ContentHash> versions;
   std::vector<std::string> names;
   {
     MutexLock lock(&mu_);
-    versions.assign(versions_.begin(), versions_.end());
+    versions = versions_;
     names = names_;
   }
   std::map<std::string, Usage> by_ns;
   for (const std::string& n : names) by_ns[n].ns = n;
-  for (const auto& [content, v] : versions) {
-    if (v.block_size == 0) continue;
+  auto count = [&](const Version& v, uint64_t index) {
     Usage& usage = by_ns[names[v.ns]];
-    for (uint64_t start = 0, index = 0; start < v.object_size; start += v.block_size, ++index) {
-      if (!store.Contains(BlockKey{content, index})) continue;
-      usage.cached_bytes += std::min(v.block_size, v.object_size - start);
-      ++usage.blocks;
+    usage.cached_bytes += std::min(v.block_size, v.object_size - index * v.block_size);
+    ++usage.blocks;
+  };
+  // The sizes of a version come from whoever named it (a worker's clients), so walking every
+  // block they claim could take ~2^64 steps. The blocks the store holds are looked up instead
+  // when its tiers can list them (a worker's can); a mount's tiers that stand for the node's
+  // worker cannot, and its own readers name versions with the sizes its metadata holds.
+  std::unordered_set<BlockKey, BlockKeyHash> held;
+  bool listed = store.ForEachHeld([&](const BlockKey& key) {
+    if (versions.contains(key.content)) held.insert(key);
+  });
+  if (listed) {
+    for (const BlockKey& key : held) {
+      const Version& v = versions.at(key.content);
+      if (key.index < v.blocks()) count(v, key.index);
+    }
+  } else {
+    for (const auto& [content, v] : versions) {
+      for (uint64_t index = 0, n = v.blocks(); index < n; ++index) {
+        if (store.Contains(BlockKey{content, index})) count(v, index);
+      }
     }
   }
   std::vector<Usage> out;

@@ -38,6 +38,10 @@ class ContentIndex {
     uint32_t ns = 0;  // index into names_
     uint64_t object_size = 0;
     uint64_t block_size = 0;
+    // ceil(object_size / block_size), without a sum that wraps near 2^64; 0 without a block size.
+    uint64_t blocks() const {
+      return block_size == 0 ? 0 : object_size / block_size + (object_size % block_size != 0);
+    }
   };
   struct ContentHash {
     size_t operator()(const ContentId& c) const { return static_cast<size_t>(c.lo ^ c.hi); }

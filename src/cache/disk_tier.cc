@@ -191,6 +191,15 @@ bool DiskTier::Contains(const BlockKey& key) const {
   return false;
 }
 
+bool DiskTier::ForEachKey(const std::function<void(const BlockKey&)>& fn) const {
+  {
+    MutexLock lock(&queue_mu_);
+    for (const auto& [key, write] : queued_) fn(key);
+  }
+  for (const auto& dir : dirs_) dir->ForEachKey(fn);
+  return true;
+}
+
 void DiskTier::Erase(const BlockKey& key) {
   if (write_behind_ > 0) {
     MutexLock lock(&queue_mu_);

@@ -52,6 +52,7 @@ class DiskTier : public CacheTier {
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;
   bool Contains(const BlockKey& key) const override;
+  bool ForEachKey(const std::function<void(const BlockKey&)>& fn) const override;
   void Erase(const BlockKey& key) override;
   TierStats Stats() const override;
   BlockRef Pin(const BlockKey& key, bool count_access) override;

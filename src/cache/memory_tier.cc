@@ -128,6 +128,14 @@ bool MemoryTier::Contains(const BlockKey& key) const {
   return shard.blocks.contains(key);
 }
 
+bool MemoryTier::ForEachKey(const std::function<void(const BlockKey&)>& fn) const {
+  for (Shard& shard : shards_) {
+    MutexLock lock(&shard.mu);
+    for (const auto& [key, block] : shard.blocks) fn(key);
+  }
+  return true;
+}
+
 bool MemoryTier::HasRoom(uint64_t bytes) const {
   return used_bytes_.load(std::memory_order_relaxed) + bytes <= policy_->capacity_bytes();
 }

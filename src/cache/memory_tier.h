@@ -46,6 +46,7 @@ class MemoryTier : public CacheTier {
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;
   bool Contains(const BlockKey& key) const override;
+  bool ForEachKey(const std::function<void(const BlockKey&)>& fn) const override;
   bool HasRoom(uint64_t bytes) const override;
   void Erase(const BlockKey& key) override;
   TierStats Stats() const override;

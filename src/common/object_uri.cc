@@ -52,7 +52,13 @@ Result<ObjectUri> ParseObjectUri(std::string_view text) {
   }
   size_t slash = rest.find('/');
   std::string_view host = rest.substr(0, slash);
-  if (slash != std::string_view::npos) uri.key = std::string(rest.substr(slash + 1));
+  // "s3://bucket//x" names key "x": a key never starts with '/' (object_uri.h), as namespace
+  // prefixes do not (NormalizePrefix).
+  if (slash != std::string_view::npos) {
+    std::string_view key = rest.substr(slash + 1);
+    while (key.starts_with('/')) key.remove_prefix(1);
+    uri.key = std::string(key);
+  }
   if (uri.scheme == UriScheme::kOss) {
     size_t dot = host.find('.');
     if (dot != std::string_view::npos) {

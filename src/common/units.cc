@@ -1,8 +1,10 @@
 #include "common/units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,10 +13,10 @@ namespace {
 
 struct Unit {
   std::string_view suffix;
-  double factor;
+  uint64_t factor;
 };
 
-constexpr double kKi = 1024.0;
+constexpr uint64_t kKi = 1024;
 constexpr Unit kSizeUnits[] = {
     {"", 1},
     {"B", 1},
@@ -31,11 +33,11 @@ constexpr Unit kSizeUnits[] = {
     {"T", kKi* kKi* kKi* kKi},
     {"TiB", kKi* kKi* kKi* kKi},
     {"Ti", kKi* kKi* kKi* kKi},
-    {"kB", 1e3},
-    {"KB", 1e3},
-    {"MB", 1e6},
-    {"GB", 1e9},
-    {"TB", 1e12},
+    {"kB", 1'000},
+    {"KB", 1'000},
+    {"MB", 1'000'000},
+    {"GB", 1'000'000'000},
+    {"TB", 1'000'000'000'000},
 };
 
 constexpr Unit kDurationUnits[] = {
@@ -48,22 +50,44 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// A non-negative decimal number with its whole part kept exactly: a double holds integers only up
+// to 2^53, so "9007199254740993B" would come back as another size.
+struct Number {
+  uint64_t whole = 0;
+  double fraction = 0;    // in [0, 1)
+  bool overflow = false;  // the whole part does not fit 64 bits
+};
+
 // Splits "1.5GiB" into 1.5 and "GiB". Returns false if there is no leading non-negative number.
-bool SplitNumber(std::string_view s, double* number, std::string_view* suffix) {
+bool SplitNumber(std::string_view s, Number* number, std::string_view* suffix) {
   size_t i = 0;
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  if (i == 0) return false;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + i, *number);
-  if (ec != std::errc() || ptr != s.data() + i) return false;
+  std::string_view text = s.substr(0, i);
+  size_t point = std::min(text.find('.'), text.size());
+  std::string_view whole = text.substr(0, point);
+  std::string digits = "0" + std::string(text.substr(point));  // "0.5", or "0" without a point
+  if (text.empty() || text == "." || digits.find('.', 2) != std::string::npos) return false;
+  if (!whole.empty()) {
+    auto [ptr, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), number->whole);
+    number->overflow = ec == std::errc::result_out_of_range;
+  }
+  std::from_chars(digits.data(), digits.data() + digits.size(), number->fraction);
   *suffix = Trim(s.substr(i));
   return true;
+}
+
+// number * factor, rounded to a whole; false when it does not fit `limit`.
+bool Scale(const Number& number, uint64_t factor, uint64_t limit, uint64_t* out) {
+  uint64_t part = static_cast<uint64_t>(std::round(number.fraction * static_cast<double>(factor)));
+  return !number.overflow && !__builtin_mul_overflow(number.whole, factor, out) &&
+         !__builtin_add_overflow(*out, part, out) && *out <= limit;
 }
 
 }  // namespace
 
 Result<uint64_t> ParseByteSize(std::string_view text) {
   std::string_view s = Trim(text);
-  double number = 0;
+  Number number;
   std::string_view suffix;
   if (!SplitNumber(s, &number, &suffix)) {
     return Status::InvalidArgument("invalid size '" + std::string(text) +
@@ -71,11 +95,11 @@ Result<uint64_t> ParseByteSize(std::string_view text) {
   }
   for (const Unit& u : kSizeUnits) {
     if (u.suffix != suffix) continue;
-    double bytes = std::round(number * u.factor);
-    if (bytes > 1.8e19) {
+    uint64_t bytes = 0;
+    if (!Scale(number, u.factor, UINT64_MAX, &bytes)) {
       return Status::InvalidArgument("size '" + std::string(text) + "' is too large");
     }
-    return static_cast<uint64_t>(bytes);
+    return bytes;
   }
   return Status::InvalidArgument(
       "invalid size unit in '" + std::string(text) +
@@ -90,10 +114,12 @@ Result<Duration> ParseDuration(std::string_view text) {
   };
   if (s == "0") return Duration(0);
   if (s.empty()) return invalid("");
-  // One or more number+unit parts: "90s", "1h30m", "1.5h".
-  double total_ms = 0;
+  // One or more number+unit parts: "90s", "1h30m", "1.5h". Summed in whole milliseconds, each
+  // part rounded, checked against the 63 bits a Duration holds.
+  constexpr uint64_t kMaxMs = INT64_MAX;
+  uint64_t total_ms = 0;
   while (!s.empty()) {
-    double number = 0;
+    Number number;
     std::string_view rest;
     if (!SplitNumber(s, &number, &rest)) return invalid("");
     size_t unit_len = 0;
@@ -106,10 +132,14 @@ Result<Duration> ParseDuration(std::string_view text) {
       if (u.suffix == unit) match = &u;
     }
     if (match == nullptr) return invalid(unit.empty() ? ": missing unit" : ": unknown unit");
-    total_ms += number * match->factor;
+    uint64_t ms = 0;
+    if (!Scale(number, match->factor, kMaxMs, &ms) ||
+        __builtin_add_overflow(total_ms, ms, &total_ms) || total_ms > kMaxMs) {
+      return invalid(": too long");
+    }
     s = Trim(rest.substr(unit_len));
   }
-  return Duration(static_cast<int64_t>(std::round(total_ms)));
+  return Duration(static_cast<int64_t>(total_ms));
 }
 
 std::string FormatByteSize(uint64_t bytes) {

@@ -3,8 +3,9 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
+
+#include "ufs/http_headers.h"
 
 namespace lakecache {
 namespace {
@@ -12,18 +13,6 @@ namespace {
 constexpr long kReceiveBufferBytes = 512L * 1024;
 
 std::once_flag g_curl_init;
-
-std::string Lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view TrimWs(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // "GET http://127.0.0.1:9000/bucket/key" without the query string, for messages.
 std::string RequestName(const HttpRequest& req) {
@@ -44,17 +33,8 @@ struct Transfer {
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   auto* t = static_cast<Transfer*>(user);
-  std::string_view line(data, size * count);
-  if (line.starts_with("HTTP/")) {
-    t->response->headers.clear();  // a new response (after 100-continue or a redirect)
-    return line.size();
-  }
-  size_t colon = line.find(':');
-  if (colon != std::string_view::npos) {
-    t->response->headers.emplace_back(Lowercase(TrimWs(line.substr(0, colon))),
-                                      std::string(TrimWs(line.substr(colon + 1))));
-  }
-  return line.size();
+  AddHeaderLine(std::string_view(data, size * count), &t->response->headers);
+  return size * count;
 }
 
 size_t OnBody(char* data, size_t size, size_t count, void* user) {

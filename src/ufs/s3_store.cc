@@ -1,9 +1,13 @@
 #include "ufs/s3_store.h"
 
 #include <curl/curl.h>
+#include <spdlog/spdlog.h>
 
-#include <cstdio>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
 
+#include "ufs/http_headers.h"
 #include "ufs/s3_xml.h"
 #include "ufs/sigv4.h"
 
@@ -12,35 +16,10 @@ namespace {
 
 const char kEmptySha256[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
-Result<uint64_t> ParseContentLength(const HttpResponse& r, const std::string& what) {
+Result<uint64_t> ContentLengthOf(const HttpResponse& r, const std::string& what) {
   std::string v = r.Header("content-length");
-  try {
-    if (!v.empty()) return static_cast<uint64_t>(std::stoull(v));
-  } catch (const std::exception&) {
-  }
+  if (std::optional<uint64_t> length = ParseContentLength(v)) return *length;
   return Status::Internal(what + ": response has no valid Content-Length ('" + v + "')");
-}
-
-constexpr uint64_t kUnknownTotal = UINT64_MAX;
-
-struct ContentRange {
-  uint64_t first = 0;
-  uint64_t last = 0;
-  uint64_t total = kUnknownTotal;  // "*" in the header
-};
-
-// "bytes 100-199/1000" or "bytes 100-199/*".
-bool ParseContentRange(const std::string& header, ContentRange* out) {
-  unsigned long long first = 0, last = 0, total = 0;
-  if (std::sscanf(header.c_str(), "bytes %llu-%llu/%llu", &first, &last, &total) == 3) {
-    *out = {first, last, total};
-    return true;
-  }
-  if (std::sscanf(header.c_str(), "bytes %llu-%llu/*", &first, &last) == 2) {
-    *out = {first, last, kUnknownTotal};
-    return true;
-  }
-  return false;
 }
 
 bool IsRetryableCode(long status, const std::string& code) {
@@ -96,20 +75,57 @@ Result<HttpResponse> S3Store::Send(HttpRequest& request, std::string_view key,
       request.body.empty() ? kEmptySha256
                            : Sha256Hex(std::string_view(request.body.data(), request.body.size()));
   const Credentials& creds = options_.credentials;
-  request.headers.emplace_back("Host", host);
-  if (!creds.anonymous()) {
-    std::string amz_date = AmzDate(std::chrono::system_clock::now());
-    request.headers.emplace_back("x-amz-date", amz_date);
-    request.headers.emplace_back("x-amz-content-sha256", payload_hash);
-    if (!creds.session_token.empty()) {
-      request.headers.emplace_back("x-amz-security-token", creds.session_token.Reveal());
+  const size_t unsigned_headers = request.headers.size();
+  for (int attempt = 0;; ++attempt) {
+    request.headers.resize(unsigned_headers);
+    request.headers.emplace_back("Host", host);
+    if (!creds.anonymous()) {
+      auto now = std::chrono::system_clock::now() +
+                 std::chrono::milliseconds(clock_skew_ms_.load(std::memory_order_relaxed));
+      std::string amz_date = AmzDate(now);
+      request.headers.emplace_back("x-amz-date", amz_date);
+      request.headers.emplace_back("x-amz-content-sha256", payload_hash);
+      if (!creds.session_token.empty()) {
+        request.headers.emplace_back("x-amz-security-token", creds.session_token.Reveal());
+      }
+      SigV4Request to_sign{request.method, path, query, request.headers, payload_hash};
+      SigV4Signature sig = SignV4(to_sign, {creds.access_key_id, creds.secret_access_key},
+                                  {options_.region, "s3", amz_date});
+      request.headers.emplace_back("Authorization", sig.authorization);
     }
-    SigV4Request to_sign{request.method, path, query, request.headers, payload_hash};
-    SigV4Signature sig = SignV4(to_sign, {creds.access_key_id, creds.secret_access_key},
-                                {options_.region, "s3", amz_date});
-    request.headers.emplace_back("Authorization", sig.authorization);
+    Result<HttpResponse> response = http_.Execute(request, options);
+    if (attempt > 0 || creds.anonymous() || !response.ok() || !AdjustClockSkew(*response)) {
+      return response;
+    }
+    // Signed again with the store's time: this host's clock had jumped (or drifted) too far.
   }
-  return http_.Execute(request, options);
+}
+
+bool S3Store::AdjustClockSkew(const HttpResponse& response) {
+  if (response.status != 403) return false;
+  std::string code = ParseS3Error(response.body).code;
+  bool skewed = code == "RequestTimeTooSkewed" || code == "RequestExpired";
+  // A HEAD's refusal has no body to name its reason: the Date header tells.
+  if (!skewed && !code.empty()) return false;
+  std::optional<std::chrono::system_clock::time_point> server =
+      ParseHttpDate(response.Header("date"));
+  if (!server) return false;
+  auto skew = std::chrono::duration_cast<std::chrono::milliseconds>(
+      *server - std::chrono::system_clock::now());
+  // S3 refuses beyond 15 minutes; 5 leaves room for a slow answer and reads no wrong Date as one.
+  if (!skewed && std::chrono::abs(skew - std::chrono::milliseconds(clock_skew_ms_.load())) <
+                     std::chrono::minutes(5)) {
+    return false;
+  }
+  if (code.empty()) code = "HTTP 403 to a request signed with a clock that far off";
+  int64_t before = clock_skew_ms_.exchange(skew.count(), std::memory_order_relaxed);
+  if (std::llabs(before - skew.count()) >= 1000) {
+    spdlog::warn(
+        "{}: the store says this host's clock is {:+} s off ({}); requests are signed with the "
+        "store's time from now on",
+        Describe(), skew.count() / 1000, code);
+  }
+  return true;
 }
 
 Status S3Store::ErrorFor(const HttpResponse& response, std::string_view key) const {
@@ -177,7 +193,7 @@ Result<ObjectInfo> S3Store::Head(std::string_view key, const IoOptions& options)
   if (response.status != 200) return ErrorFor(response, key);
   ObjectInfo info;
   info.key = std::string(key);
-  LC_ASSIGN_OR_RETURN(info.size, ParseContentLength(response, Describe() + "/" + info.key));
+  LC_ASSIGN_OR_RETURN(info.size, ContentLengthOf(response, Describe() + "/" + info.key));
   info.etag = UnquoteEtag(response.Header("etag"));
   std::string modified = response.Header("last-modified");
   if (!modified.empty()) info.mtime = static_cast<int64_t>(curl_getdate(modified.c_str(), nullptr));
@@ -205,9 +221,8 @@ Result<ReadReply> S3Store::ReadRaw(std::string_view key, uint64_t offset,
   ReadReply reply;
   reply.etag = UnquoteEtag(response.Header("etag"));
   if (response.status == 416) {  // offset at or past the end (or an empty object)
-    unsigned long long size = 0;
-    if (std::sscanf(response.Header("content-range").c_str(), "bytes */%llu", &size) == 1) {
-      reply.object_size = size;
+    if (std::optional<uint64_t> size = ParseUnsatisfiedRange(response.Header("content-range"))) {
+      reply.object_size = *size;
     }
     return reply;
   }
@@ -217,7 +232,7 @@ Result<ReadReply> S3Store::ReadRaw(std::string_view key, uint64_t offset,
                             ": server ignored the Range header (HTTP 200 for a ranged GET)");
   }
   if (response.status == 200) {  // the whole object
-    LC_ASSIGN_OR_RETURN(reply.object_size, ParseContentLength(response, where));
+    LC_ASSIGN_OR_RETURN(reply.object_size, ContentLengthOf(response, where));
   }
   if (response.status == 206) {
     ContentRange range;

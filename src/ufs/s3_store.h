@@ -7,6 +7,7 @@
 // done here: wrap in RetryingStore. Reads are in s3_store.cc, writes in s3_store_write.cc.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -71,9 +72,14 @@ class S3Store : public ObjectStore {
  private:
   S3Store(S3StoreOptions options, std::string base_scheme, std::string base_host);
 
-  // Builds, signs and sends one request. `key` is empty for bucket-level requests.
+  // Builds, signs and sends one request. `key` is empty for bucket-level requests. A request the
+  // store refuses as signed too far from its own time (the clock of this host jumped or drifted)
+  // is signed again once with the store's time (see AdjustClockSkew).
   Result<HttpResponse> Send(HttpRequest& request, std::string_view key, const std::string& query,
                             const IoOptions& options);
+  // For a 403 RequestTimeTooSkewed/RequestExpired with a Date header: keeps the store's clock
+  // minus this host's as the offset every later signature adds, and returns true (send again).
+  bool AdjustClockSkew(const HttpResponse& response);
   // Send, then the response if its status is `ok_status` and its body holds no <Error>
   // document; otherwise ErrorFor it.
   Result<HttpResponse> SendChecked(HttpRequest& request, std::string_view key,
@@ -94,6 +100,7 @@ class S3Store : public ObjectStore {
   const std::string base_scheme_;  // "http" or "https"
   const std::string base_host_;    // "127.0.0.1:9000", the endpoint's host[:port]
   HttpClient http_;
+  std::atomic<int64_t> clock_skew_ms_{0};  // the store's clock minus this host's
 };
 
 }  // namespace lakecache

@@ -267,4 +267,16 @@ std::string AmzDate(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+std::optional<std::chrono::system_clock::time_point> ParseHttpDate(std::string_view value) {
+  // strptime needs a terminated string; an IMF-fixdate is 29 characters.
+  if (value.size() != 29 || !value.ends_with(" GMT")) return std::nullopt;
+  std::string text(value);
+  std::tm utc{};
+  const char* end = strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &utc);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  std::time_t secs = timegm(&utc);
+  if (secs == -1) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(secs);
+}
+
 }  // namespace lakecache

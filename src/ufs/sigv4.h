@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,5 +63,9 @@ std::string Sha256Hex(std::string_view data);
 
 // "20150830T123600Z" for the given time (UTC).
 std::string AmzDate(std::chrono::system_clock::time_point t);
+
+// The time of an HTTP Date header in its one current form (RFC 9110's IMF-fixdate, "Sun, 06 Nov
+// 1994 08:49:37 GMT"); nullopt for anything else.
+std::optional<std::chrono::system_clock::time_point> ParseHttpDate(std::string_view value);
 
 }  // namespace lakecache

@@ -55,7 +55,8 @@ Status BlockReader::Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest
     return Status::InvalidArgument("block size " + std::to_string(id.block_size()) +
                                    " out of range");
   }
-  if (id.index() * id.block_size() >= id.object_size() && id.object_size() > 0) {
+  // Compared by division: index * block_size can wrap past 2^64 and land inside the object.
+  if (id.object_size() > 0 && id.index() >= (id.object_size() - 1) / id.block_size() + 1) {
     return Status::InvalidArgument("block " + std::to_string(id.index()) + " is past the end of " +
                                    id.key() + " (" + std::to_string(id.object_size()) + " bytes)");
   }

@@ -84,7 +84,9 @@ Result<rpc::WrittenObject> ObjectWrites::Body(
     if (chunk.data().size() > size - got) {
       return Status::InvalidArgument(first.key() + ": more bytes than the body's size");
     }
-    std::memcpy(body.data() + got, chunk.data().data(), chunk.data().size());
+    // An empty body has no buffer: memcpy to a null pointer is undefined even for 0 bytes.
+    if (!chunk.data().empty())
+      std::memcpy(body.data() + got, chunk.data().data(), chunk.data().size());
     got += chunk.data().size();
   } while (next(&chunk));
   if (got != size) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -111,6 +112,28 @@ TEST_F(BlockFileTest, TruncatedFileIsCorruption) {
   EXPECT_EQ(file.status().code(), StatusCode::kCorruption);
   fs::resize_file(path, 10);
   EXPECT_EQ(BlockFile::Open(path).status().code(), StatusCode::kCorruption);
+}
+
+// Found by fuzz/block_file_fuzz: a header whose data offset plus length wraps past 2^64 (its
+// checksum right) passed the size check, and ReadAll then asked for 2^64 bytes.
+TEST_F(BlockFileTest, HeaderLengthsThatWrapPastTheFileAreCorruption) {
+  std::string path = PathOf("wrap.blk");
+  ASSERT_TRUE(WriteBlockFile(path, Request("k", 0, 0), {}).ok());
+  std::string bytes(kBlockFileAlignment, '\0');
+  std::ifstream(path, std::ios::binary).read(bytes.data(), bytes.size());
+  // Data length at byte 40 (docs/cache-format.md); the rounding of the chunk count wraps as
+  // well, so the header still lists no chunk checksums and its lengths agree. Then re-sign it.
+  uint64_t data_length = UINT64_MAX - 3999;
+  std::memcpy(bytes.data() + 40, &data_length, 8);
+  uint32_t header_length = 0;
+  std::memcpy(&header_length, bytes.data() + 8, 4);
+  uint64_t sum = XXH3_64bits(bytes.data(), header_length - 8);
+  std::memcpy(bytes.data() + header_length - 8, &sum, 8);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+
+  EXPECT_EQ(BlockFile::Open(path).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(BlockFile::ReadWhole(path, Request("k", 0, 0).key).status().code(),
+            StatusCode::kCorruption);
 }
 
 TEST_F(BlockFileTest, MissingFileIsNotFound) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cache/block_file.h"
+#include "cache/content_index.h"
 #include "cache/memory_tier.h"
 #include "common/thread_pool.h"
 
@@ -485,6 +486,31 @@ TEST(BlockStoreDiskTest, DiskBlocksSurviveReopening) {
   ASSERT_TRUE(block.ok()) << block.status().ToString();
   ExpectObjectBytes(**block, RequestFor(3));
   EXPECT_EQ(source.calls, 1);
+}
+
+// Found by fuzz/key_path_fuzz: the sizes a version is noted with come from a worker's clients, and
+// CachedBytes walked every block they claimed (2^64 of 1-byte blocks: a Stats call that never
+// returned). It now looks up the blocks the store holds, in memory and on disk, each once.
+TEST(BlockStoreDiskTest, ContentIndexCountsHeldBlocksWhateverSizesItWasTold) {
+  TempDir dir;
+  auto store = BlockStore::Open(DiskConfig(dir.path(), 1.5));
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  CountingSource source;
+  for (uint64_t index : {0, 1}) {  // block 0 goes to disk only, block 1 stays in memory too
+    ASSERT_TRUE((*store)->Get(RequestFor(index), source.Source()).ok());
+  }
+  (*store)->Flush();
+  ContentIndex index;
+  ContentId held = RequestFor(0).key.content;
+  index.Note("train", held, 2 * kBlockSize + 100, kBlockSize);
+  index.Note("claims", MakeContentId("ns", "k", "e", 1), UINT64_MAX, 1);
+  std::vector<ContentIndex::Usage> usage = index.CachedBytes(**store);
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[0].ns, "claims");
+  EXPECT_EQ(usage[0].blocks, 0u);
+  EXPECT_EQ(usage[1].ns, "train");
+  EXPECT_EQ(usage[1].blocks, 2u);
+  EXPECT_EQ(usage[1].cached_bytes, 2 * kBlockSize);
 }
 
 // Read-ahead over a block that only the disk holds loads it into staging off the reader's thread;

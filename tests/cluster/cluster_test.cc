@@ -33,6 +33,7 @@
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
+#include "worker/object_writes.h"
 #include "worker/worker_server.h"
 
 namespace lakecache {
@@ -548,6 +549,39 @@ TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
   id.set_block_size(0);
   EXPECT_EQ(client_->ReadBlock(id, 0, buf, Clock::time_point::max()).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// Found by fuzz/proto_fuzz: Resolve checked index * block_size against the object's size, and the
+// product wraps: block 2^52 of 4 KiB blocks was "offset 0", read and cached as block 2^52.
+TEST_F(ClusterTest, ABlockIndexWhoseOffsetWrapsPast2To64IsRefused) {
+  rpc::BlockId id;
+  id.set_ns("lake");
+  id.set_key("big.bin");
+  id.set_object_size(files_["big.bin"].size());
+  id.set_block_size(kBlock);
+  id.set_index(uint64_t{1} << 52);  // * 4096 = 2^64
+  char buf[16];
+  Result<size_t> n = client_->ReadBlock(id, 0, buf, Clock::time_point::max());
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument) << n.status().ToString();
+}
+
+// Found by fuzz/proto_fuzz: an empty body (a new empty file) has no buffer, and copying its zero
+// bytes passed a null pointer to memcpy: undefined, and fatal to a worker built with UBSan.
+TEST(ObjectWritesTest, AnEmptyBodyIsWritten) {
+  TempDir data;
+  std::vector<NamespaceTable::Source> sources(1);
+  sources[0].config.name = "lake";
+  sources[0].store = std::make_shared<LocalStore>(data.path());
+  std::unique_ptr<NamespaceTable> namespaces = NamespaceTable::FromStores(std::move(sources));
+  ObjectWrites writes(namespaces.get(), 1 << 20);
+  rpc::WriteBodyChunk first;
+  first.set_ns("lake");
+  first.set_key("empty.txt");
+  Result<rpc::WrittenObject> written =
+      writes.Body(first, [](rpc::WriteBodyChunk*) { return false; });
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->size(), 0u);
+  EXPECT_EQ(std::filesystem::file_size(data.path() + "/empty.txt"), 0u);
 }
 
 // A FileSystem reading namespace "lake" through the cluster, as a cluster mount builds it.

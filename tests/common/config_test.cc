@@ -235,6 +235,16 @@ TEST(ConfigYamlErrorTest, SecondDocumentIsAnError) {
                  "lake.yaml: holds 2 YAML documents");
 }
 
+// Found by fuzz/config_fuzz: a ',' where a document starts made yaml-cpp's LoadAll hand out empty
+// documents forever, so loading such a file never returned.
+TEST(ConfigYamlErrorTest, AStrayCommaIsASyntaxErrorNotAHang) {
+  for (const char* text : {",", ", u\n", "namespaces: {}\n...\n,\n", "! ,"}) {
+    std::string msg = ErrorOf(LoadYaml(text));
+    ExpectContains(msg, "YAML syntax error");
+  }
+  ExpectContains(ErrorOf(LoadYaml("namespaces: {}\n...\n,\n")), "lake.yaml: line 3, column 1: ");
+}
+
 TEST(ConfigYamlErrorTest, SecretValuesNeverInMessages) {
   std::string map_secret = "secret_key: {v: " + std::string(kSecret) + "}";
   std::string msg = ErrorOf(LoadYaml(NamespaceYaml({"uri: s3://b", map_secret})));

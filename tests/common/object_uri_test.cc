@@ -15,6 +15,19 @@ TEST(ObjectUriTest, S3BucketAndPrefix) {
   EXPECT_EQ(uri->ToString(), "s3://bucket/prefix/sub");
 }
 
+// Found by fuzz/key_path_fuzz: "s3://bucket//x" gave key "/x", which object_uri.h says never
+// happens (namespace prefixes drop the slash, CLI paths did not).
+TEST(ObjectUriTest, KeyNeverStartsWithASlash) {
+  for (const char* text : {"s3://bucket//x/y", "oss://bucket.host///x/y", "s3://b:///x/y"}) {
+    Result<ObjectUri> uri = ParseObjectUri(text);
+    ASSERT_TRUE(uri.ok()) << text;
+    EXPECT_EQ(uri->key, "x/y") << text;
+    Result<ObjectUri> again = ParseObjectUri(uri->ToString());
+    ASSERT_TRUE(again.ok()) << uri->ToString();
+    EXPECT_EQ(again->key, "x/y") << uri->ToString();
+  }
+}
+
 TEST(ObjectUriTest, S3BucketOnlyAndS3a) {
   Result<ObjectUri> uri = ParseObjectUri("s3://bucket");
   ASSERT_TRUE(uri.ok());

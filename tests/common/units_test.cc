@@ -89,6 +89,34 @@ TEST(FormatByteSizeTest, RoundTripsThroughParse) {
   }
 }
 
+// Found by fuzz/config_fuzz: whole numbers went through a double, so sizes past 2^53 bytes and
+// durations past 2^53 ms came back as other values, and a duration past 2^63 ms converted to
+// int64 was undefined behaviour.
+TEST(FormatByteSizeTest, WholeByteCountsPast2To53RoundTripExactly) {
+  for (uint64_t bytes :
+       {uint64_t{(1ull << 53) + 1}, uint64_t{2308721966198251875ull}, uint64_t{UINT64_MAX}}) {
+    Result<uint64_t> parsed = ParseByteSize(FormatByteSize(bytes));
+    ASSERT_TRUE(parsed.ok()) << FormatByteSize(bytes);
+    EXPECT_EQ(*parsed, bytes) << FormatByteSize(bytes);
+  }
+  EXPECT_FALSE(ParseByteSize("18446744073709551616B").ok());
+  EXPECT_FALSE(ParseByteSize("16777216TiB").ok());
+}
+
+TEST(ParseDurationTest, LongDurationsAreExactOrRefused) {
+  for (int64_t ms : {(int64_t{1} << 53) + 1, int64_t{2106762374642054800},
+                     int64_t{9007199254740999} * 1000, int64_t{INT64_MAX}}) {
+    Result<Duration> parsed = ParseDuration(FormatDuration(Duration(ms)));
+    ASSERT_TRUE(parsed.ok()) << FormatDuration(Duration(ms));
+    EXPECT_EQ(parsed->count(), ms) << FormatDuration(Duration(ms));
+  }
+  for (const char* text : {"9223372036854775808ms", "106751991167301d", "99999999999999999999s"}) {
+    Result<Duration> parsed = ParseDuration(text);
+    ASSERT_FALSE(parsed.ok()) << text;
+    EXPECT_NE(parsed.status().message().find("too long"), std::string::npos) << text;
+  }
+}
+
 TEST(FormatDurationTest, Forms) {
   EXPECT_EQ(FormatDuration(seconds(30)), "30s");
   EXPECT_EQ(FormatDuration(minutes(5)), "5m");

@@ -2,6 +2,7 @@
 // handling, and that secrets never reach stdout or stderr. Mounts: cli_mount_test.cc.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -257,6 +258,29 @@ TEST_F(CliTest, IpEndpointMeansPathStyleWithoutTheFlag) {
   RunResult env = Lc({"cat", "s3://cli/data/a.txt"});  // AWS_ENDPOINT_URL alone
   EXPECT_EQ(env.exit_code, 0) << env.err;
   EXPECT_EQ(env.out, "hello world\n");
+}
+
+// This process's wall clock jumped (libfaketime, Debian's faketime; the system clock is left
+// alone): s3rver refuses the signature as RequestTimeTooSkewed, and the store signs again with the
+// time of its Date header, once, and from then on.
+TEST_F(CliTest, AClockHoursOffIsCorrectedFromTheStoresDate) {
+  const char* lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+  ASSERT_TRUE(std::filesystem::exists(lib))
+      << "faketime is not installed (scripts/install-deps.sh)";
+  std::string big(kBigSize, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
+  for (const char* offset : {"+2h", "-3h"}) {
+    std::vector<std::string> env = {std::string("LD_PRELOAD=") + lib,
+                                    std::string("FAKETIME=") + offset,
+                                    "FAKETIME_DONT_FAKE_MONOTONIC=1"};
+    RunResult ls = Lc({"ls", "s3://cli/data/", "--path-style"}, env);
+    EXPECT_EQ(ls.exit_code, 0) << offset << ": " << ls.err;
+    EXPECT_NE(ls.out.find(" a.txt\n"), std::string::npos) << ls.out;
+    EXPECT_NE(ls.err.find("this host's clock is"), std::string::npos) << offset << ": " << ls.err;
+    RunResult cat = Lc({"cat", "s3://cli/data/big.bin", "--path-style"}, env);
+    EXPECT_EQ(cat.exit_code, 0) << offset << ": " << cat.err;
+    EXPECT_TRUE(cat.out == big) << offset << ": " << cat.out.size() << " bytes";
+  }
 }
 
 TEST_F(CliTest, UnresolvedVirtualHostedNameSaysToUsePathStyle) {

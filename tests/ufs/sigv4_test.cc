@@ -234,6 +234,18 @@ TEST(AmzDateTest, FormatsUtc) {
   EXPECT_EQ(AmzDate(t + std::chrono::milliseconds(999)), "20150830T123600Z");
 }
 
+TEST(ParseHttpDateTest, ReadsImfFixdateAndRefusesTheRest) {
+  std::optional<std::chrono::system_clock::time_point> t =
+      ParseHttpDate("Sun, 30 Aug 2015 12:36:00 GMT");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(AmzDate(*t), "20150830T123600Z");
+  EXPECT_FALSE(ParseHttpDate("").has_value());
+  EXPECT_FALSE(ParseHttpDate("Sunday, 30-Aug-15 12:36:00 GMT").has_value());  // RFC 850
+  EXPECT_FALSE(ParseHttpDate("Sun Aug 30 12:36:00 2015").has_value());        // asctime
+  EXPECT_FALSE(ParseHttpDate("Sun, 30 Aug 2015 12:36:00 UTC").has_value());
+  EXPECT_FALSE(ParseHttpDate("Sun, 30 Aug 2015 25:36:00 GMT").has_value());
+}
+
 TEST(Sha256HexTest, EmptyInput) { EXPECT_EQ(Sha256Hex(""), kEmptySha256); }
 
 }  // namespace
