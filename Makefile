@@ -4,8 +4,8 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test k8s-test check-clang test-tsan demo bench bench-quick bench-train bench-deps \
-	format format-check clean
+.PHONY: all deps configure build test k8s-test check-clang test-tsan fuzz demo bench bench-quick bench-train \
+	faults faults-quick bench-deps format format-check clean
 
 all: build
 
@@ -41,6 +41,12 @@ check-clang: deps
 test-tsan: deps
 	@JOBS=$(JOBS) CTEST_JOBS=$(CTEST_JOBS) scripts/test-tsan.sh
 
+# Every libFuzzer target of fuzz/ (built with clang in build-fuzz) for FUZZ_SECONDS each, from a
+# copy of its seed corpus; fails on any crash, naming the reproducer. A short run: make fuzz FUZZ_SECONDS=30.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) scripts/fuzz.sh
+
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)/lakecache
 
@@ -60,6 +66,15 @@ bench-quick: build bench-deps
 bench-train: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/train $(BENCH_ARGS)
 
+# The fault matrix (bench/faults, needs root): each fault injected under 8 readers, with what they
+# saw; the table goes to docs/reliability.md. faults-quick is its CI size: every row, each outcome
+# asserted (0 wrong bytes, no hang, failures only where the row allows them).
+faults: build bench-deps
+	@BUILD_DIR=$(BUILD_DIR) bench/faults $(BENCH_ARGS)
+
+faults-quick: build bench-deps
+	@BUILD_DIR=$(BUILD_DIR) bench/faults --quick
+
 bench-deps:
 	@scripts/install-bench-deps.sh
 
@@ -72,4 +87,4 @@ format-check: deps
 	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: OK"
 
 clean:
-	rm -rf $(BUILD_DIR) build-clang build-tsan
+	rm -rf $(BUILD_DIR) build-clang build-tsan build-fuzz

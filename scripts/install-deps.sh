@@ -12,7 +12,7 @@ DEBIAN_PACKAGES=(
   libfuse3-dev fuse3 systemd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   swift swift-proxy swift-account swift-container swift-object python3-swift
-  fio python3-torch python3-crcmod python3-pil
+  fio python3-torch python3-crcmod python3-pil faketime
   prometheus-cpp-dev libcpp-httplib-dev python3-prometheus-client chromium
 )
 
