@@ -575,6 +575,7 @@ int RunHeldServer(const CliContext& ctx, const MountRequest& req, const MountOpt
                  });
   if (req.background) DetachStdio();  // the holder told the caller; the log has the rest
   Status s = Serve(*mounted);
+  (*link)->Unwatch();  // before the mount its callback stops goes
   spdlog::default_logger()->flush();
   return s.ok() ? kExitOk : ReportError(s);
 }

@@ -62,6 +62,7 @@ struct ClusterClient::Peer {
   std::unique_ptr<BulkClient> bulk;  // the worker's bulk data path, when it has one and it is used
   std::atomic<int64_t> down_until_ms{0};  // steady-clock ms; up once past it
   std::atomic<bool> node_tried{false};    // asked its node socket once
+  std::atomic<int64_t> answered_ms{0};    // steady-clock ms of its last answered probe
 
   bool up(int64_t now_ms) const { return down_until_ms.load(std::memory_order_relaxed) <= now_ms; }
 };
@@ -167,6 +168,7 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
   }
   LC_RETURN_IF_ERROR(client->RefreshView());
   client->refresher_ = std::thread([c = client.get()] { c->RefreshLoop(); });
+  client->watcher_ = std::thread([c = client.get()] { c->WatchLoop(); });
   return client;
 }
 
@@ -177,6 +179,7 @@ ClusterClient::~ClusterClient() {
   }
   stop_cv_.SignalAll();
   if (refresher_.joinable()) refresher_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 rpc::HealthState ClusterClient::Health() const {
@@ -379,12 +382,7 @@ void ClusterClient::RefreshLoop() {
       MutexLock lock(&view_mu_);
       interval = refresh_interval_;
     }
-    {
-      auto until = std::chrono::steady_clock::now() + interval;
-      MutexLock lock(&stop_mu_);
-      while (!stopping_ && stop_cv_.WaitUntil(&stop_mu_, until)) continue;
-      if (stopping_) return;
-    }
+    if (WaitForStop(interval)) return;
     Status s = RefreshView();
     if (!s.ok()) DropClosedSessions();  // a worker that hung up is let go of without the master
     if (!s.ok() && !warned) {
@@ -394,6 +392,46 @@ void ClusterClient::RefreshLoop() {
     } else if (s.ok() && warned) {
       spdlog::info("master {} reachable again", master_);
       warned = false;
+    }
+  }
+}
+
+bool ClusterClient::WaitForStop(std::chrono::milliseconds period) {
+  auto until = std::chrono::steady_clock::now() + period;
+  MutexLock lock(&stop_mu_);
+  while (!stopping_ && stop_cv_.WaitUntil(&stop_mu_, until)) continue;
+  return stopping_;
+}
+
+void ClusterClient::WatchLoop() {
+  const auto tick = std::max(std::chrono::milliseconds(50), options_.probe_after / 4);
+  while (!WaitForStop(tick)) {
+    std::shared_ptr<const View> view = CurrentView();
+    for (const Worker& worker : view->workers) {
+      BulkClient* bulk = worker.peer->bulk.get();
+      if (bulk == nullptr) continue;
+      auto now = std::chrono::steady_clock::now();
+      auto waited = now - std::min(now, bulk->OldestRequest());
+      int64_t now_ms = SteadyNowMs();
+      // One probe per probe_after at most: a worker that answered is slow, not silent.
+      if (waited < options_.probe_after ||
+          now_ms - worker.peer->answered_ms.load() < options_.probe_after.count()) {
+        continue;
+      }
+      Status probe = bulk->Probe(now + options_.probe_timeout);
+      if (probe.ok()) {
+        worker.peer->answered_ms.store(SteadyNowMs());
+        continue;
+      }
+      MarkDown(*worker.peer);
+      size_t failed = bulk->AbortRequests();
+      silent_workers_.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn(
+          "worker {} at {} did not answer a ping within {} while a read waited {} on it: {}; "
+          "failing its {} read(s) over to the next workers",
+          worker.id, worker.data_address, FormatDuration(options_.probe_timeout),
+          FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(waited)),
+          probe.message(), failed);
     }
   }
 }

@@ -8,7 +8,8 @@
 // client marks it down and tries the next worker in the same order, so a read fails only when every
 // worker has failed it. A worker marked down is tried again once the view shows it restarted, or
 // after a heartbeat timeout. While the master is down, reads keep going to the workers of the last
-// view. Thread-safe.
+// view. A worker that stops answering mid-read is found by a probe (see probe_after) and failed
+// over the same way. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -90,6 +91,13 @@ struct ClusterClientOptions {
   enum class Transport { kBulk, kGrpc };
   Transport transport = Transport::kBulk;
   size_t bulk_connections = 4;  // per worker
+  // A silent worker (stopped, hung, cut off) gives TCP no sign, so a read waiting on it would wait
+  // out its deadline. Once a read over the bulk path has waited `probe_after` on a worker, the
+  // client pings it on a connection of its own; no answer within `probe_timeout`, and the worker
+  // is marked down and its reads fail over to the next worker at once. A worker that answers is
+  // only slow (its object store is) and is waited for.
+  std::chrono::milliseconds probe_after{1000};
+  std::chrono::milliseconds probe_timeout{2000};
   // The client role's credentials (rpc/auth.h): TLS to the master and to every worker (each
   // verified against its own name), the token on every call and bulk connection. Null: plain.
   std::shared_ptr<const rpc::ClusterCredentials> credentials;
@@ -170,6 +178,8 @@ class ClusterClient {
   uint64_t streamed_reads() const { return streamed_reads_.load(); }
   uint64_t worker_calls() const { return worker_calls_.load(); }
   uint64_t bulk_reads() const { return bulk_reads_.load(); }
+  // Workers found silent by a probe while reads waited on them (each time one was).
+  uint64_t silent_workers() const { return silent_workers_.load(); }
 
   // Fills the report sent with every view fetch (the mount's reads, for the master's status
   // page). Called on the refresh thread; `reporter` must stay valid until replaced or the client
@@ -186,6 +196,11 @@ class ClusterClient {
   struct NodeSession;
   ClusterClient(std::string master, ClusterClientOptions options);
   void RefreshLoop() EXCLUDES(stop_mu_, view_mu_);
+  // Probes the workers reads have waited on longer than probe_after, and fails over from those
+  // that do not answer; until the client stops.
+  void WatchLoop() EXCLUDES(stop_mu_, view_mu_);
+  // Whether the client is stopping, after waiting up to `period` for it.
+  bool WaitForStop(std::chrono::milliseconds period) EXCLUDES(stop_mu_);
   std::shared_ptr<const View> CurrentView() const EXCLUDES(view_mu_);
   // The view `got` describes, keeping the peers of `old` that are the same incarnation and the
   // shared memory of those whose node socket is still open (mapping that of new co-located ones).
@@ -225,11 +240,13 @@ class ClusterClient {
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(stop_mu_) = false;
   std::thread refresher_;
+  std::thread watcher_;
   std::atomic<uint64_t> short_circuit_reads_{0};
   mutable std::atomic<uint64_t> local_memory_hits_{0};
   std::atomic<uint64_t> worker_calls_{0};
   std::atomic<uint64_t> streamed_reads_{0};
   std::atomic<uint64_t> bulk_reads_{0};
+  std::atomic<uint64_t> silent_workers_{0};
 };
 
 }  // namespace lakecache

@@ -658,12 +658,7 @@ Result<std::unique_ptr<HolderLink>> HolderLink::Connect(const std::string& socke
 }
 
 HolderLink::~HolderLink() {
-  if (watcher_ != nullptr) {
-    (void)!::write(watcher_->wake[1], "x", 1);
-    watcher_->thread.join();
-    ::close(watcher_->wake[0]);
-    ::close(watcher_->wake[1]);
-  }
+  Unwatch();
   CloseFd(&fd_);
   for (int f : fuse_fds_) ::close(f);
   CloseFd(&journal_fd_);
@@ -686,6 +681,15 @@ Status HolderLink::SendJournal(int fd) {
   Status s = Send(fd_, {"journal", {}}, std::span<const int>(fds));
   ::close(fd);
   return s;
+}
+
+void HolderLink::Unwatch() {
+  if (watcher_ == nullptr) return;
+  (void)!::write(watcher_->wake[1], "x", 1);
+  if (watcher_->thread.joinable()) watcher_->thread.join();
+  ::close(watcher_->wake[0]);
+  ::close(watcher_->wake[1]);
+  watcher_.reset();
 }
 
 void HolderLink::Watch(std::function<void()> on_stop, std::function<void()> on_gone) {

@@ -107,6 +107,8 @@ class HolderLink {
   // `on_gone` when the holder is gone (the mount still serves, but no longer survives this
   // server).
   void Watch(std::function<void()> on_stop, std::function<void()> on_gone);
+  // Ends the watch: neither callback runs after it returns (what they use may then go).
+  void Unwatch();
 
  private:
   HolderLink() = default;

@@ -20,11 +20,9 @@ Result<std::unique_ptr<FuseConnection>> FuseConnection::Mount(const std::string&
                                                               const std::string& opts,
                                                               int descriptors) {
   std::unique_ptr<FuseConnection> conn(new FuseConnection());
-  const char* argv[] = {"lakecache", "-o", opts.c_str()};
-  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
   fuse_lowlevel_ops ops;
   std::memset(&ops, 0, sizeof(ops));  // it never reads a request
-  conn->session_ = fuse_session_new(&args, &ops, sizeof(ops), nullptr);
+  conn->session_ = NewFuseSession(opts, ops, nullptr);
   if (conn->session_ == nullptr) {
     return Status::Internal("could not create the FUSE session (" + opts + ")");
   }

@@ -523,6 +523,15 @@ std::string FuseMountOptionString(const FuseMountOptions& options) {
   return opts;
 }
 
+fuse_session* NewFuseSession(const std::string& opts, const fuse_lowlevel_ops& ops,
+                             void* userdata) {
+  const char* argv[] = {"lakecache", "-o", opts.c_str()};
+  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+  fuse_session* session = fuse_session_new(&args, &ops, sizeof(ops), userdata);
+  fuse_opt_free_args(&args);  // the session keeps copies of what it parsed
+  return session;
+}
+
 namespace {
 constexpr std::string_view kInitMagic = "lakecache-fuse-init 1\n";
 }  // namespace
@@ -562,10 +571,7 @@ bool KernelResends(const FuseInit& init) {
 
 Status FuseMount::NewSession() {
   std::string opts = FuseMountOptionString(options_);
-  const char* argv[] = {"lakecache", "-o", opts.c_str()};
-  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
-  fuse_lowlevel_ops ops = MakeOps();
-  session_ = fuse_session_new(&args, &ops, sizeof(ops), context_.get());
+  session_ = NewFuseSession(opts, MakeOps(), context_.get());
   if (session_ == nullptr)
     return Status::Internal("could not create the FUSE session (" + opts + ")");
   if (fuse_set_signal_handlers(session_) != 0) {
@@ -613,11 +619,8 @@ Status FuseMount::Adopt(std::vector<int> fuse_fds, const std::string& mountpoint
   if (fuse_fds.empty()) return Status::InvalidArgument("no FUSE descriptor to serve");
   LC_RETURN_IF_ERROR(Adopt(fuse_fds[0], mountpoint, init, std::move(on_init)));
   std::string opts = FuseMountOptionString(options_);
-  const char* argv[] = {"lakecache", "-o", opts.c_str()};
   for (size_t i = 1; i < fuse_fds.size(); ++i) {
-    fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
-    fuse_lowlevel_ops ops = MakeOps();
-    fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), context_.get());
+    fuse_session* se = NewFuseSession(opts, MakeOps(), context_.get());
     if (se == nullptr) return Status::Internal("could not create a FUSE session");
     clones_.push_back(se);
     std::string dev = "/dev/fd/" + std::to_string(fuse_fds[i]);

@@ -22,6 +22,7 @@
 #include "common/status.h"
 
 struct fuse_session;
+struct fuse_lowlevel_ops;
 
 namespace lakecache {
 
@@ -45,6 +46,10 @@ struct FuseMountOptions {
 // not read_only); a connection
 // held by another process must have been mounted with the same.
 std::string FuseMountOptionString(const FuseMountOptions& options);
+
+// A libfuse session with the mount options `opts` (as FuseMountOptionString makes them), calling
+// `ops` with `userdata`; null when libfuse refuses the options. Frees what parsing them allocated.
+fuse_session* NewFuseSession(const std::string& opts, const fuse_lowlevel_ops& ops, void* userdata);
 
 // The kernel's INIT request of a connection (its in-header and fuse_init_in, as read from
 // /dev/fuse) and the option string it was mounted with: what a later server of the same connection

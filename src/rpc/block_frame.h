@@ -10,6 +10,7 @@
 //   24 u64: request: length wanted; reply: 0
 // A connection to a worker with credentials starts with a hello (body: the client's role token,
 // fields 16 and 24 zero), answered by a reply without data: OK, or why the token is refused.
+// A request with an empty BlockId and length 0 is a ping, answered by an OK reply without data.
 // A reply with an error carries its message and no data. Decoding checks every field and refuses
 // truncated, oversized or garbage input with an InvalidArgument naming what is wrong, so a reader
 // never trusts a length it has not checked. Pure functions; thread-safe.

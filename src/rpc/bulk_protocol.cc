@@ -34,6 +34,15 @@ Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadReq
   return reply;
 }
 
+Status CallPing(BulkConnection& connection, BulkConnection::Deadline deadline) {
+  Result<BlockReplyHeader> reply = CallRead(connection, BlockReadRequest{}, {}, deadline);
+  return reply.ok() ? Status::Ok() : reply.status();
+}
+
+bool IsPing(const BlockReadRequest& request) {
+  return request.block.ns().empty() && request.block.key().empty() && request.length == 0;
+}
+
 Status CallHello(BulkConnection& connection, std::string_view token,
                  BulkConnection::Deadline deadline) {
   std::string frame = EncodeHello(token);

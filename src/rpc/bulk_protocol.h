@@ -19,6 +19,14 @@ namespace lakecache::rpc {
 Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadRequest& request,
                                   std::span<char> dst, BulkConnection::Deadline deadline);
 
+// A ping: a read request with an empty BlockId, which a worker answers at once (OK, no data)
+// without looking at its cache, however long its other reads wait on the object store. OK when a
+// reply came, whatever it said (a worker that predates pings refuses the empty id: it answered);
+// a transport error (kUnavailable / kDeadlineExceeded) otherwise.
+Status CallPing(BulkConnection& connection, BulkConnection::Deadline deadline);
+// True for the request CallPing sends.
+bool IsPing(const BlockReadRequest& request);
+
 // Presents `token` (the client role's) on a new connection: OK, the worker's refusal, or a
 // transport error (kUnavailable / kDeadlineExceeded).
 Status CallHello(BulkConnection& connection, std::string_view token,

@@ -167,6 +167,10 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
       return;
     }
     last.reset();
+    if (rpc::IsPing(*request)) {  // a client asking whether this worker answers at all
+      if (!rpc::SendReply(connection, Status::Ok(), {}, Clock::now() + kReplyTime).ok()) return;
+      continue;
+    }
     metrics::ScopedTimer timer(options_.request_duration);
     Result<BlockReader::Range> range =
         reader_->Read(request->block, request->offset, request->length);

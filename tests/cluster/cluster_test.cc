@@ -255,11 +255,13 @@ TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
 }
 
 // A worker on the bulk path that dies in the middle of a block (it sends the reply header and
-// half of the bytes, then its connection closes), or that stops sending, registered with a
-// capacity that makes it the owner of nearly every block. It heartbeats until destroyed.
+// half of the bytes, then its connection closes), or that stops sending, or that accepts
+// connections and never reads a byte of them (a stopped process, or one cut off from this client
+// but not from the master), registered with a capacity that makes it the owner of nearly every
+// block. It heartbeats until destroyed.
 class DyingBulkWorker {
  public:
-  enum class Mode { kDieMidBlock, kStallMidBlock };
+  enum class Mode { kDieMidBlock, kStallMidBlock, kSilent };
   DyingBulkWorker(const std::string& master, Mode mode) : mode_(mode) {
     auto listener = rpc::ListenTcp("127.0.0.1:0");
     EXPECT_TRUE(listener.ok()) << listener.status().ToString();
@@ -308,6 +310,11 @@ class DyingBulkWorker {
       if (fd < 0) return;
       auto conn = rpc::BulkConnection::Accept(fd, "client", nullptr, forever);
       if (!conn.ok()) continue;
+      if (mode_ == Mode::kSilent) {
+        ++requests_;  // connections, here
+        stalled.push_back(std::move(*conn));
+        continue;
+      }
       bool closed = false;
       auto request = rpc::NextRequest(**conn, forever, &closed);
       if (!request.ok()) continue;
@@ -362,6 +369,28 @@ TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
   EXPECT_FALSE(n.ok()) << "read the block although its owner never finished sending it";
   EXPECT_LT(took, std::chrono::milliseconds(500) + std::chrono::seconds(1) * testing::kSlowdown);
   EXPECT_EQ(stuck.requests(), 1);
+}
+
+// A worker that goes silent (its connections accepted, never answered) while the master still
+// sees its heartbeats: the first read waiting on it pings it, gets no answer and fails over, so
+// the reader waits seconds, not its deadline; every byte is right and the worker is marked down.
+TEST_F(ClusterTest, ASilentWorkerIsPingedAndItsReadsFailOverWithinSeconds) {
+  DyingBulkWorker silent(master_->address(), DyingBulkWorker::Mode::kSilent);
+  WaitForWorkers(4);
+  ClusterStore store(client_, Namespace());
+  const std::string& big = files_["big.bin"];
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(silent.requests(), 1) << "the silent worker owned no block";
+  EXPECT_GE(client_->silent_workers(), 1u);
+  // One probe_after, one probe_timeout and the reads from the others; a second round once the
+  // down mark lapses at most.
+  EXPECT_LT(took, std::chrono::seconds(8) * testing::kSlowdown)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  bool down = false;
+  for (const ClusterWorker& w : client_->Workers()) down |= w.id == "dying" && w.down;
+  EXPECT_TRUE(down) << "the client did not mark the silent worker down";
 }
 
 // A credentials folder of a new CA (ca.crt, ca.key, the master's certificate, role tokens).
@@ -532,6 +561,11 @@ TEST_F(ClusterTest, BulkClientReadersShareABoundedPoolOfConnections) {
       bulk.ReadBlock(past, 0, buf, std::chrono::steady_clock::now() + std::chrono::seconds(5));
   EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument) << n.status().ToString();
   EXPECT_EQ(bulk.open_connections(), open) << "an answer dropped its connection";
+  // A worker answers a ping on a connection of its own, outside the pool.
+  Status ping = bulk.Probe(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  EXPECT_TRUE(ping.ok()) << ping.ToString();
+  EXPECT_EQ(bulk.open_connections(), open);
+  EXPECT_EQ(bulk.OldestRequest(), std::chrono::steady_clock::time_point::max());
 }
 
 TEST_F(ClusterTest, WorkersRefuseKeysOutsideTheirNamespaces) {
