@@ -3,7 +3,9 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <iterator>
 
 #include "ufs/http_headers.h"
 
@@ -99,6 +101,7 @@ std::string HttpResponse::Header(std::string_view name) const {
 
 struct HttpClient::Handle {
   CURL* curl = nullptr;
+  std::chrono::steady_clock::time_point idle_since;
   ~Handle() {
     if (curl) curl_easy_cleanup(curl);
   }
@@ -126,7 +129,15 @@ std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() {
 }
 
 void HttpClient::Release(std::unique_ptr<Handle> handle) {
+  constexpr auto kMaxIdle = std::chrono::seconds(60);
+  auto now = std::chrono::steady_clock::now();
+  handle->idle_since = now;
+  std::vector<std::unique_ptr<Handle>> stale;  // closed outside the lock
   MutexLock lock(&mu_);
+  auto fresh = std::find_if(idle_.begin(), idle_.end(),
+                            [&](const auto& h) { return now - h->idle_since < kMaxIdle; });
+  std::move(idle_.begin(), fresh, std::back_inserter(stale));
+  idle_.erase(idle_.begin(), fresh);
   idle_.push_back(std::move(handle));
 }
 

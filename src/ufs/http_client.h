@@ -1,7 +1,9 @@
 // HttpClient: blocking HTTP(S) requests over libcurl, with connection reuse.
 //
 // Each request borrows an idle curl easy handle from a pool (keeping its warm connection), so
-// parallel requests run on separate handles and sequential ones reuse connections. Thread-safe.
+// parallel requests run on separate handles and sequential ones reuse connections. A handle idle
+// for a minute is closed (with its connection), so a burst of parallel requests does not keep its
+// connections open for the life of the process. Thread-safe.
 // Transport errors map to Status: connection refused/reset, timeouts and truncated bodies are
 // kUnavailable (retryable); certificate and TLS failures are final (kIoError) with a message saying
 // how to trust the certificate. HTTP status codes are returned, not interpreted.
@@ -73,7 +75,7 @@ class HttpClient {
 
   const HttpClientOptions options_;
   Mutex mu_;
-  std::vector<std::unique_ptr<Handle>> idle_ GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Handle>> idle_ GUARDED_BY(mu_);  // the last used last
 };
 
 }  // namespace lakecache
