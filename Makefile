@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test k8s-test check-clang test-tsan fuzz demo bench bench-quick bench-train \
+.PHONY: all deps configure build test k8s-test check-clang test-asan test-tsan fuzz demo bench bench-quick bench-train \
 	faults faults-quick bench-deps format format-check clean
 
 all: build
@@ -30,12 +30,15 @@ k8s-test: build
 	@tests/k8s/containers/run.sh $(BUILD_DIR)/lakecache
 
 # Everything built with clang, whose thread-safety analysis (-Werror=thread-safety) checks the lock
-# discipline of common/mutex.h; runs only the check that the analysis is on. Unoptimised (Debug):
-# the analysis does not depend on it, and it compiles faster.
+# discipline of common/mutex.h; runs only the check that the analysis is on. It is test-asan's
+# build (build-clang), so CI runs test-asan instead and a later test-asan builds nothing again.
 check-clang: deps
-	@CC=clang CXX=clang++ cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	@cmake --build build-clang -j$(JOBS)
-	@cd build-clang && ctest --output-on-failure -L '^clang$$'
+	@JOBS=$(JOBS) scripts/test-asan.sh --build-only
+
+# The test suite built with clang, AddressSanitizer and UndefinedBehaviorSanitizer (build-clang),
+# and run: unit, cluster, the clang check and the integration tests that cover what those do not.
+test-asan: deps
+	@JOBS=$(JOBS) CTEST_JOBS=$(CTEST_JOBS) scripts/test-asan.sh
 
 # The unit and in-process cluster tests built with ThreadSanitizer (build-tsan), and run.
 test-tsan: deps

@@ -18,9 +18,13 @@ scripts/apt-install-missing.sh fuzz clang libclang-rt-14-dev
 
 # -O1 and line tables only: with the sanitizers, -O2 -g compiles far slower on small machines, and
 # line tables are all a stack trace needs. No NDEBUG: a fuzz build keeps every check.
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLAKECACHE_FUZZ=ON \
-  -DLAKECACHE_BUILD_TESTS=OFF >/dev/null
+# FUZZ_REUSE_BUILD=1: FUZZ_BUILD_DIR is a build configured with LAKECACHE_FUZZ already (make
+# test-asan's): its flags are kept.
+if [ "${FUZZ_REUSE_BUILD:-0}" != 1 ]; then
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLAKECACHE_FUZZ=ON \
+    -DLAKECACHE_BUILD_TESTS=OFF >/dev/null
+fi
 nice -n 10 cmake --build "$BUILD_DIR" -j"$JOBS" --target fuzzers
 
 targets=${FUZZ_TARGETS:-$(cd fuzz && ls ./*_fuzz.cc | sed 's|^\./||; s|_fuzz\.cc$||')}

@@ -228,12 +228,13 @@ TEST(UnixServerTest, ShutdownLeavesNoDescriptorThreadOrSocketFile) {
   EXPECT_FALSE(AskEpoch(path, &epoch).ok());
   (*server)->Shutdown();  // idempotent
   server->reset();
-  // gRPC closes a connection's descriptor on its own threads, soon after.
+  // gRPC closes a connection's descriptor on its own threads, soon after: the warm-up's too, which
+  // a slow (sanitized) build may still hold when `before` is counted, hence at most.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (OpenDescriptors() > before && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(OpenDescriptors(), before);
+  EXPECT_LE(OpenDescriptors(), before);
 }
 
 }  // namespace
