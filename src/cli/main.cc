@@ -120,7 +120,9 @@ void AddExposureFlags(CLI::App* cmd, bool& insecure, std::string& advertise,
 // thread: it allocates little; the servers it starts are new processes.)
 void TuneAllocator() {
   ::mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // A heap's free top is given back once it passes 32 MiB: glibc trims the top of a thread's
+  // arena (at most 64 MiB) only past this threshold, and malloc_trim never does.
+  ::mallopt(M_TRIM_THRESHOLD, 32 << 20);
   // With every signal blocked: a process that waits for its signals with signalfd (a mount's
   // holder waits for SIGCHLD) only sees those no thread of it takes.
   sigset_t all, before;
