@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-clang}
 JOBS=${JOBS:-2}
 CTEST_JOBS=${CTEST_JOBS:-2}
+# The sanitizers' and libFuzzer's runtimes (Debian 12 ships them apart from clang).
+scripts/apt-install-missing.sh test-asan clang libclang-rt-14-dev
 # The integration tests of the run: together they cover what the unit and cluster tests do not
 # (FUSE mounts and their holder, the CLI, master and worker processes, TLS, writes through a mount
 # and to the store, hosts in network namespaces, metrics). The others (cluster_test, write_test,
