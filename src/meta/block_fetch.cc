@@ -57,12 +57,15 @@ Result<BlockRef> BlockRunFetch::Get(const BlockRequest& request) {
   {
     MutexLock lock(&mu_);
     while (!sealed_) sealed_cv_.Wait(&mu_);
-    if (!fetched_) FetchAll();  // the others wait on mu_ meanwhile
     for (size_t i = 0; i < members_.size(); ++i) {
-      if (members_[i].key == request.key) return results_[i];
+      if (members_[i].key != request.key) continue;
+      if (!fetched_) FetchAll();  // the others wait on mu_ meanwhile
+      return results_[i];
     }
   }
-  return FetchBlock(*store_, request);  // not a member: fetch it alone
+  // Not a member: a block the run left out because a lower tier held it, which that tier has
+  // lost since (evicted, freed). Fetched alone; the run (perhaps empty) is not fetched for it.
+  return FetchBlock(*store_, request);
 }
 
 void BlockRunFetch::FetchAll() {

@@ -30,11 +30,12 @@ class BlockRunFetch {
   void Seal();
   bool empty() const;
 
-  // The member's block: fetched with all the others on the first call.
+  // The member's block: fetched with all the others on the first call. Another block (its
+  // source was bound to the run, but it was left out) is fetched alone. Waits for Seal().
   Result<BlockRef> Get(const BlockRequest& request);
 
  private:
-  void FetchAll() REQUIRES(mu_);  // REQUIRES: sealed_
+  void FetchAll() REQUIRES(mu_);  // REQUIRES: sealed_, members_ not empty
 
   ObjectStore* const store_;
   mutable Mutex mu_;
