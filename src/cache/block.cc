@@ -2,12 +2,15 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <unordered_map>
 #include <vector>
 
+#include "common/idle_trim.h"
 #include "common/mutex.h"
 
 namespace lakecache {
@@ -39,14 +42,18 @@ char* MapPages(size_t size) {
   return aligned;
 }
 
-// Freed mappings by length, for reuse: bounded, so a burst of frees does not keep memory forever.
+// Freed mappings by length, for reuse: bounded, so a burst of frees does not keep memory forever,
+// and unmapped once unused for kPoolIdle (an idle trim), so a daemon between bursts gives back what
+// the last one left.
+constexpr auto kPoolIdle = std::chrono::seconds(30);
+
 class MappingPool {
  public:
   char* Take(size_t length) {
     MutexLock lock(&mu_);
     auto it = free_.find(length);
     if (it == free_.end() || it->second.empty()) return nullptr;
-    char* p = it->second.back();
+    char* p = it->second.back().first;
     it->second.pop_back();
     bytes_ -= length;
     return p;
@@ -55,19 +62,46 @@ class MappingPool {
   bool Give(char* p, size_t length) {
     MutexLock lock(&mu_);
     if (bytes_ + length > kPoolBytes) return false;
-    free_[length].push_back(p);
+    free_[length].emplace_back(p, std::chrono::steady_clock::now());
     bytes_ += length;
     return true;
   }
+  // Unmaps the mappings given back `idle` ago or earlier.
+  void Trim(std::chrono::steady_clock::duration idle) {
+    auto cutoff = std::chrono::steady_clock::now() - idle;
+    std::vector<std::pair<char*, size_t>> old;  // unmapped outside the lock
+    {
+      MutexLock lock(&mu_);
+      for (auto slot = free_.begin(); slot != free_.end();) {
+        auto& entries = slot->second;
+        // Oldest first: Take and Give work at the back.
+        auto fresh = std::find_if(entries.begin(), entries.end(),
+                                  [&](const auto& e) { return e.second > cutoff; });
+        for (auto it = entries.begin(); it != fresh; ++it) old.emplace_back(it->first, slot->first);
+        entries.erase(entries.begin(), fresh);
+        // A length seen once (the last block of a file) leaves no empty slot behind.
+        slot = entries.empty() ? free_.erase(slot) : std::next(slot);
+      }
+      for (const auto& [p, length] : old) bytes_ -= length;
+    }
+    for (const auto& [p, length] : old) ::munmap(p, length);
+  }
+  size_t bytes() {
+    MutexLock lock(&mu_);
+    return bytes_;
+  }
 
  private:
+  using Entry = std::pair<char*, std::chrono::steady_clock::time_point>;  // given back then
   Mutex mu_;
-  std::unordered_map<size_t, std::vector<char*>> free_ GUARDED_BY(mu_);
+  std::unordered_map<size_t, std::vector<Entry>> free_ GUARDED_BY(mu_);
   size_t bytes_ GUARDED_BY(mu_) = 0;
 };
 
 MappingPool& Pool() {
   static auto* pool = new MappingPool();  // never destroyed: blocks may outlive static teardown
+  static auto* trim = new IdleTrim([] { pool->Trim(kPoolIdle); });
+  (void)trim;
   return *pool;
 }
 
@@ -91,6 +125,10 @@ std::shared_ptr<Block> Block::AllocatePages(size_t size) {
   if (p == nullptr) throw std::bad_alloc();
   return std::shared_ptr<Block>(new Block(p, size, false));
 }
+
+size_t Block::PooledBytes() { return Pool().bytes(); }
+
+void Block::TrimPool(std::chrono::steady_clock::duration idle) { Pool().Trim(idle); }
 
 std::shared_ptr<Block> Block::View(char* data, size_t size, std::function<void()> release, int fd,
                                    uint64_t fd_offset) {

@@ -9,9 +9,11 @@
 // start on a 2 MiB boundary and ask for transparent huge pages, so filling a fresh 4 MiB block
 // takes 2 page faults instead of 1,024. A freed mapping goes to a small pool (at most 64 MiB) that
 // the next block of the same size reuses: a steady stream of blocks through a cache that evicts
-// (a cluster client, a full memory tier) then costs no page faults and no zeroing at all.
+// (a cluster client, a full memory tier) then costs no page faults and no zeroing at all. A mapping
+// unused there for 30 s is unmapped.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -34,6 +36,10 @@ class Block {
                                      int fd = -1, uint64_t fd_offset = 0);
   ~Block();
   Block(const Block&) = delete;
+  // The freed mappings the pool holds, and unmapping those given back `idle` ago or earlier (an
+  // idle trim does, for 30 s: common/idle_trim.h).
+  static size_t PooledBytes();
+  static void TrimPool(std::chrono::steady_clock::duration idle);
   Block& operator=(const Block&) = delete;
 
   const char* data() const { return data_; }

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/mount_options.h"
+#include "common/idle_trim.h"
 #include "common/logging.h"
 
 namespace lakecache::cli {
@@ -118,7 +119,9 @@ void AddExposureFlags(CLI::App* cmd, bool& insecure, std::string& advertise,
 // of which malloc_trim gave back 204 MB). So a thread hands the free pages of every arena back to
 // the kernel once every 30 s: the next minute's buffers fault a few pages in again, and the RSS
 // stays at what is in use. (A background mount's holder, forked without exec, has no such
-// thread: it allocates little; the servers it starts are new processes.)
+// thread: it allocates little; the servers it starts are new processes.) The same thread first
+// runs the idle trims (common/idle_trim.h): block mappings pooled for 30 s and S3 connections idle
+// for a minute go back.
 //
 // malloc_trim never shrinks the free top of a thread's arena: glibc does that only on a free, once
 // the top passes M_TRIM_THRESHOLD. So each arena may keep up to that threshold resident after its
@@ -138,6 +141,7 @@ void TuneAllocator() {
   std::thread([] {
     for (;;) {
       std::this_thread::sleep_for(std::chrono::seconds(30));
+      RunIdleTrims();  // pooled block mappings and S3 connections unused for a while go first
       ::malloc_trim(0);
     }
   }).detach();

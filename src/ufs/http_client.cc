@@ -107,7 +107,12 @@ struct HttpClient::Handle {
   }
 };
 
-HttpClient::HttpClient(HttpClientOptions options) : options_(std::move(options)) {
+// A connection unused this long is closed: the store's side may have dropped it anyway, and an
+// idle daemon should not hold sockets (and their buffers) of its last burst.
+constexpr auto kMaxIdle = std::chrono::seconds(60);
+
+HttpClient::HttpClient(HttpClientOptions options)
+    : options_(std::move(options)), idle_trim_([this] { CloseIdle(kMaxIdle); }) {
   std::call_once(g_curl_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
@@ -129,16 +134,27 @@ std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() {
 }
 
 void HttpClient::Release(std::unique_ptr<Handle> handle) {
-  constexpr auto kMaxIdle = std::chrono::seconds(60);
+  handle->idle_since = std::chrono::steady_clock::now();
+  {
+    MutexLock lock(&mu_);
+    idle_.push_back(std::move(handle));
+  }
+  CloseIdle(kMaxIdle);
+}
+
+void HttpClient::CloseIdle(std::chrono::steady_clock::duration max_idle) {
   auto now = std::chrono::steady_clock::now();
-  handle->idle_since = now;
-  std::vector<std::unique_ptr<Handle>> stale;  // closed outside the lock
+  std::vector<std::unique_ptr<Handle>> stale;  // closed outside the lock (destroyed after it)
   MutexLock lock(&mu_);
   auto fresh = std::find_if(idle_.begin(), idle_.end(),
-                            [&](const auto& h) { return now - h->idle_since < kMaxIdle; });
+                            [&](const auto& h) { return now - h->idle_since < max_idle; });
   std::move(idle_.begin(), fresh, std::back_inserter(stale));
   idle_.erase(idle_.begin(), fresh);
-  idle_.push_back(std::move(handle));
+}
+
+size_t HttpClient::idle_connections() const {
+  MutexLock lock(&mu_);
+  return idle_.size();
 }
 
 Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOptions& options) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/idle_trim.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "common/units.h"
@@ -68,14 +69,19 @@ class HttpClient {
 
   Result<HttpResponse> Execute(const HttpRequest& request, const IoOptions& options);
 
+  // Closes the connections idle for `max_idle` or longer (an idle trim does, for a minute).
+  void CloseIdle(std::chrono::steady_clock::duration max_idle) EXCLUDES(mu_);
+  size_t idle_connections() const EXCLUDES(mu_);
+
  private:
   struct Handle;
   std::unique_ptr<Handle> Acquire();
   void Release(std::unique_ptr<Handle> handle);
 
   const HttpClientOptions options_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Handle>> idle_ GUARDED_BY(mu_);  // the last used last
+  IdleTrim idle_trim_;  // last: unregistered before the rest goes
 };
 
 }  // namespace lakecache
