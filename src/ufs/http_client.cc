@@ -134,21 +134,27 @@ std::unique_ptr<HttpClient::Handle> HttpClient::Acquire() {
 }
 
 void HttpClient::Release(std::unique_ptr<Handle> handle) {
-  handle->idle_since = std::chrono::steady_clock::now();
-  {
-    MutexLock lock(&mu_);
-    idle_.push_back(std::move(handle));
-  }
-  CloseIdle(kMaxIdle);
+  auto now = std::chrono::steady_clock::now();
+  handle->idle_since = now;
+  std::vector<std::unique_ptr<Handle>> stale;  // closed outside the lock (destroyed after it)
+  MutexLock lock(&mu_);
+  TakeStaleLocked(now, kMaxIdle, &stale);
+  idle_.push_back(std::move(handle));
 }
 
 void HttpClient::CloseIdle(std::chrono::steady_clock::duration max_idle) {
-  auto now = std::chrono::steady_clock::now();
   std::vector<std::unique_ptr<Handle>> stale;  // closed outside the lock (destroyed after it)
   MutexLock lock(&mu_);
+  TakeStaleLocked(std::chrono::steady_clock::now(), max_idle, &stale);
+}
+
+void HttpClient::TakeStaleLocked(std::chrono::steady_clock::time_point now,
+                                 std::chrono::steady_clock::duration max_idle,
+                                 std::vector<std::unique_ptr<Handle>>* stale) {
+  // Oldest first: handles are taken from and given back at the end.
   auto fresh = std::find_if(idle_.begin(), idle_.end(),
                             [&](const auto& h) { return now - h->idle_since < max_idle; });
-  std::move(idle_.begin(), fresh, std::back_inserter(stale));
+  std::move(idle_.begin(), fresh, std::back_inserter(*stale));
   idle_.erase(idle_.begin(), fresh);
 }
 

@@ -76,7 +76,12 @@ class HttpClient {
  private:
   struct Handle;
   std::unique_ptr<Handle> Acquire();
-  void Release(std::unique_ptr<Handle> handle);
+  void Release(std::unique_ptr<Handle> handle) EXCLUDES(mu_);
+  // Moves the handles idle for `max_idle` or longer at `now` into *stale (closed by the caller,
+  // after it lets go of the lock).
+  void TakeStaleLocked(std::chrono::steady_clock::time_point now,
+                       std::chrono::steady_clock::duration max_idle,
+                       std::vector<std::unique_ptr<Handle>>* stale) REQUIRES(mu_);
 
   const HttpClientOptions options_;
   mutable Mutex mu_;
