@@ -16,6 +16,8 @@
 #include "master/cluster_admin.h"
 #include "master/status_board.h"
 #include "master/worker_registry.h"
+#include "membership/etcd_membership.h"
+#include "membership/leader_election.h"
 #include "meta/namespace_table.h"
 #include "rpc/advertise.h"
 #include "rpc/auth.h"
@@ -56,6 +58,9 @@ class MasterServer::Service final : public rpc::MasterService::Service {
         credentials_dir_(std::move(credentials_dir)),
         insecure_(insecure) {}
 
+  // With etcd: registrations and heartbeats go there (registry_ follows it); set before serving.
+  void set_membership(EtcdMembership* membership) { membership_ = membership; }
+
   void set_address(const std::string& address) EXCLUDES(address_mu_) {
     MutexLock lock(&address_mu_);
     address_ = address;
@@ -70,7 +75,13 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (worker.id().empty() || worker.address().empty()) {
       return InvalidArgument("Register: the worker needs an id and an address");
     }
-    resp->set_epoch(registry_.Register(worker));
+    if (membership_ != nullptr) {
+      Result<uint64_t> epoch = membership_->Register(worker);
+      if (!epoch.ok()) return rpc::ToGrpcStatus(epoch.status());
+      resp->set_epoch(*epoch);
+    } else {
+      resp->set_epoch(registry_.Register(worker));
+    }
     resp->set_heartbeat_interval_ms(static_cast<uint32_t>(registry_.heartbeat_interval().count()));
     if (authorizer_ != nullptr) authorizer_->FillDigests(resp->mutable_tokens());
     return grpc::Status::OK;
@@ -82,7 +93,14 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (grpc::Status denied = CheckWorker(ctx, "MasterService/Heartbeat", &worker); !denied.ok()) {
       return denied;
     }
-    std::optional<uint64_t> epoch = registry_.Heartbeat(worker);
+    std::optional<uint64_t> epoch;
+    if (membership_ != nullptr) {
+      Result<std::optional<uint64_t>> beat = membership_->Heartbeat(worker);
+      if (!beat.ok()) return rpc::ToGrpcStatus(beat.status());
+      epoch = *beat;
+    } else {
+      epoch = registry_.Heartbeat(worker);
+    }
     resp->set_registered(epoch.has_value());
     resp->set_epoch(epoch ? *epoch : registry_.View().epoch());
     if (authorizer_ != nullptr) authorizer_->FillDigests(resp->mutable_tokens());
@@ -286,6 +304,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
+  EtcdMembership* membership_ = nullptr;
   ClientTable& clients_;
   const ClusterConfig& cluster_;
   const rpc::Authorizer* authorizer_;
@@ -329,6 +348,21 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
     tls = rpc::ServerTls(dir + "/tls.key", dir + "/tls.crt", dir + "/ca.crt",
                          /*verify_clients=*/true);
   }
+  if (!options.etcd.endpoints.empty()) {
+    EtcdOptions etcd = options.etcd;
+    // Calls within a quarter of the election's lease, so a dead member costs no lease.
+    etcd.timeout =
+        std::min(etcd.timeout,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(options.election_ttl) / 4);
+    LC_ASSIGN_OR_RETURN(master->etcd_, EtcdClient::Connect(std::move(etcd)));
+    auto ttl = std::chrono::ceil<std::chrono::seconds>(config.cluster.heartbeat_timeout);
+    WorkerRegistry* registry = master->registry_.get();
+    LC_ASSIGN_OR_RETURN(
+        master->membership_,
+        EtcdMembership::Start(master->etcd_, options.etcd_prefix + "workers/", ttl,
+                              [registry](const std::vector<rpc::WorkerInfo>& workers,
+                                         uint64_t epoch) { registry->Replace(workers, epoch); }));
+  }
   master->config_ = config;
   // A mount reports with every view fetch (each heartbeat interval): gone after 5 missed ones.
   master->clients_ = std::make_unique<ClientTable>(std::max<std::chrono::milliseconds>(
@@ -337,6 +371,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->service_ = std::make_unique<Service>(
       *master->namespaces_, *master->registry_, *master->clients_, master->config_.cluster,
       master->authorizer_.get(), options.credentials, options.insecure);
+  master->service_->set_membership(master->membership_.get());  // before it serves
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
                                                           master->credentials_);
   master->admin_ =
@@ -348,6 +383,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->server_ = std::move(started.server);
   master->address_ = rpc::AdvertisedAddress(options.advertise, started.address, started.address);
   master->service_->set_address(master->address_);
+  if (master->etcd_ != nullptr) {
+    master->election_ = std::make_unique<LeaderElection>(
+        master->etcd_, options.etcd_prefix + "leader", master->address_, options.election_ttl);
+  }
   MasterServer* m = master.get();
   if (options.metrics != nullptr) {
     StatusBoardOptions board;
@@ -386,10 +425,24 @@ void MasterServer::SweepWorkers(std::stop_token stop, Duration interval) {
   }
 }
 
+bool MasterServer::leading() const { return election_ == nullptr || election_->leading(); }
+
+std::string MasterServer::leader() const {
+  return election_ == nullptr ? address_ : election_->leader();
+}
+
 rpc::HealthState MasterServer::Health() {
   rpc::ClusterView view = registry_->View();
+  std::string role;
+  if (election_ != nullptr) {
+    std::string leader = election_->leader();
+    role = election_->leading() ? ", the leader"
+                                : ", following " + (leader.empty() ? "no known leader" : leader);
+    if (membership_->stale()) role += "; etcd out of reach, the last view kept";
+  }
   return {true, "master " + address_ + " serving " + std::to_string(config_.namespaces.size()) +
-                    " namespace(s), " + std::to_string(view.workers_size()) + " live worker(s)"};
+                    " namespace(s), " + std::to_string(view.workers_size()) + " live worker(s)" +
+                    role};
 }
 
 std::map<std::string, rpc::HttpPage> MasterServer::StatusPages() {
@@ -405,6 +458,7 @@ void MasterServer::Shutdown() {
       sweeper_.request_stop();
       sweeper_.join();
     }
+    if (election_ != nullptr) election_->Stop();  // resigns: another master leads at once
     if (server_ == nullptr) return;
     server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server_->Wait();

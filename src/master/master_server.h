@@ -19,6 +19,7 @@
 #include "common/config.h"
 #include "common/metrics.h"
 #include "common/result.h"
+#include "membership/etcd_client.h"
 #include "rpc/health.h"
 #include "rpc/http_endpoint.h"
 #include "ufs/store_factory.h"
@@ -35,6 +36,8 @@ class ClientTable;
 class ClusterAdmin;
 class AdminServiceImpl;
 class StatusBoard;
+class EtcdMembership;
+class LeaderElection;
 namespace rpc {
 class Authorizer;
 class ClusterCredentials;
@@ -57,6 +60,11 @@ struct MasterOptions {
   // gRPC calls) are recorded there, and a StatusBoard samples the workers for the status page.
   // Must outlive the master.
   metrics::Registry* metrics = nullptr;
+  // etcd (--etcd): the workers' membership is kept there, shared by every master, and the masters
+  // elect a leader. No endpoints: this master alone keeps the membership (the embedded default).
+  EtcdOptions etcd;
+  std::string etcd_prefix = "/lakecache/default/";  // every key of the cluster starts so
+  std::chrono::seconds election_ttl{10};            // the leader's lease
   std::string version;                              // shown on the status page
   std::chrono::milliseconds status_interval{2000};  // how often the status page samples workers
 };
@@ -77,6 +85,11 @@ class MasterServer {
   // The status page's paths (StatusBoard::Pages); none without MasterOptions::metrics.
   std::map<std::string, rpc::HttpPage> StatusPages();
 
+  // With etcd: whether this master leads, and the leader's address (empty while unknown).
+  // Without: it leads, alone.
+  bool leading() const;
+  std::string leader() const;
+
   // Serving, with its namespaces and live workers in words, for the health check.
   rpc::HealthState Health();
 
@@ -93,8 +106,11 @@ class MasterServer {
   // Destroyed bottom-up: the server stops before the service and what it serves go.
   Config config_;
   std::unique_ptr<NamespaceTable> namespaces_;
+  std::shared_ptr<EtcdClient> etcd_;  // with --etcd
   std::unique_ptr<WorkerRegistry> registry_;
-  std::unique_ptr<ClientTable> clients_;  // the cluster mounts' reports
+  std::unique_ptr<EtcdMembership> membership_;  // with --etcd: feeds registry_
+  std::unique_ptr<LeaderElection> election_;    // with --etcd
+  std::unique_ptr<ClientTable> clients_;        // the cluster mounts' reports
   std::shared_ptr<const rpc::Authorizer> authorizer_;
   std::shared_ptr<const rpc::ClusterCredentials> credentials_;
   std::unique_ptr<Service> service_;

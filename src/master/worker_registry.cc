@@ -76,7 +76,16 @@ void WorkerRegistry::Expire() {
   ExpireLocked(now_());
 }
 
+void WorkerRegistry::Replace(const std::vector<rpc::WorkerInfo>& workers, uint64_t epoch) {
+  MutexLock lock(&mu_);
+  external_ = true;
+  workers_.clear();
+  for (const auto& w : workers) workers_[w.id()].info = w;
+  epoch_ = epoch;
+}
+
 void WorkerRegistry::ExpireLocked(Clock::time_point now) {
+  if (external_) return;  // the store's leases decide
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (now - it->second.last_seen <= timeout_) {
       ++it;

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/mutex.h"
 #include "common/units.h"
@@ -43,6 +44,10 @@ class WorkerRegistry {
   // The live workers sorted by id, the epoch and the heartbeat settings.
   rpc::ClusterView View();
 
+  // Membership kept elsewhere (etcd, membership/etcd_membership.h): from now on the set of workers
+  // and the epoch are what Replace gives; nothing expires here and Register/Heartbeat are not used.
+  void Replace(const std::vector<rpc::WorkerInfo>& workers, uint64_t epoch);
+
   // Drops (and logs) the workers silent for longer than the timeout, as every call does first; the
   // master also calls it on a timer, so a worker's departure shows in its log when it happens, not
   // at the next call.
@@ -70,6 +75,7 @@ class WorkerRegistry {
   Mutex mu_;
   std::map<std::string, Entry> workers_ GUARDED_BY(mu_);  // by id, so views come out sorted
   uint64_t epoch_ GUARDED_BY(mu_);
+  bool external_ GUARDED_BY(mu_) = false;  // set by Replace
 };
 
 }  // namespace lakecache

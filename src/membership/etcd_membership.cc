@@ -25,8 +25,10 @@ bool PlacementChanged(const rpc::WorkerInfo& a, const rpc::WorkerInfo& b) {
 
 Result<std::unique_ptr<EtcdMembership>> EtcdMembership::Start(std::shared_ptr<EtcdClient> etcd,
                                                               std::string prefix,
-                                                              std::chrono::seconds ttl) {
-  std::unique_ptr<EtcdMembership> m(new EtcdMembership(std::move(etcd), std::move(prefix), ttl));
+                                                              std::chrono::seconds ttl,
+                                                              ChangeFn on_change) {
+  std::unique_ptr<EtcdMembership> m(
+      new EtcdMembership(std::move(etcd), std::move(prefix), ttl, std::move(on_change)));
   auto listed = m->etcd_->GetPrefix(m->prefix_);
   if (!listed.ok()) return listed.status();
   {
@@ -34,10 +36,14 @@ Result<std::unique_ptr<EtcdMembership>> EtcdMembership::Start(std::shared_ptr<Et
     for (const auto& kv : listed->kvs) m->Upsert(kv);
     m->epoch_ = static_cast<uint64_t>(listed->revision);
   }
+  m->Notify();
   EtcdMembership* self = m.get();
   m->watch_ = std::make_unique<EtcdWatch>(
       m->etcd_, m->prefix_, listed->revision,
-      [self](const EtcdWatchUpdate& update) { self->Apply(update); },
+      [self](const EtcdWatchUpdate& update) {
+        self->Apply(update);
+        self->Notify();
+      },
       [self](bool connected, const Status&) {
         MutexLock lock(&self->mu_);
         self->stale_ = !connected;
@@ -46,6 +52,14 @@ Result<std::unique_ptr<EtcdMembership>> EtcdMembership::Start(std::shared_ptr<Et
 }
 
 EtcdMembership::~EtcdMembership() { watch_.reset(); }
+
+void EtcdMembership::Notify() {
+  if (!on_change_) return;
+  MutexLock order(&notify_mu_);
+  uint64_t epoch = 0;
+  std::vector<rpc::WorkerInfo> workers = Workers(&epoch);
+  on_change_(workers, epoch);
+}
 
 void EtcdMembership::Upsert(const EtcdKeyValue& kv) {
   rpc::WorkerInfo info;
@@ -116,6 +130,7 @@ Result<uint64_t> EtcdMembership::Register(const rpc::WorkerInfo& worker) {
     (void)etcd_->Revoke(lease->id);
     return epoch.status();
   }
+  Notify();
   if (old_lease != 0) (void)etcd_->Revoke(old_lease);  // its key is ours now, under the new one
   for (const auto& id : reused) {
     spdlog::info("worker {} left the cluster: worker {} now serves on {}", id, worker.id(),
@@ -154,6 +169,7 @@ Result<std::optional<uint64_t>> EtcdMembership::Heartbeat(const rpc::WorkerInfo&
   if (write) {
     auto epoch = Write(merged, lease);
     if (!epoch.ok()) return epoch.status();
+    Notify();
     return std::optional<uint64_t>(*epoch);
   }
   MutexLock lock(&mu_);

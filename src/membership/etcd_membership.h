@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,10 +31,14 @@ namespace lakecache {
 
 class EtcdMembership {
  public:
+  // Called with the whole view whenever it changes (on the watch's thread or a caller's; never
+  // under the membership's lock, never two at once).
+  using ChangeFn = std::function<void(const std::vector<rpc::WorkerInfo>& workers, uint64_t epoch)>;
   // Lists the workers under `prefix` and starts watching it. `ttl`: the workers' leases.
+  // `on_change` is called once with the listing before Start returns.
   static Result<std::unique_ptr<EtcdMembership>> Start(std::shared_ptr<EtcdClient> etcd,
-                                                       std::string prefix,
-                                                       std::chrono::seconds ttl);
+                                                       std::string prefix, std::chrono::seconds ttl,
+                                                       ChangeFn on_change = nullptr);
   ~EtcdMembership();
   EtcdMembership(const EtcdMembership&) = delete;
   EtcdMembership& operator=(const EtcdMembership&) = delete;
@@ -56,8 +61,14 @@ class EtcdMembership {
     int64_t lease = 0;
     std::chrono::steady_clock::time_point written{};  // by this master; for used bytes' pace
   };
-  EtcdMembership(std::shared_ptr<EtcdClient> etcd, std::string prefix, std::chrono::seconds ttl)
-      : etcd_(std::move(etcd)), prefix_(std::move(prefix)), ttl_(ttl) {}
+  EtcdMembership(std::shared_ptr<EtcdClient> etcd, std::string prefix, std::chrono::seconds ttl,
+                 ChangeFn on_change)
+      : etcd_(std::move(etcd)),
+        prefix_(std::move(prefix)),
+        ttl_(ttl),
+        on_change_(std::move(on_change)) {}
+  // Hands the current view to on_change_.
+  void Notify() EXCLUDES(mu_, notify_mu_);
   void Apply(const EtcdWatchUpdate& update) EXCLUDES(mu_);
   // Sets a key's entry from etcd's value (a key that does not parse is logged and skipped).
   void Upsert(const EtcdKeyValue& kv) REQUIRES(mu_);
@@ -66,6 +77,8 @@ class EtcdMembership {
   const std::shared_ptr<EtcdClient> etcd_;
   const std::string prefix_;
   const std::chrono::seconds ttl_;
+  const ChangeFn on_change_;
+  Mutex notify_mu_;  // one Notify at a time, in order; taken before mu_
   mutable Mutex mu_;
   std::map<std::string, Entry> workers_ GUARDED_BY(mu_);  // by id
   uint64_t epoch_ GUARDED_BY(mu_) = 0;
