@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   libcli11-dev nlohmann-json3-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfuse3-dev fuse3 systemd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  golang-etcd-server-dev etcd-server etcd-client
   swift swift-proxy swift-account swift-container swift-object python3-swift
   fio python3-torch python3-crcmod python3-pil faketime
   prometheus-cpp-dev libcpp-httplib-dev python3-prometheus-client chromium

@@ -69,6 +69,17 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   options.metrics = registry.get();
   options.store.metrics = registry.get();
   options.version = kVersionNumber;
+  if (!req.etcd.empty()) {
+    Result<std::vector<std::string>> endpoints = ParseEtcdEndpoints("--etcd", req.etcd);
+    if (!endpoints.ok()) return ReportError(endpoints.status());
+    options.etcd.endpoints = std::move(*endpoints);
+    if (req.etcd_prefix.empty() || req.etcd_prefix.front() != '/' ||
+        req.etcd_prefix.back() != '/') {
+      return ReportError(Status::InvalidArgument("--etcd-prefix: '" + req.etcd_prefix +
+                                                 "' must start and end with '/'"));
+    }
+    options.etcd_prefix = req.etcd_prefix;
+  }
   // How often the status page samples the workers (tests sample faster); default 2 s.
   if (const char* ms = std::getenv("LAKECACHE_STATUS_INTERVAL_MS"); ms != nullptr) {
     options.status_interval = std::chrono::milliseconds(std::max(100, std::atoi(ms)));

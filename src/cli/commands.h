@@ -41,6 +41,8 @@ struct MasterRequest {
   std::string advertise;       // --advertise HOST:PORT; empty: POD_IP and the bound port, or bound
   std::string health_socket;   // --health-socket PATH: the local health check; empty: none
   std::string metrics_listen;  // --metrics-listen HOST:PORT: /metrics and the status page
+  std::string etcd;            // --etcd URL[,URL...]: membership and election there; empty: none
+  std::string etcd_prefix = "/lakecache/default/";  // --etcd-prefix: the cluster's keys
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);

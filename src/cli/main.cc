@@ -250,6 +250,13 @@ int Main(int argc, char** argv) {
   AddExposureFlags(master, master_req.insecure, master_req.advertise, "master");
   AddHealthSocketFlag(master, master_req.health_socket);
   AddMetricsFlag(master, master_req.metrics_listen, " and the status page (/)");
+  master->add_option("--etcd", master_req.etcd,
+                     "etcd's members (HOST:PORT or http(s)://HOST:PORT, comma-separated): the "
+                     "workers' membership is kept there and the masters elect a leader, so "
+                     "several masters serve one cluster; without it this master is alone");
+  master->add_option("--etcd-prefix", master_req.etcd_prefix,
+                     "where the cluster's keys live in etcd (default /lakecache/default/; one "
+                     "prefix per cluster sharing an etcd)");
 
   WorkerRequest worker_req;
   CLI::App* worker = app.add_subcommand(
