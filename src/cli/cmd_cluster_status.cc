@@ -121,7 +121,10 @@ void PrintJson(const rpc::ClusterView& view, const std::vector<WorkerStatus>& wo
   Json workers_json = Json::array();
   for (const WorkerStatus& w : workers) workers_json.push_back(WorkerJson(w));
   Json out = {{"epoch", view.epoch()},
-              {"epoch_time", EpochTime(view.epoch())},
+              {"epoch_time", view.etcd() ? Json(nullptr) : Json(EpochTime(view.epoch()))},
+              {"etcd", view.etcd()},
+              {"leader", view.leader()},
+              {"stale", view.stale()},
               {"master", view.address()},
               {"insecure", view.insecure()},
               {"workers", std::move(workers_json)}};
@@ -172,10 +175,18 @@ void PrintInsecure(const rpc::ClusterView& view, const std::vector<WorkerStatus>
 }
 
 void PrintTable(const rpc::ClusterView& view, const std::vector<WorkerStatus>& workers) {
-  std::printf("epoch %s (%s; %llu), %s\n", EpochTime(view.epoch()).c_str(),
-              EpochAge(view.epoch()).c_str(), static_cast<unsigned long long>(view.epoch()),
-              Counted(workers.size(), "worker").c_str());
+  if (view.etcd()) {
+    std::printf("epoch %llu (etcd revision%s), %s\n", static_cast<unsigned long long>(view.epoch()),
+                view.stale() ? "; etcd out of reach, the last view seen" : "",
+                Counted(workers.size(), "worker").c_str());
+  } else {
+    std::printf("epoch %s (%s; %llu), %s\n", EpochTime(view.epoch()).c_str(),
+                EpochAge(view.epoch()).c_str(), static_cast<unsigned long long>(view.epoch()),
+                Counted(workers.size(), "worker").c_str());
+  }
   if (!view.address().empty()) std::printf("master %s\n", view.address().c_str());
+  if (view.etcd())
+    std::printf("leader %s\n", view.leader().empty() ? "(none known)" : view.leader().c_str());
   PrintInsecure(view, workers);
   if (workers.empty()) return;
   std::vector<std::vector<std::string>> rows = {

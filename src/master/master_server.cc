@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string_view>
 
@@ -60,6 +61,8 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   // With etcd: registrations and heartbeats go there (registry_ follows it); set before serving.
   void set_membership(EtcdMembership* membership) { membership_ = membership; }
+  // With etcd: who leads, for the views handed out; set before serving.
+  void set_leader(std::function<std::string()> leader) { leader_ = std::move(leader); }
 
   void set_address(const std::string& address) EXCLUDES(address_mu_) {
     MutexLock lock(&address_mu_);
@@ -159,6 +162,11 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (req->has_client()) clients_.Note(req->client());
     *resp = registry_.View();
     resp->set_insecure(insecure_);
+    if (membership_ != nullptr) {
+      resp->set_etcd(true);
+      resp->set_stale(membership_->stale());
+      if (leader_) resp->set_leader(leader_());
+    }
     MutexLock lock(&address_mu_);
     resp->set_address(address_);
     return grpc::Status::OK;
@@ -305,6 +313,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
   EtcdMembership* membership_ = nullptr;
+  std::function<std::string()> leader_;
   ClientTable& clients_;
   const ClusterConfig& cluster_;
   const rpc::Authorizer* authorizer_;
@@ -372,6 +381,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
       *master->namespaces_, *master->registry_, *master->clients_, master->config_.cluster,
       master->authorizer_.get(), options.credentials, options.insecure);
   master->service_->set_membership(master->membership_.get());  // before it serves
+  if (master->membership_ != nullptr) {
+    MasterServer* self = master.get();
+    master->service_->set_leader([self] { return self->leader(); });
+  }
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
                                                           master->credentials_);
   master->admin_ =
