@@ -27,6 +27,7 @@ grpc::Status AdminServiceImpl::Hello(grpc::ServerContext* context, const rpc::He
 grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::LoadRequest* request,
                                     grpc::ServerWriter<rpc::LoadProgress>* writer) {
   if (grpc::Status denied = Allow(context, "AdminService/Load"); !denied.ok()) return denied;
+  if (grpc::Status elsewhere = backend_->LeaderOnly(context); !elsewhere.ok()) return elsewhere;
   Result<Job> job = StartJob(request->ns(), request->path(), request->replicas());
   if (!job.ok()) return ToGrpcStatus(job.status());
   LoadOptions options;
@@ -58,6 +59,7 @@ grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext* context,
                                         const rpc::FreePathRequest* request,
                                         rpc::FreePathResponse* response) {
   if (grpc::Status denied = Allow(context, "AdminService/FreePath"); !denied.ok()) return denied;
+  if (grpc::Status elsewhere = backend_->LeaderOnly(context); !elsewhere.ok()) return elsewhere;
   Result<Job> job = StartJob(request->ns(), request->path(), 1);
   if (!job.ok()) return ToGrpcStatus(job.status());
   auto freed = lakecache::FreePath(*job->ns, request->path(), request->recursive(), *job->sink);

@@ -25,6 +25,9 @@ class AdminBackend {
   virtual Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) = 0;
   virtual Result<rpc::Report> GetReport() = 0;
   virtual rpc::HelloResponse Hello() = 0;
+  // OK where loads and frees may run here; else the status that says where they run (a master
+  // that follows the cluster's leader redirects to it: rpc/master_set.h).
+  virtual grpc::Status LeaderOnly(grpc::ServerContext*) { return grpc::Status::OK; }
 };
 
 class AdminServiceImpl final : public rpc::AdminService::Service {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "common/units.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/master_set.h"
 
 namespace lakecache::cli {
 namespace {
@@ -34,13 +36,9 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr int kExitInterrupted = 130;
 constexpr auto kCallTimeout = std::chrono::minutes(2);  // report, free, stat
 constexpr auto kPlainProgressEvery = std::chrono::seconds(2);
-
-// Exit code for a failed call: 2 for what the user asked wrong (a missing path, an unknown
-// namespace, a bad argument), 1 for everything else.
-int CallError(const grpc::Status& status, const AdminTarget& target) {
-  std::string peer = target.mount() ? "mount " + target.shown : "master " + target.shown;
-  return ReportError(rpc::FromGrpcStatus(status, peer));
-}
+// How long a command waits for a new leader when the cluster's masters are changing theirs: two
+// election leases of the default 10 s, and some.
+constexpr auto kLeaderChangeWait = std::chrono::seconds(25);
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
@@ -64,16 +62,62 @@ Result<AdminTarget> CacheTarget(const std::string& command, const std::string& p
   return target;
 }
 
-// A mount's control socket is plain (its peer's uid is the check); a cluster's master is called
-// over TLS as the admin role when the command has credentials.
-Result<std::unique_ptr<rpc::AdminService::Stub>> Connect(const AdminTarget& target,
-                                                         const AdminCommand& cmd,
-                                                         const std::string& command) {
-  if (target.mount()) return rpc::AdminService::NewStub(rpc::OpenChannel(target.address));
-  LC_ASSIGN_OR_RETURN(auto credentials,
-                      OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
-  return rpc::AdminService::NewStub(rpc::MasterChannel(target.address, credentials.get()));
-}
+// Where an admin command's calls go: a mount's control socket, plain (its peer's uid is the
+// check), or a cluster's masters over TLS as the admin role when the command has credentials,
+// following the leader (rpc/master_set.h).
+class AdminPeer {
+ public:
+  using Call = std::function<grpc::Status(rpc::AdminService::Stub&, grpc::ClientContext*)>;
+
+  static Result<AdminPeer> Open(const AdminTarget& target, const AdminCommand& cmd,
+                                const std::string& command) {
+    AdminPeer peer;
+    peer.target_ = target;
+    if (target.mount()) {
+      peer.masters_ = std::make_shared<rpc::MasterSet>(
+          std::vector<std::string>{target.address},
+          [](const std::string& address) { return rpc::OpenChannel(address); });
+      return peer;
+    }
+    LC_ASSIGN_OR_RETURN(std::vector<std::string> list,
+                        rpc::ParseMasterList("--master", target.address));
+    LC_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::ClusterCredentials> credentials,
+                        OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
+    peer.masters_ = std::make_shared<rpc::MasterSet>(
+        std::move(list), [credentials](const std::string& address) {
+          return rpc::MasterChannel(address, credentials.get());
+        });
+    return peer;
+  }
+
+  // One unary call: on the mount once; on the cluster's leader, following redirects and waiting
+  // out a change of leader.
+  Status Run(const Call& call, std::chrono::milliseconds timeout) {
+    if (target_.mount()) {
+      rpc::MasterSet::Master mount = masters_->Current();
+      grpc::ClientContext ctx;
+      rpc::SetTimeout(&ctx, timeout);
+      auto stub = rpc::AdminService::NewStub(mount.channel);
+      return rpc::FromGrpcStatus(call(*stub, &ctx), "mount " + target_.shown);
+    }
+    return masters_->Call(
+        [&](const rpc::MasterSet::Master& m, grpc::ClientContext* ctx) {
+          auto stub = rpc::AdminService::NewStub(m.channel);
+          return call(*stub, ctx);
+        },
+        timeout, std::chrono::system_clock::now() + timeout + kLeaderChangeWait);
+  }
+
+  rpc::MasterSet& masters() { return *masters_; }
+  // "mount /mnt/lake" or "master HOST:PORT": who gave `status`.
+  std::string Name(const std::string& address) const {
+    return target_.mount() ? "mount " + target_.shown : "master " + address;
+  }
+
+ private:
+  AdminTarget target_;
+  std::shared_ptr<rpc::MasterSet> masters_;
+};
 
 std::string TargetKind(const AdminTarget& target) { return target.mount() ? "mount" : "cluster"; }
 
@@ -386,31 +430,46 @@ int RunLoad(const LoadCommand& cmd) {
   InterruptWatcher interrupts;
   auto target = CacheTarget("load", cmd.path, cmd.master, /*need_namespace=*/true);
   if (!target.ok()) return ReportError(target.status());
-  auto connected = Connect(*target, cmd, "load");
-  if (!connected.ok()) return ReportError(connected.status());
-  auto stub = std::move(*connected);
+  auto peer = AdminPeer::Open(*target, cmd, "load");
+  if (!peer.ok()) return ReportError(peer.status());
   rpc::LoadRequest request;
   request.set_ns(target->ns);
   request.set_path(target->path);
   request.set_recursive(cmd.recursive);
   request.set_metadata_only(cmd.metadata_only);
   request.set_replicas(cmd.replicas);
-  grpc::ClientContext ctx;
-  interrupts.Watch(&ctx);
   ProgressPrinter printer(target->Display());
   if (::isatty(2) != 1) {
     std::fprintf(stderr, "lakecache: load %s: listing\n", target->Display().c_str());
   }
-  auto reader = stub->Load(&ctx, request);
   rpc::LoadProgress last;
   bool got_any = false;
-  for (rpc::LoadProgress p; reader->Read(&p);) {
-    printer.Update(p);
-    last = p;
-    got_any = true;
+  grpc::Status status;
+  std::string asked;  // the master (or mount) that ran the load
+  // The load runs on the cluster's leader: a follower's redirect, or a master that does not answer
+  // before the load starts, moves it to another; one that goes away mid-load ends it (rerun).
+  bool gave_up = false;  // every master asked, none ran the load: attempts says why
+  rpc::MasterSet::Attempts attempts(peer->masters(),
+                                    std::chrono::system_clock::now() + kLeaderChangeWait);
+  for (;;) {
+    rpc::MasterSet::Master master = peer->masters().Current();
+    asked = master.address;
+    grpc::ClientContext ctx;
+    interrupts.Watch(&ctx);
+    auto reader = rpc::AdminService::NewStub(master.channel)->Load(&ctx, request);
+    for (rpc::LoadProgress p; reader->Read(&p);) {
+      printer.Update(p);
+      last = p;
+      got_any = true;
+    }
+    status = reader->Finish();
+    interrupts.Unwatch();
+    if (status.ok() || got_any || interrupts.interrupted() || target->mount()) break;
+    if (!attempts.Again(master, status, ctx)) {
+      gave_up = true;
+      break;
+    }
   }
-  grpc::Status status = reader->Finish();
-  interrupts.Unwatch();
   printer.Finish();
   if (interrupts.interrupted()) {
     if (got_any) PrintLoadSummary(*target, cmd, last, /*complete=*/false);
@@ -418,7 +477,18 @@ int RunLoad(const LoadCommand& cmd) {
                  target->Display().c_str());
     return kExitInterrupted;
   }
-  if (!status.ok()) return CallError(status, *target);
+  if (!status.ok() && got_any && rpc::FromGrpcStatus(status, "").peer_failed()) {
+    std::fprintf(stderr,
+                 "lakecache: error: %s went away during the load of %s (%s). Loads run on the "
+                 "cluster's leading master and end with it: run `lakecache load` again (blocks "
+                 "already cached are skipped)\n",
+                 peer->Name(asked).c_str(), target->Display().c_str(),
+                 status.error_message().c_str());
+    return kExitFailure;
+  }
+  if (!status.ok()) {
+    return ReportError(gave_up ? attempts.Error() : rpc::FromGrpcStatus(status, peer->Name(asked)));
+  }
   if (!last.done()) {
     std::fprintf(stderr, "lakecache: error: the load of %s ended without a final report\n",
                  target->Display().c_str());
@@ -434,14 +504,15 @@ int RunReport(const AdminCommand& cmd) {
   if (target->kind == AdminTarget::Kind::kStore) {
     return UsageError("report " + cmd.path + ": an object-store URI has no cache");
   }
-  auto connected = Connect(*target, cmd, "report");
-  if (!connected.ok()) return ReportError(connected.status());
-  auto stub = std::move(*connected);
-  grpc::ClientContext ctx;
-  rpc::SetTimeout(&ctx, kCallTimeout);
+  auto peer = AdminPeer::Open(*target, cmd, "report");
+  if (!peer.ok()) return ReportError(peer.status());
   rpc::Report report;
-  grpc::Status status = stub->GetReport(&ctx, rpc::ReportRequest(), &report);
-  if (!status.ok()) return CallError(status, *target);
+  Status status = peer->Run(
+      [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.GetReport(ctx, rpc::ReportRequest(), &report);
+      },
+      kCallTimeout);
+  if (!status.ok()) return ReportError(status);
   ReportTotals totals(report);
   if (cmd.json) {
     PrintReportJson(*target, report, totals);
@@ -454,18 +525,19 @@ int RunReport(const AdminCommand& cmd) {
 int RunFree(const AdminCommand& cmd) {
   auto target = CacheTarget("free", cmd.path, cmd.master, /*need_namespace=*/true);
   if (!target.ok()) return ReportError(target.status());
-  auto connected = Connect(*target, cmd, "free");
-  if (!connected.ok()) return ReportError(connected.status());
-  auto stub = std::move(*connected);
+  auto peer = AdminPeer::Open(*target, cmd, "free");
+  if (!peer.ok()) return ReportError(peer.status());
   rpc::FreePathRequest request;
   request.set_ns(target->ns);
   request.set_path(target->path);
   request.set_recursive(cmd.recursive);
-  grpc::ClientContext ctx;
-  rpc::SetTimeout(&ctx, kCallTimeout);
   rpc::FreePathResponse response;
-  grpc::Status status = stub->FreePath(&ctx, request, &response);
-  if (!status.ok()) return CallError(status, *target);
+  Status status = peer->Run(
+      [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.FreePath(ctx, request, &response);
+      },
+      kCallTimeout);
+  if (!status.ok()) return ReportError(status);
   if (cmd.json) {
     json out{{"path", target->Display()},
              {"files", response.files()},
@@ -483,17 +555,18 @@ int RunFree(const AdminCommand& cmd) {
 int RunPathStat(const AdminCommand& cmd) {
   auto target = CacheTarget("stat", cmd.path, cmd.master, /*need_namespace=*/true);
   if (!target.ok()) return ReportError(target.status());
-  auto connected = Connect(*target, cmd, "stat");
-  if (!connected.ok()) return ReportError(connected.status());
-  auto stub = std::move(*connected);
+  auto peer = AdminPeer::Open(*target, cmd, "stat");
+  if (!peer.ok()) return ReportError(peer.status());
   rpc::StatPathRequest request;
   request.set_ns(target->ns);
   request.set_path(target->path);
-  grpc::ClientContext ctx;
-  rpc::SetTimeout(&ctx, kCallTimeout);
   rpc::StatPathResponse r;
-  grpc::Status status = stub->StatPath(&ctx, request, &r);
-  if (!status.ok()) return CallError(status, *target);
+  Status status = peer->Run(
+      [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.StatPath(ctx, request, &r);
+      },
+      kCallTimeout);
+  if (!status.ok()) return ReportError(status);
   const char* type = r.is_dir() ? "directory" : "file";
   if (cmd.json) {
     json out{{"path", target->Display()},        {"type", type},

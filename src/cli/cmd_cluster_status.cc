@@ -16,6 +16,7 @@
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/master_set.h"
 
 namespace lakecache::cli {
 namespace {
@@ -215,21 +216,26 @@ int RunClusterStatus(const ClusterStatusRequest& request) {
         "=HOST:PORT (the address `lakecache cluster up` prints on its last line, or the master's "
         "--listen)"));
   }
-  if (Status s = rpc::CheckListenAddress("--master", request.master); !s.ok()) {
-    return ReportError(s);
-  }
+  auto list = rpc::ParseMasterList("--master", request.master);
+  if (!list.ok()) return ReportError(list.status());
   auto credentials =
       OpenCredentials(request.credentials, rpc::Role::kAdmin, "lakecache cluster status");
   if (!credentials.ok()) return ReportError(credentials.status());
-  auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(request.master, credentials->get()));
-  grpc::ClientContext context;
-  rpc::SetTimeout(&context, kStatusCallTimeout);
+  // Every master serves the view: the first that answers does.
+  rpc::MasterSet masters(std::move(*list), [c = *credentials](const std::string& address) {
+    return rpc::MasterChannel(address, c.get());
+  });
   rpc::ClusterView view;
-  grpc::Status s = stub->GetClusterView(&context, rpc::ClusterViewRequest(), &view);
+  Status s = masters.Call(
+      [&](const rpc::MasterSet::Master& m, grpc::ClientContext* context) {
+        return rpc::MasterService::NewStub(m.channel)->GetClusterView(
+            context, rpc::ClusterViewRequest(), &view);
+      },
+      kStatusCallTimeout, std::chrono::system_clock::now() + 2 * kStatusCallTimeout);
   if (!s.ok()) {
     // Whatever the gRPC code, the master could not be asked: a failure (1), not a usage error.
-    std::fprintf(stderr, "lakecache: error: cluster status: no answer from the master at %s: %s\n",
-                 request.master.c_str(), s.error_message().c_str());
+    std::fprintf(stderr, "lakecache: error: cluster status: no answer from the %s: %s\n",
+                 masters.Describe().c_str(), s.message().c_str());
     return kExitFailure;
   }
   std::vector<WorkerStatus> workers = AskWorkers(view, credentials->get());

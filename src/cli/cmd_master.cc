@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
+#include <fstream>
 #include <future>
 #include <string>
 
@@ -29,6 +31,46 @@ void StopWithin(MasterServer& server, std::chrono::seconds limit) {
                limit.count());
   spdlog::default_logger()->flush();
   std::_Exit(kExitOk);
+}
+
+// The TLS files and the user of --etcd-*; the password is read from its file or the environment,
+// never taken from a flag (it would show in `ps`).
+Status EtcdTlsAndAuth(const MasterRequest& req, EtcdOptions* etcd) {
+  if (req.etcd_cert.empty() != req.etcd_key.empty()) {
+    return Status::InvalidArgument("--etcd-cert and --etcd-key go together");
+  }
+  etcd->ca_file = req.etcd_ca;
+  etcd->cert_file = req.etcd_cert;
+  etcd->key_file = req.etcd_key;
+  std::string password;
+  if (!req.etcd_password_file.empty()) {
+    std::ifstream in(req.etcd_password_file);
+    if (!in) {
+      return Status::InvalidArgument("--etcd-password-file " + req.etcd_password_file +
+                                     ": cannot read it (" + std::strerror(errno) + ")");
+    }
+    std::getline(in, password);
+    while (!password.empty() && (password.back() == '\r' || password.back() == ' ')) {
+      password.pop_back();
+    }
+    if (password.empty()) {
+      return Status::InvalidArgument("--etcd-password-file " + req.etcd_password_file +
+                                     ": the file is empty");
+    }
+  } else if (const char* env = std::getenv(kEtcdPasswordEnv); env != nullptr) {
+    password = env;
+  }
+  if (req.etcd_user.empty() && !password.empty() && !req.etcd_password_file.empty()) {
+    return Status::InvalidArgument("--etcd-password-file needs --etcd-user");
+  }
+  if (!req.etcd_user.empty() && password.empty()) {
+    return Status::InvalidArgument("--etcd-user " + req.etcd_user +
+                                   ": no password (give --etcd-password-file FILE or set " +
+                                   kEtcdPasswordEnv + ")");
+  }
+  etcd->user = req.etcd_user;
+  if (!req.etcd_user.empty()) etcd->password = Secret(std::move(password));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -79,6 +121,13 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
                                                  "' must start and end with '/'"));
     }
     options.etcd_prefix = req.etcd_prefix;
+    options.election_ttl = std::chrono::seconds(req.election_ttl);
+    Status tls = EtcdTlsAndAuth(req, &options.etcd);
+    if (!tls.ok()) return ReportError(tls);
+  } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
+             !req.etcd_user.empty() || !req.etcd_password_file.empty()) {
+    return ReportError(
+        Status::InvalidArgument("--etcd-ca, --etcd-cert, --etcd-key and --etcd-user need --etcd"));
   }
   // How often the status page samples the workers (tests sample faster); default 2 s.
   if (const char* ms = std::getenv("LAKECACHE_STATUS_INTERVAL_MS"); ms != nullptr) {

@@ -29,6 +29,7 @@ inline constexpr char kVersionNumber[] = "0.1.0";
 
 constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
+constexpr char kEtcdPasswordEnv[] = "LAKECACHE_ETCD_PASSWORD";  // --etcd-user's password
 constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
 // Stands in for --credentials DIR (the cluster's CA, certificates and role tokens: rpc/auth.h).
 constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
@@ -43,6 +44,10 @@ struct MasterRequest {
   std::string metrics_listen;  // --metrics-listen HOST:PORT: /metrics and the status page
   std::string etcd;            // --etcd URL[,URL...]: membership and election there; empty: none
   std::string etcd_prefix = "/lakecache/default/";  // --etcd-prefix: the cluster's keys
+  // TLS to etcd (--etcd-ca, --etcd-cert, --etcd-key) and its authentication (--etcd-user, the
+  // password from --etcd-password-file or LAKECACHE_ETCD_PASSWORD, never a flag's value).
+  std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
+  int election_ttl = 10;  // --election-ttl SECONDS: the leader's lease
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);

@@ -257,6 +257,23 @@ int Main(int argc, char** argv) {
   master->add_option("--etcd-prefix", master_req.etcd_prefix,
                      "where the cluster's keys live in etcd (default /lakecache/default/; one "
                      "prefix per cluster sharing an etcd)");
+  master->add_option("--etcd-ca", master_req.etcd_ca,
+                     "CA file that signed etcd's certificates (https:// endpoints; default: the "
+                     "system's)");
+  master->add_option("--etcd-cert", master_req.etcd_cert,
+                     "client certificate for etcd members that ask for one (with --etcd-key)");
+  master->add_option("--etcd-key", master_req.etcd_key, "the client certificate's key");
+  master->add_option("--etcd-user", master_req.etcd_user,
+                     "etcd user (etcd's authentication); the password comes from "
+                     "--etcd-password-file or " +
+                         std::string(kEtcdPasswordEnv));
+  master->add_option("--etcd-password-file", master_req.etcd_password_file,
+                     "file holding the etcd user's password (one line)");
+  master
+      ->add_option("--election-ttl", master_req.election_ttl,
+                   "seconds of the leader's lease in etcd: a dead leader is replaced within two")
+      ->check(CLI::Range(2, 600))
+      ->capture_default_str();
 
   WorkerRequest worker_req;
   CLI::App* worker = app.add_subcommand(

@@ -16,6 +16,7 @@
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/master_set.h"
 #include "rpc/node_socket.h"
 
 namespace lakecache {
@@ -51,7 +52,26 @@ const grpc::internal::RpcMethod& ReadBlockMethod() {
 }  // namespace
 
 struct ClusterClient::MasterStub {
-  std::unique_ptr<rpc::MasterService::Stub> stub;
+  std::unique_ptr<rpc::MasterSet> masters;
+  std::atomic<uint32_t> election_ttl_ms{0};  // from the last view: 0 without etcd
+
+  using Call = std::function<grpc::Status(rpc::MasterService::Stub&, grpc::ClientContext*)>;
+  // Runs `call` on the leading master, following redirects and failing over until `deadline`
+  // (max: one call's timeout, plus two election leases with several masters).
+  Status OnLeader(const Call& call, std::chrono::milliseconds rpc_timeout,
+                  Clock::time_point deadline) {
+    auto now = std::chrono::system_clock::now();
+    auto until = now + rpc_timeout + 2 * std::chrono::milliseconds(election_ttl_ms.load());
+    if (deadline != Clock::time_point::max()) {
+      until = now + std::chrono::duration_cast<std::chrono::system_clock::duration>(std::max<
+                        Clock::duration>(deadline - Clock::now(), Clock::duration::zero()));
+    }
+    return masters->Call(
+        [&](const rpc::MasterSet::Master& m, grpc::ClientContext* ctx) {
+          return call(*rpc::MasterService::NewStub(m.channel), ctx);
+        },
+        rpc_timeout, until);
+  }
 };
 
 // One incarnation of a worker (id, address, start time): its channel and this client's down mark,
@@ -131,16 +151,19 @@ ClusterClient::ClusterClient(std::string master, ClusterClientOptions options)
 
 Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string& master,
                                                               ClusterClientOptions options) {
-  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--master", master));
+  LC_ASSIGN_OR_RETURN(std::vector<std::string> masters, rpc::ParseMasterList("--master", master));
   std::shared_ptr<ClusterClient> client(new ClusterClient(master, options));
   if (options.credentials != nullptr) {
     LC_ASSIGN_OR_RETURN(client->bulk_tls_, rpc::TlsContext::Client(options.credentials->ca_path()));
   }
-  auto channel = rpc::MasterChannel(master, options.credentials.get());
-  client->stub_->stub = rpc::MasterService::NewStub(channel);
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + options.connect_timeout)) {
+  client->stub_->masters = std::make_unique<rpc::MasterSet>(
+      std::move(masters), [credentials = options.credentials](const std::string& address) {
+        return rpc::MasterChannel(address, credentials.get());
+      });
+  if (!client->stub_->masters->WaitForAny(std::chrono::system_clock::now() +
+                                          options.connect_timeout)) {
     return Status::Unavailable(
-        "cannot reach the master at " + master + " within " +
+        "cannot reach the " + client->stub_->masters->Describe() + " within " +
         FormatDuration(options.connect_timeout) +
         (options.credentials == nullptr
              ? " (is `lakecache master` running there? A master with credentials needs "
@@ -148,11 +171,13 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
              : " (is `lakecache master` running there, with credentials of the same CA as " +
                    options.credentials->dir() + "?)"));
   }
-  grpc::ClientContext ctx;
-  rpc::SetTimeout(&ctx, options.rpc_timeout);
   rpc::NamespacesResponse namespaces;
-  grpc::Status st = client->stub_->stub->GetNamespaces(&ctx, rpc::NamespacesRequest(), &namespaces);
-  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master);
+  LC_RETURN_IF_ERROR(client->stub_->masters->Call(
+      [&](const rpc::MasterSet::Master& m, grpc::ClientContext* ctx) {
+        return rpc::MasterService::NewStub(m.channel)->GetNamespaces(ctx, rpc::NamespacesRequest(),
+                                                                     &namespaces);
+      },
+      options.rpc_timeout, std::chrono::system_clock::now() + options.rpc_timeout));
   for (const rpc::NamespaceInfo& n : namespaces.namespaces()) {
     ClusterNamespace ns;
     ns.name = n.name();
@@ -200,16 +225,21 @@ rpc::HealthState ClusterClient::Health() const {
 
 Status ClusterClient::RefreshView() {
   MutexLock refreshing(&refresh_mu_);
-  grpc::ClientContext ctx;
-  rpc::SetTimeout(&ctx, options_.rpc_timeout);
   rpc::ClusterView got;
   rpc::ClusterViewRequest request;
   {
     MutexLock lock(&reporter_mu_);
     if (reporter_) reporter_(request.mutable_client());
   }
-  grpc::Status st = stub_->stub->GetClusterView(&ctx, request, &got);
-  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  LC_RETURN_IF_ERROR(stub_->masters->Call(
+      [&](const rpc::MasterSet::Master& m, grpc::ClientContext* ctx) {
+        return rpc::MasterService::NewStub(m.channel)->GetClusterView(ctx, request, &got);
+      },
+      options_.rpc_timeout, std::chrono::system_clock::now() + options_.rpc_timeout));
+  if (got.etcd()) {
+    stub_->masters->NoteLeader(got.leader());
+    stub_->election_ttl_ms = got.election_ttl_ms();
+  }
   last_view_ms_ = SteadyNowMs();
   std::shared_ptr<const View> view = BuildView(got, *CurrentView());
   last_got_ = std::make_unique<rpc::ClusterView>(std::move(got));
@@ -473,15 +503,16 @@ void ClusterClient::MarkDown(Peer& peer) {
 
 Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::string& dir,
                                               Clock::time_point deadline, bool revalidate) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
   rpc::ListDirRequest req;
   req.set_ns(ns);
   req.set_dir(dir);
   req.set_revalidate(revalidate);
   rpc::ListDirResponse resp;
-  grpc::Status st = stub_->stub->ListDir(&ctx, req, &resp);
-  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  LC_RETURN_IF_ERROR(stub_->OnLeader(
+      [&](rpc::MasterService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.ListDir(ctx, req, &resp);
+      },
+      options_.rpc_timeout, deadline));
   ClusterListing listing;
   for (const rpc::ObjectEntry& e : resp.files()) listing.files.push_back(ToObjectInfo(e));
   listing.dirs.assign(resp.dirs().begin(), resp.dirs().end());
@@ -491,14 +522,15 @@ Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::
 
 Result<ObjectInfo> ClusterClient::Stat(const std::string& ns, const std::string& path, bool* is_dir,
                                        Clock::time_point deadline) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
   rpc::StatRequest req;
   req.set_ns(ns);
   req.set_path(path);
   rpc::StatResponse resp;
-  grpc::Status st = stub_->stub->Stat(&ctx, req, &resp);
-  if (!st.ok()) return rpc::FromGrpcStatus(st, "master " + master_);
+  LC_RETURN_IF_ERROR(stub_->OnLeader(
+      [&](rpc::MasterService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.Stat(ctx, req, &resp);
+      },
+      options_.rpc_timeout, deadline));
   *is_dir = resp.is_dir();
   return ToObjectInfo(resp.entry());
 }
@@ -682,11 +714,14 @@ Result<rpc::WriteCallResponse> ClusterClient::WriteCall(const rpc::WriteCallRequ
 }
 
 Status ClusterClient::NoteWrite(const rpc::NoteWriteRequest& request, Clock::time_point deadline) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(GrpcDeadline(deadline, options_.rpc_timeout));
   rpc::NoteWriteResponse response;
-  return rpc::FromGrpcStatus(stub_->stub->NoteWrite(&ctx, request, &response), "master " + master_);
+  return stub_->OnLeader(
+      [&](rpc::MasterService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.NoteWrite(ctx, request, &response);
+      },
+      options_.rpc_timeout, deadline);
 }
+
 
 Result<size_t> ClusterClient::ReadStreamed(const Worker& worker,
                                            const rpc::ReadBlockRequest& request,

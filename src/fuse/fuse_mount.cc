@@ -516,7 +516,14 @@ void FuseMount::SetReadAhead(const std::string& mountpoint) {
 }
 
 std::string FuseMountOptionString(const FuseMountOptions& options) {
-  std::string opts = std::string(options.read_only ? "ro" : "rw") + ",fsname=" + options.fs_name +
+  // libfuse splits -o at commas unless escaped with a backslash (a cluster's fsname names its
+  // masters: "lakecache:cluster:a:7400,b:7400").
+  std::string fs_name;
+  for (char c : options.fs_name) {
+    if (c == ',' || c == '\\') fs_name += '\\';
+    fs_name += c;
+  }
+  std::string opts = std::string(options.read_only ? "ro" : "rw") + ",fsname=" + fs_name +
                      ",subtype=lakecache,max_read=" + std::to_string(kMaxRead);
   if (options.allow_other) opts += ",allow_other";
   if (options.default_permissions) opts += ",default_permissions";

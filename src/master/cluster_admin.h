@@ -7,6 +7,7 @@
 // worker; free tells every live worker. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +32,14 @@ class ClusterAdmin final : public AdminBackend {
   Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) override;
   Result<rpc::Report> GetReport() override;
   rpc::HelloResponse Hello() override { return {}; }
+  grpc::Status LeaderOnly(grpc::ServerContext* context) override {
+    return leader_only_ ? leader_only_(context) : grpc::Status::OK;
+  }
+  // With several masters: loads and frees run on the leader alone (MasterServer::LeaderOnly).
+  // Set before serving.
+  void set_leader_only(std::function<grpc::Status(grpc::ServerContext*)> check) {
+    leader_only_ = std::move(check);
+  }
 
   // The stub for a worker (by address and id), its channel shared by every job.
   std::shared_ptr<rpc::WorkerService::Stub> Stub(const rpc::WorkerInfo& worker);
@@ -39,6 +48,7 @@ class ClusterAdmin final : public AdminBackend {
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
   std::shared_ptr<const rpc::ClusterCredentials> credentials_;
+  std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
   Mutex mu_;
   std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_ GUARDED_BY(mu_);
 };

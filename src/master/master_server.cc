@@ -24,6 +24,7 @@
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/master_set.h"
 #include "rpc/x509.h"
 
 namespace lakecache {
@@ -61,8 +62,15 @@ class MasterServer::Service final : public rpc::MasterService::Service {
 
   // With etcd: registrations and heartbeats go there (registry_ follows it); set before serving.
   void set_membership(EtcdMembership* membership) { membership_ = membership; }
-  // With etcd: who leads, for the views handed out; set before serving.
-  void set_leader(std::function<std::string()> leader) { leader_ = std::move(leader); }
+  // With etcd: who leads, for the views handed out, and the check of the calls only the leader
+  // serves (listings, stats and write notes: one metadata cache for every mount); set before
+  // serving.
+  void set_leader(std::function<std::string()> leader, uint32_t election_ttl_ms,
+                  std::function<grpc::Status(grpc::ServerContext*)> leader_only) {
+    leader_ = std::move(leader);
+    election_ttl_ms_ = election_ttl_ms;
+    leader_only_ = std::move(leader_only);
+  }
 
   void set_address(const std::string& address) EXCLUDES(address_mu_) {
     MutexLock lock(&address_mu_);
@@ -166,6 +174,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
       resp->set_etcd(true);
       resp->set_stale(membership_->stale());
       if (leader_) resp->set_leader(leader_());
+      resp->set_election_ttl_ms(election_ttl_ms_);
     }
     MutexLock lock(&address_mu_);
     resp->set_address(address_);
@@ -201,6 +210,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
         !denied.ok()) {
       return denied;
     }
+    if (grpc::Status elsewhere = LeaderOnly(ctx); !elsewhere.ok()) return elsewhere;
     std::string path = req->path();
     bool folder = path.ends_with('/');
     if (folder) path.pop_back();
@@ -228,6 +238,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/ListDir"); !denied.ok()) {
       return denied;
     }
+    if (grpc::Status elsewhere = LeaderOnly(ctx); !elsewhere.ok()) return elsewhere;
     const std::string& dir = req->dir();
     Result<Namespace*> found = Find(req->ns(), "ListDir: dir", dir);
     if (!found.ok()) return rpc::ToGrpcStatus(found.status());
@@ -253,6 +264,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/Stat"); !denied.ok()) {
       return denied;
     }
+    if (grpc::Status elsewhere = LeaderOnly(ctx); !elsewhere.ok()) return elsewhere;
     const std::string& path = req->path();
     Result<Namespace*> found = Find(req->ns(), "Stat: path", path);
     if (!found.ok()) return rpc::ToGrpcStatus(found.status());
@@ -274,6 +286,10 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     LC_ASSIGN_OR_RETURN(Namespace * ns, namespaces_.Get(name));
     LC_RETURN_IF_ERROR(CheckRelativePath(what, path));
     return ns;
+  }
+
+  grpc::Status LeaderOnly(grpc::ServerContext* ctx) const {
+    return leader_only_ ? leader_only_(ctx) : grpc::Status::OK;
   }
 
   // Listings and the view: mounts, admin commands, and the workers' own tools.
@@ -314,6 +330,8 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   WorkerRegistry& registry_;
   EtcdMembership* membership_ = nullptr;
   std::function<std::string()> leader_;
+  uint32_t election_ttl_ms_ = 0;
+  std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
   ClientTable& clients_;
   const ClusterConfig& cluster_;
   const rpc::Authorizer* authorizer_;
@@ -381,12 +399,15 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
       *master->namespaces_, *master->registry_, *master->clients_, master->config_.cluster,
       master->authorizer_.get(), options.credentials, options.insecure);
   master->service_->set_membership(master->membership_.get());  // before it serves
-  if (master->membership_ != nullptr) {
-    MasterServer* self = master.get();
-    master->service_->set_leader([self] { return self->leader(); });
-  }
   master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
                                                           master->credentials_);
+  if (master->membership_ != nullptr) {
+    MasterServer* self = master.get();
+    auto only = [self](grpc::ServerContext* ctx) { return self->LeaderOnly(ctx); };
+    master->service_->set_leader([self] { return self->leader(); },
+                                 static_cast<uint32_t>(options.election_ttl.count() * 1000), only);
+    master->admin_backend_->set_leader_only(only);
+  }
   master->admin_ =
       std::make_unique<AdminServiceImpl>(master->admin_backend_.get(), master->authorizer_);
   LC_ASSIGN_OR_RETURN(
@@ -397,8 +418,11 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->address_ = rpc::AdvertisedAddress(options.advertise, started.address, started.address);
   master->service_->set_address(master->address_);
   if (master->etcd_ != nullptr) {
+    MasterServer* self = master.get();
     master->election_ = std::make_unique<LeaderElection>(
-        master->etcd_, options.etcd_prefix + "leader", master->address_, options.election_ttl);
+        master->etcd_, options.etcd_prefix + "leader", master->address_, options.election_ttl,
+        [self](bool leading, const std::string& leader) { self->LeaderChanged(leading, leader); });
+    master->elected_ = master->election_.get();
   }
   MasterServer* m = master.get();
   if (options.metrics != nullptr) {
@@ -438,10 +462,53 @@ void MasterServer::SweepWorkers(std::stop_token stop, Duration interval) {
   }
 }
 
-bool MasterServer::leading() const { return election_ == nullptr || election_->leading(); }
+bool MasterServer::leading() const {
+  const LeaderElection* election = elected_.load();
+  return etcd_ == nullptr || (election != nullptr && election->leading());
+}
+
+grpc::Status MasterServer::LeaderOnly(grpc::ServerContext* context) const {
+  // Not yet elected: the election starts once the server listens, so the first calls may come
+  // before it.
+  if (etcd_ == nullptr) return grpc::Status::OK;
+  const LeaderElection* election = elected_.load();
+  if (election != nullptr && election->leading()) return grpc::Status::OK;
+  if (membership_ != nullptr && membership_->stale()) {
+    // No master can lead while etcd is out of reach: the caller is told at once (a mount then
+    // serves its last listings) rather than made to wait for an election.
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "etcd is out of reach (" + etcd_->endpoint() +
+                            "), so no master leads the cluster: listings, stats, writes' notes, "
+                            "loads and frees wait for etcd; cached reads go on");
+  }
+  std::string leader = election != nullptr ? election->leader() : "";
+  if (leader == address_) leader.clear();  // our key, its lease lapsing
+  return rpc::RedirectToLeader(context, address_, leader, "an election is under way");
+}
+
+void MasterServer::LeaderChanged(bool leading, const std::string& leader) {
+  if (leading) {
+    spdlog::info("master {} leads the cluster", address_);
+    // Another master led since this one last did: what this one still caches of the namespaces
+    // may miss the writes noted there. The folders are listed afresh.
+    if (led_by_other_) {
+      for (const std::string& name : namespaces_->names()) {
+        namespaces_->Find(name)->meta->Unpin("");
+      }
+      led_by_other_ = false;
+    }
+  } else if (!leader.empty() && leader != address_) {
+    spdlog::info("master {} follows the leader {}", address_, leader);
+    led_by_other_ = true;
+  } else {
+    spdlog::warn("master {}: no master leads the cluster now", address_);
+  }
+}
 
 std::string MasterServer::leader() const {
-  return election_ == nullptr ? address_ : election_->leader();
+  if (etcd_ == nullptr) return address_;
+  const LeaderElection* election = elected_.load();
+  return election == nullptr ? "" : election->leader();
 }
 
 rpc::HealthState MasterServer::Health() {

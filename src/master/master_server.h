@@ -7,6 +7,9 @@
 // commands (rpc::AdminService: load, report, free, stat) for the cluster (see ClusterAdmin).
 #pragma once
 
+#include <grpcpp/support/status.h>
+
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -26,6 +29,7 @@
 
 namespace grpc {
 class Server;
+class ServerContext;
 }  // namespace grpc
 
 namespace lakecache {
@@ -89,6 +93,9 @@ class MasterServer {
   // Without: it leads, alone.
   bool leading() const;
   std::string leader() const;
+  // OK on the leader (and on a master without etcd); on a follower the redirect to the leader
+  // (rpc::RedirectToLeader) for a call only the leader serves.
+  grpc::Status LeaderOnly(grpc::ServerContext* context) const;
 
   // Serving, with its namespaces and live workers in words, for the health check.
   rpc::HealthState Health();
@@ -102,6 +109,8 @@ class MasterServer {
 
   // Expires silent workers every heartbeat interval until stopped (by Shutdown).
   void SweepWorkers(std::stop_token stop, Duration interval);
+  // The election's report (on its thread).
+  void LeaderChanged(bool leading, const std::string& leader);
 
   // Destroyed bottom-up: the server stops before the service and what it serves go.
   Config config_;
@@ -110,6 +119,8 @@ class MasterServer {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<EtcdMembership> membership_;  // with --etcd: feeds registry_
   std::unique_ptr<LeaderElection> election_;    // with --etcd
+  // election_ for the calls served: set once it runs (the server serves before that).
+  std::atomic<const LeaderElection*> elected_{nullptr};
   std::unique_ptr<ClientTable> clients_;        // the cluster mounts' reports
   std::shared_ptr<const rpc::Authorizer> authorizer_;
   std::shared_ptr<const rpc::ClusterCredentials> credentials_;
@@ -121,6 +132,7 @@ class MasterServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<rpc::HealthServer> health_;  // after server_: stopped first
   std::string address_;
+  bool led_by_other_ = false;  // the election thread's alone
   std::once_flag shutdown_once_;
   std::mutex sweep_mu_;  // for sweep_cv_ alone: the stop token is what the sweeper waits for
   std::condition_variable_any sweep_cv_;

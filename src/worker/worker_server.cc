@@ -21,6 +21,7 @@
 #include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
+#include "rpc/master_set.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/stats_metrics.h"
 #include "rpc/x509.h"
@@ -64,6 +65,11 @@ void WaitForMaster(grpc::ClientContext* ctx, std::chrono::milliseconds interval)
 }
 
 }  // namespace
+
+std::vector<std::string> WorkerServer::MasterList() const {
+  Result<std::vector<std::string>> list = rpc::ParseMasterList("--master", options_.master);
+  return list.ok() ? *list : std::vector<std::string>{options_.master};  // checked by Start
+}
 
 Result<WorkerIdentity> LoadOrCreateWorkerIdentity(const std::string& dir, std::string* temp_dir) {
   std::string folder = dir;
@@ -148,17 +154,30 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
   std::stringstream key;
   key << key_in.rdbuf();
   LC_ASSIGN_OR_RETURN(std::string csr, rpc::MakeCsr(key.str(), rpc::WorkerTlsName(id_)));
-  auto stub =
-      rpc::MasterService::NewStub(credentials_->Channel(options_.master, rpc::kMasterTlsName));
+  rpc::MasterSet masters(MasterList(), [this](const std::string& address) {
+    return credentials_->Channel(address, rpc::kMasterTlsName);
+  });
   rpc::CertificateRequest request;
   request.set_csr_pem(csr);
   rpc::CertificateResponse response;
-  grpc::ClientContext ctx;
-  ctx.set_wait_for_ready(true);
-  ctx.set_deadline(deadline);
-  grpc::Status status = stub->IssueCertificate(&ctx, request, &response);
+  // Any master issues certificates: each is waited for a while in turn until one answers.
+  const auto turn = masters.addresses().size() == 1 ? std::chrono::hours(24) : kRpcTimeout;
+  grpc::Status status;
+  std::string asked;
+  for (;;) {
+    rpc::MasterSet::Master master = masters.Current();
+    asked = master.address;
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    ctx.set_deadline(std::min(deadline, std::chrono::system_clock::now() + turn));
+    status = rpc::MasterService::NewStub(master.channel)->IssueCertificate(&ctx, request, &response);
+    if (status.ok() || !masters.Failed(master, status, ctx) ||
+        std::chrono::system_clock::now() >= deadline) {
+      break;
+    }
+  }
   if (!status.ok()) {
-    Status failed = rpc::FromGrpcStatus(status, "master " + options_.master)
+    Status failed = rpc::FromGrpcStatus(status, "master " + asked)
                         .WithContext("worker " + id_ + ": no certificate from the master");
     if (!failed.peer_failed()) return failed;  // refused: the message says why
     return Status(failed.code(), failed.message() + " (is the master running at " +
@@ -176,8 +195,8 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
       std::chrono::system_clock::time_point(std::chrono::milliseconds(response.not_after_ms()));
   auto now = std::chrono::system_clock::now();
   renew_at_ = now + (not_after - now) / 2;
-  spdlog::info("worker {}: certificate from master {} for {}, renewed in {} s", id_,
-               options_.master, rpc::WorkerTlsName(id_),
+  spdlog::info("worker {}: certificate from master {} for {}, renewed in {} s", id_, asked,
+               rpc::WorkerTlsName(id_),
                std::chrono::duration_cast<std::chrono::seconds>(renew_at_ - now).count());
   return Status::Ok();
 }
@@ -437,7 +456,7 @@ class WorkerServer::Service final
 
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                                                           const WorkerOptions& options) {
-  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--master", options.master));
+  LC_RETURN_IF_ERROR(rpc::ParseMasterList("--master", options.master).status());
   if (!options.advertise.empty()) {
     LC_RETURN_IF_ERROR(rpc::CheckAdvertiseAddress("advertise address", options.advertise, true));
   }
@@ -574,14 +593,21 @@ WorkerServer::~WorkerServer() {
 
 rpc::HealthState WorkerServer::Health() const {
   std::string worker = "worker " + id_;
-  if (!registered_) return {false, worker + " is not registered with master " + options_.master};
+  std::string master;
+  {
+    MutexLock lock(&mu_);
+    master = master_;
+  }
+  if (!registered_) {
+    return {false, worker + " is not registered with " + (master.empty() ? "master " + options_.master : "master " + master)};
+  }
   int64_t silent = SteadyNowMs() - last_answer_ms_.load();
   int64_t interval = interval_ms_.load();
   if (silent > rpc::kSilentIntervals * interval) {
-    return {false, worker + ": master " + options_.master + " has not answered for " +
+    return {false, worker + ": master " + master + " has not answered for " +
                        std::to_string(silent / 1000) + " s"};
   }
-  return {true, worker + " registered with master " + options_.master};
+  return {true, worker + " registered with master " + master};
 }
 
 void WorkerServer::Shutdown() {
@@ -629,22 +655,27 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
 }
 
 void WorkerServer::HeartbeatLoop() {
-  // With credentials the worker shows the master its own certificate: the proof of its id.
-  auto stub = rpc::MasterService::NewStub(
-      credentials_ == nullptr ? rpc::OpenChannel(options_.master)
-                              : credentials_->Channel(options_.master, rpc::kMasterTlsName,
-                                                      identity_.key_path, identity_.cert_path));
+  // With credentials the worker shows the master its own certificate: the proof of its id. Any
+  // master takes registrations and heartbeats (with etcd they all share the membership): the
+  // worker keeps to one until it stops answering, then moves to the next.
+  rpc::MasterSet masters(MasterList(), [this](const std::string& address) {
+    return credentials_ == nullptr ? rpc::OpenChannel(address)
+                                   : credentials_->Channel(address, rpc::kMasterTlsName,
+                                                           identity_.key_path, identity_.cert_path);
+  });
   auto interval =
       std::chrono::duration_cast<std::chrono::milliseconds>(config_.cluster.heartbeat_interval);
   bool warned = false;  // one warning per stretch of failures
   interval_ms_ = interval.count();
   for (;;) {
     grpc::Status status;
+    rpc::MasterSet::Master master = masters.Current();
+    auto stub = rpc::MasterService::NewStub(master.channel);
+    grpc::ClientContext ctx;
     if (!registered_) {
       rpc::RegisterRequest req;
       rpc::RegisterResponse resp;
       FillInfo(req.mutable_worker());
-      grpc::ClientContext ctx;
       WaitForMaster(&ctx, interval);
       status = stub->Register(&ctx, req, &resp);
       if (status.ok()) {
@@ -658,30 +689,36 @@ void WorkerServer::HeartbeatLoop() {
           interval = std::chrono::milliseconds(resp.heartbeat_interval_ms());
           interval_ms_ = interval.count();
         }
-        spdlog::info("worker {} registered with master {} (epoch {})", id_, options_.master,
+        spdlog::info("worker {} registered with master {} (epoch {})", id_, master.address,
                      resp.epoch());
       }
     } else {
       rpc::HeartbeatRequest req;
       rpc::HeartbeatResponse resp;
       FillInfo(req.mutable_worker());
-      grpc::ClientContext ctx;
       WaitForMaster(&ctx, interval);
       status = stub->Heartbeat(&ctx, req, &resp);
       if (status.ok() && authorizer_ != nullptr) authorizer_->Update(resp.tokens());
       if (status.ok() && !resp.registered()) {
         registered_ = false;  // the master restarted or dropped us: register again at once
-        spdlog::info("master {} does not know worker {}: registering again", options_.master, id_);
+        spdlog::info("master {} does not know worker {}: registering again", master.address, id_);
         continue;
       }
     }
-    if (status.ok()) last_answer_ms_ = SteadyNowMs();
+    if (status.ok()) {
+      last_answer_ms_ = SteadyNowMs();
+      MutexLock lock(&mu_);
+      master_ = master.address;
+    }
+    bool other = !status.ok() && masters.Failed(master, status, ctx) &&
+                 masters.Current().address != master.address;
     if (!status.ok() && !warned) {
-      spdlog::warn("master {} unreachable: {} (retrying every {} ms)", options_.master,
-                   status.error_message(), interval.count());
+      spdlog::warn("master {} unreachable: {} ({})", master.address, status.error_message(),
+                   other ? "trying master " + masters.Current().address
+                         : "retrying every " + std::to_string(interval.count()) + " ms");
       warned = true;
     } else if (status.ok() && warned) {
-      spdlog::info("master {} reachable again", options_.master);
+      spdlog::info("master {} reachable again", master.address);
       warned = false;
     }
     if (credentials_ != nullptr && std::chrono::system_clock::now() >= renew_at_) {
@@ -689,8 +726,9 @@ void WorkerServer::HeartbeatLoop() {
       if (!renewed.ok())
         spdlog::warn("{} (retrying every {} ms)", renewed.message(), interval.count());
     }
-    // A call that waited its whole interval for the master has done this round's waiting.
-    bool waited = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    // A call that waited its whole interval for the master has done this round's waiting; another
+    // master is asked at once.
+    bool waited = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED || other;
     auto until = std::chrono::steady_clock::now() + (waited ? Duration::zero() : interval);
     MutexLock lock(&mu_);
     while (!stopping_ && stop_cv_.WaitUntil(&mu_, until)) continue;

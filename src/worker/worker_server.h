@@ -48,7 +48,7 @@ class WorkerInfo;
 
 struct WorkerOptions {
   std::string listen = "127.0.0.1:0";  // port 0: any free port
-  std::string master;                  // HOST:PORT of the master
+  std::string master;  // HOST:PORT of the master, or a list of masters (comma-separated)
   StoreOptions store;
   bool probe = true;  // list each namespace root at start (a wrong bucket fails start-up)
   // The memory tier lives in shared memory that mounts on this host map (through the node
@@ -125,6 +125,8 @@ class WorkerServer {
   std::string DigestsPath() const;
   void SaveDigests(const google::protobuf::RepeatedPtrField<rpc::RoleDigest>& tokens);
   bool LoadDigests();
+  // The masters of options_.master (a list, checked by Start).
+  std::vector<std::string> MasterList() const;
   void FillInfo(rpc::WorkerInfo* info) const EXCLUDES(address_mu_);
 
   Config config_;
@@ -162,9 +164,10 @@ class WorkerServer {
   std::atomic<int64_t> last_answer_ms_{0};
   std::atomic<int64_t> interval_ms_{0};
   std::unique_ptr<rpc::HealthServer> health_;
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar stop_cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
+  std::string master_ GUARDED_BY(mu_);  // the master that answered last
   std::thread heartbeat_;
   metrics::Registry::Registration metrics_;  // removed first thing at shutdown
 };

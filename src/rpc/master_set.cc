@@ -1,0 +1,218 @@
+#include "rpc/master_set.h"
+
+#include <grpcpp/server_context.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "rpc/grpc_util.h"
+
+namespace lakecache::rpc {
+namespace {
+
+constexpr auto kFirstPause = std::chrono::milliseconds(100);
+constexpr auto kLongestPause = std::chrono::milliseconds(1000);
+// A master that did not answer is not taken back as the leader a view names for this long (the
+// views of its followers name it until its lease ends).
+constexpr auto kDownFor = std::chrono::seconds(2);
+
+// The leader a redirect names: true with `leader` set (maybe empty) when `status` is one.
+bool RedirectLeader(const grpc::Status& status, const grpc::ClientContext& context,
+                    std::string* leader) {
+  if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return false;
+  const auto& trailing = context.GetServerTrailingMetadata();
+  auto it = trailing.find(kLeaderMetadata);
+  if (it == trailing.end()) return false;
+  leader->assign(it->second.data(), it->second.size());
+  return true;
+}
+
+bool DidNotAnswer(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
+grpc::Status RedirectToLeader(grpc::ServerContext* context, const std::string& self,
+                              const std::string& leader, const std::string& why) {
+  context->AddTrailingMetadata(kLeaderMetadata, leader);
+  std::string message =
+      leader.empty()
+          ? "no master leads the cluster now" + (why.empty() ? std::string() : " (" + why + ")") +
+                "; master " + self + " follows and serves this only through the leader"
+          : "master " + self + " follows; the leader " + leader + " serves this";
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, message);
+}
+
+Result<std::vector<std::string>> ParseMasterList(std::string_view flag, std::string_view list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string_view item =
+        list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) {
+      return Status::InvalidArgument(std::string(flag) + " '" + std::string(list) +
+                                     "': an empty address in the list (HOST:PORT[,HOST:PORT...])");
+    }
+    std::string address(item);
+    LC_RETURN_IF_ERROR(CheckListenAddress(flag, address));
+    if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+MasterSet::MasterSet(std::vector<std::string> addresses, ChannelFn open)
+    : addresses_(std::move(addresses)), open_(std::move(open)) {
+  for (const std::string& a : addresses_) known_.push_back({a, nullptr});
+  down_until_.resize(known_.size());
+}
+
+MasterSet::Master MasterSet::At(size_t i) {
+  if (known_[i].channel == nullptr) known_[i].channel = open_(known_[i].address);
+  return known_[i];
+}
+
+size_t MasterSet::IndexOf(const std::string& address) {
+  for (size_t i = 0; i < known_.size(); ++i) {
+    if (known_[i].address == address) return i;
+  }
+  known_.push_back({address, nullptr});
+  down_until_.emplace_back();
+  return known_.size() - 1;
+}
+
+bool MasterSet::WaitForAny(std::chrono::system_clock::time_point deadline) {
+  std::vector<Master> all;
+  {
+    MutexLock lock(&mu_);
+    for (size_t i = 0; i < known_.size(); ++i) all.push_back(At(i));
+  }
+  if (all.size() == 1) return all[0].channel->WaitForConnected(deadline);
+  for (;;) {
+    for (const Master& m : all) {
+      if (m.channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+        MutexLock lock(&mu_);
+        current_ = IndexOf(m.address);
+        return true;
+      }
+    }
+    auto now = std::chrono::system_clock::now();
+    if (now >= deadline) return false;
+    // Wakes on any change of the first channel's state, or after a tenth of a second to look at
+    // the others.
+    all[0].channel->WaitForStateChange(all[0].channel->GetState(false),
+                                       std::min(deadline, now + std::chrono::milliseconds(100)));
+  }
+}
+
+MasterSet::Master MasterSet::Current() {
+  MutexLock lock(&mu_);
+  return At(current_);
+}
+
+void MasterSet::NoteLeader(const std::string& leader) {
+  if (leader.empty()) return;
+  MutexLock lock(&mu_);
+  size_t i = IndexOf(leader);
+  if (std::chrono::steady_clock::now() >= down_until_[i]) current_ = i;
+}
+
+bool MasterSet::Failed(const Master& master, const grpc::Status& status,
+                       const grpc::ClientContext& context) {
+  std::string leader;
+  bool redirect = RedirectLeader(status, context, &leader);
+  if (!redirect && !DidNotAnswer(status)) return false;
+  MutexLock lock(&mu_);
+  size_t failed = IndexOf(master.address);
+  if (!redirect) down_until_[failed] = std::chrono::steady_clock::now() + kDownFor;
+  if (redirect && !leader.empty() && leader != master.address) {
+    current_ = IndexOf(leader);
+  } else if (current_ == failed) {
+    current_ = (failed + 1) % known_.size();
+  }
+  return true;
+}
+
+std::string MasterSet::Describe() const {
+  if (addresses_.size() == 1) return "master " + addresses_[0];
+  std::string out = "masters ";
+  for (size_t i = 0; i < addresses_.size(); ++i) out += (i ? "," : "") + addresses_[i];
+  return out;
+}
+
+MasterSet::Attempts::Attempts(MasterSet& set, std::chrono::system_clock::time_point deadline)
+    : set_(set), deadline_(deadline) {}
+
+bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status,
+                                const grpc::ClientContext& context) {
+  last_ = FromGrpcStatus(status, "master " + master.address);
+  std::string leader;
+  bool redirect = RedirectLeader(status, context, &leader);
+  if (!set_.Failed(master, status, context)) return false;
+  if (redirect) {
+    std::erase(unreachable_, master.address);
+  } else if (std::find(unreachable_.begin(), unreachable_.end(), master.address) ==
+             unreachable_.end()) {
+    unreachable_.push_back(master.address);
+  }
+  size_t masters;
+  {
+    MutexLock lock(&set_.mu_);
+    masters = set_.known_.size();
+  }
+  // Every master out of reach: no point in waiting for one (a restart is the caller's to wait
+  // for, as with a single master).
+  if (unreachable_.size() >= masters) return false;
+  if (std::chrono::system_clock::now() >= deadline_) return false;
+  std::erase(others_, last_.message());  // each master's latest answer once, the last three
+  others_.push_back(last_.message());
+  if (others_.size() > 3) others_.erase(others_.begin());
+  // A redirect to a leader not yet asked is followed at once; no leader, or one that did not
+  // answer (its lease not yet expired), is asked again after a pause.
+  bool leader_down =
+      std::find(unreachable_.begin(), unreachable_.end(), leader) != unreachable_.end();
+  bool pause_now = redirect && (leader.empty() || leader == last_leader_ || leader_down);
+  if (redirect) last_leader_ = leader;
+  if (redirect && !leader.empty() && leader_down) {
+    // The named leader did not answer: try the next master meanwhile instead.
+    MutexLock lock(&set_.mu_);
+    set_.current_ = (set_.IndexOf(master.address) + 1) % set_.known_.size();
+  }
+  if (pause_now) {
+    auto left = deadline_ - std::chrono::system_clock::now();
+    std::this_thread::sleep_for(
+        std::min<std::chrono::system_clock::duration>(pause_, std::max(left, {})));
+    pause_ = std::min(pause_ * 2, kLongestPause);
+  }
+  return true;
+}
+
+Status MasterSet::Attempts::Error() const {
+  std::string also;
+  for (const std::string& o : others_) {
+    if (o != last_.message()) also += (also.empty() ? "" : "; ") + o;
+  }
+  if (also.empty()) return last_;
+  return Status(last_.code(), last_.message() + " (before that: " + also + ")");
+}
+
+Status MasterSet::Call(const Attempt& attempt, std::chrono::milliseconds per_attempt,
+                       std::chrono::system_clock::time_point deadline) {
+  Attempts attempts(*this, deadline);
+  for (;;) {
+    Master master = Current();
+    grpc::ClientContext context;
+    context.set_deadline(std::min(deadline, std::chrono::system_clock::now() + per_attempt));
+    grpc::Status status = attempt(master, &context);
+    if (status.ok()) return Status::Ok();
+    if (!attempts.Again(master, status, context)) return attempts.Error();
+  }
+}
+
+}  // namespace lakecache::rpc
