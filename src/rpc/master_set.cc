@@ -151,6 +151,11 @@ MasterSet::Attempts::Attempts(MasterSet& set, std::chrono::system_clock::time_po
 
 bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status,
                                 const grpc::ClientContext& context) {
+  // The call's own deadline cut the attempt short: the answer before it says more.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && !last_.ok() &&
+      std::chrono::system_clock::now() >= deadline_) {
+    return false;
+  }
   last_ = FromGrpcStatus(status, "master " + master.address);
   std::string leader;
   bool redirect = RedirectLeader(status, context, &leader);
@@ -189,6 +194,7 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
     std::this_thread::sleep_for(
         std::min<std::chrono::system_clock::duration>(pause_, std::max(left, {})));
     pause_ = std::min(pause_ * 2, kLongestPause);
+    if (std::chrono::system_clock::now() >= deadline_) return false;
   }
   return true;
 }

@@ -67,6 +67,8 @@ constexpr char kStorePort[] = "9000";
 constexpr char kMasterPort[] = "7400";
 constexpr char kWorkerPort[] = "7500";
 const std::vector<std::string> kWorkers = {"w1", "w2", "w3"};
+const std::vector<std::string> kMasters = {"master", "m2", "m3"};  // with etcd
+constexpr auto kElectionTtl = seconds(4);
 constexpr auto kPoll = milliseconds(50);
 constexpr auto kStartTimeout = seconds(20);
 
@@ -196,7 +198,7 @@ void ExpectNothingLeft(const std::string& prefix, const std::string& subnet) {
 class MultihostTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Status made = lab_.Create({"store", "master", "w1", "w2", "w3", "client"});
+    Status made = lab_.Create({"store", "master", "m2", "m3", "w1", "w2", "w3", "client"});
     ASSERT_TRUE(made.ok()) << made.ToString();
     ASSERT_TRUE(fs::exists("/dev/fuse")) << "needs /dev/fuse for the cluster-mode mount";
     dir_ = std::make_unique<TempDir>("lakecache-multihost");
@@ -213,6 +215,10 @@ class MultihostTest : public ::testing::Test {
 
   void TearDown() override {
     StopEverything();
+    for (const std::string& data : etcd_data_) {
+      std::error_code ec;
+      fs::remove_all(data, ec);
+    }
     Status destroyed = lab_.Destroy();
     EXPECT_TRUE(destroyed.ok()) << destroyed.ToString();
     dir_.reset();
@@ -223,6 +229,8 @@ class MultihostTest : public ::testing::Test {
     Unmount();
     for (auto& [name, worker] : workers_) worker.reset();
     master_.reset();
+    for (auto& [name, process] : masters_) process.reset();
+    for (auto& [name, member] : etcd_) member.reset();
     store_.reset();
   }
 
@@ -322,26 +330,34 @@ class MultihostTest : public ::testing::Test {
     return {LAKECACHE_BINARY, "--config", config_, "--log-level", "info", "--log-file", Log(name)};
   }
 
-  void StartCluster() {
+  // One master in `master`, or with `etcd` one in each of kMasters, with an etcd member beside
+  // it (etcd stacked on the control-plane hosts, as kubeadm does); then the workers.
+  void StartCluster(bool etcd = false) {
     ASSERT_NO_FATAL_FAILURE(WriteConfig());
-    std::vector<std::string> argv = Lakecache("master");
-    argv.insert(argv.end(), {"master", "--listen", master_address_, "--credentials", credentials_});
-    auto started = StartIn("master", argv, "master");
-    ASSERT_TRUE(started.ok()) << started.status().ToString();
-    master_ = std::move(started).value();
+    if (etcd) {
+      ASSERT_NO_FATAL_FAILURE(StartEtcdAndMasters());
+    } else {
+      std::vector<std::string> argv = Lakecache("master");
+      argv.insert(argv.end(),
+                  {"master", "--listen", master_address_, "--credentials", credentials_});
+      auto started = StartIn("master", argv, "master");
+      ASSERT_TRUE(started.ok()) << started.status().ToString();
+      master_ = std::move(started).value();
+    }
     for (const std::string& w : kWorkers) {
       std::string disk = dir_->path() + "/" + w + "/disk";  // its files, seen only by it
       std::string cache_dir = dir_->path() + "/" + w + "/cache";
       fs::create_directories(disk);
       fs::create_directories(cache_dir);
-      argv = {"sh", "-c", "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"",
-              "sh", disk, cache_dir};
+      std::vector<std::string> argv = {
+          "sh", "-c", "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"", "sh", disk,
+          cache_dir};
       std::vector<std::string> worker = Lakecache(w);
       worker.insert(worker.end(), {"worker", "--listen", lab_.Ip(w) + ":" + kWorkerPort, "--master",
                                    master_address_, "--cache-dir", cache_dir, "--cache-size",
                                    "1GiB", "--mem-cache", "64MiB", "--credentials", credentials_});
       argv.insert(argv.end(), worker.begin(), worker.end());
-      started = StartIn(w, argv, w);
+      auto started = StartIn(w, argv, w);
       ASSERT_TRUE(started.ok()) << started.status().ToString();
       workers_[w] = std::move(started).value();
     }
@@ -349,7 +365,12 @@ class MultihostTest : public ::testing::Test {
     // master is up; they retry every heartbeat interval until then).
     auto deadline = Clock::now() + kStartTimeout;
     while (true) {
-      ASSERT_TRUE(master_->Running()) << "master exited: " << ReadLog("master");
+      if (master_) {
+        ASSERT_TRUE(master_->Running()) << "master exited: " << ReadLog("master");
+      }
+      for (auto& [name, master] : masters_) {
+        ASSERT_TRUE(master->Running()) << name << " exited: " << ReadLog("master-" + name);
+      }
       for (auto& [name, worker] : workers_) {
         ASSERT_TRUE(worker->Running()) << name << " exited: " << ReadLog(name);
       }
@@ -362,6 +383,42 @@ class MultihostTest : public ::testing::Test {
           << ReadLog("master");
       std::this_thread::sleep_for(kPoll * 2);
     }
+  }
+
+  // etcd members in the kMasters namespaces (data on tmpfs, timeouts raised for two busy cores),
+  // and a `lakecache master --etcd` beside each; master_address_ becomes the masters' list.
+  void StartEtcdAndMasters() {
+    std::string cluster, endpoints, masters;
+    for (const std::string& m : kMasters) {
+      cluster += (cluster.empty() ? "" : ",") + m + "=http://" + lab_.Ip(m) + ":2380";
+      endpoints += (endpoints.empty() ? "" : ",") + lab_.Ip(m) + ":2379";
+      masters += (masters.empty() ? "" : ",") + lab_.Ip(m) + ":" + kMasterPort;
+    }
+    for (const std::string& m : kMasters) {
+      std::string data = "/dev/shm/" + lab_.Namespace(m) + "-etcd";
+      etcd_data_.push_back(data);
+      std::string client = "http://" + lab_.Ip(m) + ":2379", peer = "http://" + lab_.Ip(m) + ":2380";
+      auto started = StartIn(m,
+                             {"etcd", "--name", m, "--data-dir", data, "--listen-client-urls",
+                              client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
+                              "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
+                              "--initial-cluster-state", "new", "--initial-cluster-token",
+                              lab_.name_prefix(), "--heartbeat-interval", "200",
+                              "--election-timeout", "2000", "--log-level", "warn"},
+                             "etcd-" + m);
+      ASSERT_TRUE(started.ok()) << started.status().ToString();
+      etcd_[m] = std::move(started).value();
+    }
+    for (const std::string& m : kMasters) {
+      std::vector<std::string> argv = Lakecache("master-" + m);
+      argv.insert(argv.end(), {"master", "--listen", lab_.Ip(m) + ":" + kMasterPort, "--credentials",
+                               credentials_, "--etcd", endpoints, "--election-ttl",
+                               std::to_string(kElectionTtl.count())});
+      auto started = StartIn(m, argv, "master-" + m);
+      ASSERT_TRUE(started.ok()) << started.status().ToString();
+      masters_[m] = std::move(started).value();
+    }
+    master_address_ = masters;
   }
 
   std::string ReadLog(const std::string& name) const {
@@ -498,9 +555,13 @@ class MultihostTest : public ::testing::Test {
   std::string credentials_;  // the cluster's folder (lakecache cert): TLS across the namespaces
   std::string config_;
   std::unique_ptr<ChildProcess> store_;
+  std::vector<std::string> etcd_data_;  // the members' data folders on tmpfs
   std::unique_ptr<ChildProcess> master_;
   std::map<std::string, std::unique_ptr<ChildProcess>> workers_;
   std::unique_ptr<ChildProcess> mount_;
+  // The HA test's: masters and etcd members by node.
+  std::map<std::string, std::unique_ptr<ChildProcess>> masters_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> etcd_;
 };
 
 TEST_F(MultihostTest, ClusterAcrossHostsReadsExactlyFromWorkersAndSurvivesAWorkerKill) {
@@ -572,6 +633,104 @@ TEST_F(MultihostTest, ClusterAcrossHostsReadsExactlyFromWorkersAndSurvivesAWorke
   ExpectNothingLeft(lab_.name_prefix(), lab_.subnet());
   report("teardown");
   std::cout << "total: " << Ms(Clock::now() - start) << " ms\n";
+}
+
+// The masters on three hosts with etcd beside them, over TLS: the leader's host lost (its master
+// and its etcd member SIGKILLed) while the mount reads from the workers costs no byte; another
+// master leads within two leases, the mount lists a folder it never listed, and `lakecache load`
+// runs on the new leader.
+TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeadersHostLost) {
+  std::vector<Object> objects = MakeDataset();
+  std::vector<Object> late;  // listed only after the loss
+  for (int i = 0; i < 10; ++i) {
+    late.push_back({"late/file-" + std::to_string(i) + ".dat", MakeBytes(5000 + i, 3 * kKiB)});
+  }
+  std::vector<Object> all = objects;
+  all.insert(all.end(), late.begin(), late.end());
+  ASSERT_NO_FATAL_FAILURE(StartStore());
+  ASSERT_NO_FATAL_FAILURE(Upload(all));
+  ASSERT_NO_FATAL_FAILURE(StartCluster(/*etcd=*/true));
+  json status = ClusterStatus();
+  ASSERT_TRUE(status.value("etcd", false)) << status.dump(2);
+  std::string leader = status.value("leader", "");
+  std::string lost;  // the leader's host
+  for (const std::string& m : kMasters) {
+    if (leader == lab_.Ip(m) + ":" + kMasterPort) lost = m;
+  }
+  ASSERT_FALSE(lost.empty()) << "the leader " << leader << " is none of the masters";
+
+  // Epoch 1 fills the workers; epoch 2, from a fresh mount, reads from them while the host goes.
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryByte(objects));
+  WaitForDiskBlocks(BlockCount(objects));
+  Unmount();
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  // Rounds of reading every byte until the cluster has moved on (a master leads and lists).
+  std::vector<std::string> errors;
+  std::atomic<bool> moved_on{false};
+  int rounds = 0;
+  std::thread readers([&] {
+    for (auto until = Clock::now() + seconds(60); !moved_on && Clock::now() < until; ++rounds) {
+      std::vector<std::string> e = ReadAll(objects);
+      errors.insert(errors.end(), e.begin(), e.end());
+      for (const Object& o : objects) {  // the next round reads through the mount again
+        int fd = ::open((mountpoint_ + "/" + kBucket + "/" + o.key).c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        if (fd >= 0) ::close(fd);
+      }
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  for (auto* process : {masters_[lost].get(), etcd_[lost].get()}) {
+    ASSERT_EQ(::kill(process->pid(), SIGKILL), 0);
+  }
+  auto lost_at = Clock::now();
+
+  // A folder this mount never listed lists once a master leads again.
+  size_t listed = 0;
+  Clock::duration listed_after{};
+  while (Clock::now() - lost_at < seconds(30) && listed != late.size()) {
+    std::error_code ec;
+    listed = 0;
+    for (fs::directory_iterator it(mountpoint_ + "/" + kBucket + "/late", ec), end;
+         !ec && it != end; it.increment(ec)) {
+      ++listed;
+    }
+    listed_after = Clock::now() - lost_at;
+    if (listed != late.size()) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(listed, late.size());
+  // A lost host may take etcd's raft leader with it: etcd then elects another (its election
+  // timeout here, 2 s, and a round or two) and its new leader renews every lease by a whole TTL
+  // plus that timeout, the dead master's included. So the bound is one lease more, plus etcd's
+  // election, than the two leases a master's loss alone takes (etcd_ha_test checks those).
+  const auto bound = 3 * kElectionTtl + seconds(2);
+  EXPECT_LE(listed_after, bound) << Ms(listed_after) << " ms";
+
+  std::string now_leading;
+  Clock::duration led_after{};
+  while (Clock::now() - lost_at < seconds(30)) {
+    json next = ClusterStatus(/*expect_ok=*/false);
+    now_leading = next.is_object() ? next.value("leader", "") : "";
+    led_after = Clock::now() - lost_at;
+    if (!now_leading.empty() && now_leading != leader) break;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  moved_on = true;
+  readers.join();
+  EXPECT_TRUE(errors.empty()) << errors.size() << " files wrong; first: " << errors.front();
+  EXPECT_NE(now_leading, leader);
+  EXPECT_FALSE(now_leading.empty());
+  EXPECT_LE(led_after, bound + seconds(1)) << Ms(led_after) << " ms";
+  std::cout << "leader " << leader << " lost with its etcd member: " << now_leading
+            << " leads (seen by `cluster status` after " << Ms(led_after)
+            << " ms); a never-listed folder listed after " << Ms(listed_after) << " ms; "
+            << rounds << " rounds of reading every byte meanwhile\n";
+  RunResult load = RunIn("client", {LAKECACHE_BINARY, "load", std::string("/") + kBucket + "/late",
+                                    "-R", "--master", master_address_, "--credentials",
+                                    credentials_});
+  EXPECT_EQ(load.exit_code, 0) << load.out << load.err;
+  ExpectEveryByte(late);
 }
 
 }  // namespace
