@@ -43,6 +43,7 @@ grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::Loa
         return !context->IsCancelled();
       });
   if (!result.ok()) return ToGrpcStatus(result.status());
+  backend_->Pinned(request->ns(), request->path(), request->recursive());
   return grpc::Status::OK;
 }
 
@@ -64,6 +65,7 @@ grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext* context,
   if (!job.ok()) return ToGrpcStatus(job.status());
   auto freed = lakecache::FreePath(*job->ns, request->path(), request->recursive(), *job->sink);
   if (!freed.ok()) return ToGrpcStatus(freed.status());
+  backend_->Unpinned(request->ns(), request->path());
   response->set_files(freed->files);
   response->set_blocks_freed(freed->blocks_freed);
   return grpc::Status::OK;

@@ -28,6 +28,10 @@ class AdminBackend {
   // OK where loads and frees may run here; else the status that says where they run (a master
   // that follows the cluster's leader redirects to it: rpc/master_set.h).
   virtual grpc::Status LeaderOnly(grpc::ServerContext*) { return grpc::Status::OK; }
+  // A load pinned the listings of `path` (and below, `recursive`) in namespace `ns`; a free
+  // unpinned them. A cluster keeps the list, so another master that comes to lead pins them too.
+  virtual void Pinned(const std::string& /*ns*/, const std::string& /*path*/, bool /*recursive*/) {}
+  virtual void Unpinned(const std::string& /*ns*/, const std::string& /*path*/) {}
 };
 
 class AdminServiceImpl final : public rpc::AdminService::Service {

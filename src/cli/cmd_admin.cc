@@ -81,8 +81,9 @@ class AdminPeer {
     }
     LC_ASSIGN_OR_RETURN(std::vector<std::string> list,
                         rpc::ParseMasterList("--master", target.address));
-    LC_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::ClusterCredentials> credentials,
-                        OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
+    LC_ASSIGN_OR_RETURN(
+        std::shared_ptr<const rpc::ClusterCredentials> credentials,
+        OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
     peer.masters_ = std::make_shared<rpc::MasterSet>(
         std::move(list), [credentials](const std::string& address) {
           return rpc::MasterChannel(address, credentials.get());
@@ -532,11 +533,10 @@ int RunFree(const AdminCommand& cmd) {
   request.set_path(target->path);
   request.set_recursive(cmd.recursive);
   rpc::FreePathResponse response;
-  Status status = peer->Run(
-      [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
-        return stub.FreePath(ctx, request, &response);
-      },
-      kCallTimeout);
+  Status status =
+      peer->Run([&](rpc::AdminService::Stub& stub,
+                    grpc::ClientContext* ctx) { return stub.FreePath(ctx, request, &response); },
+                kCallTimeout);
   if (!status.ok()) return ReportError(status);
   if (cmd.json) {
     json out{{"path", target->Display()},
@@ -561,11 +561,10 @@ int RunPathStat(const AdminCommand& cmd) {
   request.set_ns(target->ns);
   request.set_path(target->path);
   rpc::StatPathResponse r;
-  Status status = peer->Run(
-      [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
-        return stub.StatPath(ctx, request, &r);
-      },
-      kCallTimeout);
+  Status status =
+      peer->Run([&](rpc::AdminService::Stub& stub,
+                    grpc::ClientContext* ctx) { return stub.StatPath(ctx, request, &r); },
+                kCallTimeout);
   if (!status.ok()) return ReportError(status);
   const char* type = r.is_dir() ? "directory" : "file";
   if (cmd.json) {

@@ -30,7 +30,7 @@ inline constexpr char kVersionNumber[] = "0.1.0";
 constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
 constexpr char kEtcdPasswordEnv[] = "LAKECACHE_ETCD_PASSWORD";  // --etcd-user's password
-constexpr char kMasterEnv[] = "LAKECACHE_MASTER";       // stands in for --master everywhere
+constexpr char kMasterEnv[] = "LAKECACHE_MASTER";               // stands in for --master everywhere
 // Stands in for --credentials DIR (the cluster's CA, certificates and role tokens: rpc/auth.h).
 constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 

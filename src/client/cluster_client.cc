@@ -63,8 +63,9 @@ struct ClusterClient::MasterStub {
     auto now = std::chrono::system_clock::now();
     auto until = now + rpc_timeout + 2 * std::chrono::milliseconds(election_ttl_ms.load());
     if (deadline != Clock::time_point::max()) {
-      until = now + std::chrono::duration_cast<std::chrono::system_clock::duration>(std::max<
-                        Clock::duration>(deadline - Clock::now(), Clock::duration::zero()));
+      until =
+          now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    std::max<Clock::duration>(deadline - Clock::now(), Clock::duration::zero()));
     }
     return masters->Call(
         [&](const rpc::MasterSet::Master& m, grpc::ClientContext* ctx) {
@@ -508,11 +509,10 @@ Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::
   req.set_dir(dir);
   req.set_revalidate(revalidate);
   rpc::ListDirResponse resp;
-  LC_RETURN_IF_ERROR(stub_->OnLeader(
-      [&](rpc::MasterService::Stub& stub, grpc::ClientContext* ctx) {
-        return stub.ListDir(ctx, req, &resp);
-      },
-      options_.rpc_timeout, deadline));
+  LC_RETURN_IF_ERROR(
+      stub_->OnLeader([&](rpc::MasterService::Stub& stub,
+                          grpc::ClientContext* ctx) { return stub.ListDir(ctx, req, &resp); },
+                      options_.rpc_timeout, deadline));
   ClusterListing listing;
   for (const rpc::ObjectEntry& e : resp.files()) listing.files.push_back(ToObjectInfo(e));
   listing.dirs.assign(resp.dirs().begin(), resp.dirs().end());
@@ -526,11 +526,10 @@ Result<ObjectInfo> ClusterClient::Stat(const std::string& ns, const std::string&
   req.set_ns(ns);
   req.set_path(path);
   rpc::StatResponse resp;
-  LC_RETURN_IF_ERROR(stub_->OnLeader(
-      [&](rpc::MasterService::Stub& stub, grpc::ClientContext* ctx) {
-        return stub.Stat(ctx, req, &resp);
-      },
-      options_.rpc_timeout, deadline));
+  LC_RETURN_IF_ERROR(
+      stub_->OnLeader([&](rpc::MasterService::Stub& stub,
+                          grpc::ClientContext* ctx) { return stub.Stat(ctx, req, &resp); },
+                      options_.rpc_timeout, deadline));
   *is_dir = resp.is_dir();
   return ToObjectInfo(resp.entry());
 }
@@ -721,7 +720,6 @@ Status ClusterClient::NoteWrite(const rpc::NoteWriteRequest& request, Clock::tim
       },
       options_.rpc_timeout, deadline);
 }
-
 
 Result<size_t> ClusterClient::ReadStreamed(const Worker& worker,
                                            const rpc::ReadBlockRequest& request,

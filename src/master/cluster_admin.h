@@ -35,10 +35,19 @@ class ClusterAdmin final : public AdminBackend {
   grpc::Status LeaderOnly(grpc::ServerContext* context) override {
     return leader_only_ ? leader_only_(context) : grpc::Status::OK;
   }
-  // With several masters: loads and frees run on the leader alone (MasterServer::LeaderOnly).
-  // Set before serving.
+  // With several masters: loads and frees run on the leader alone (MasterServer::LeaderOnly),
+  // and the pins are kept where another leader finds them. Set before serving.
   void set_leader_only(std::function<grpc::Status(grpc::ServerContext*)> check) {
     leader_only_ = std::move(check);
+  }
+  using PinFn = std::function<void(const std::string& ns, const std::string& path, bool pinned,
+                                   bool recursive)>;
+  void set_pins(PinFn pins) { pins_ = std::move(pins); }
+  void Pinned(const std::string& ns, const std::string& path, bool recursive) override {
+    if (pins_) pins_(ns, path, true, recursive);
+  }
+  void Unpinned(const std::string& ns, const std::string& path) override {
+    if (pins_) pins_(ns, path, false, false);
   }
 
   // The stub for a worker (by address and id), its channel shared by every job.
@@ -49,6 +58,7 @@ class ClusterAdmin final : public AdminBackend {
   WorkerRegistry& registry_;
   std::shared_ptr<const rpc::ClusterCredentials> credentials_;
   std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
+  PinFn pins_;
   Mutex mu_;
   std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_ GUARDED_BY(mu_);
 };

@@ -13,6 +13,7 @@
 
 #include "admin/admin_service.h"
 #include "common/mutex.h"
+#include "jobs/tree_walk.h"
 #include "master/client_table.h"
 #include "master/cluster_admin.h"
 #include "master/status_board.h"
@@ -391,6 +392,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                          uint64_t epoch) { registry->Replace(workers, epoch); }));
   }
   master->config_ = config;
+  master->etcd_prefix_ = options.etcd_prefix;
   // A mount reports with every view fetch (each heartbeat interval): gone after 5 missed ones.
   master->clients_ = std::make_unique<ClientTable>(std::max<std::chrono::milliseconds>(
       std::chrono::seconds(10), 5 * std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -407,6 +409,10 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
     master->service_->set_leader([self] { return self->leader(); },
                                  static_cast<uint32_t>(options.election_ttl.count() * 1000), only);
     master->admin_backend_->set_leader_only(only);
+    master->admin_backend_->set_pins(
+        [self](const std::string& ns, const std::string& path, bool pinned, bool recursive) {
+          self->NotePin(ns, path, pinned, recursive);
+        });
   }
   master->admin_ =
       std::make_unique<AdminServiceImpl>(master->admin_backend_.get(), master->authorizer_);
@@ -486,6 +492,58 @@ grpc::Status MasterServer::LeaderOnly(grpc::ServerContext* context) const {
   return rpc::RedirectToLeader(context, address_, leader, "an election is under way");
 }
 
+std::string MasterServer::PinKey(const std::string& ns, const std::string& path) const {
+  return etcd_prefix_ + "pins/" + ns + "/" + path;
+}
+
+void MasterServer::NotePin(const std::string& ns, const std::string& path, bool pinned,
+                           bool recursive) {
+  Status s;
+  if (pinned) {
+    s = etcd_->Put(PinKey(ns, path), recursive ? "recursive" : "").status();
+  } else {
+    // The folder and every pin below it: free unpins the whole tree.
+    Result<EtcdRange> below = etcd_->GetPrefix(PinKey(ns, path));
+    s = below.status();
+    for (const EtcdKeyValue& kv : below.ok() ? below->kvs : std::vector<EtcdKeyValue>{}) {
+      std::string rest = kv.key.substr(PinKey(ns, path).size());
+      if (!path.empty() && !rest.empty() && rest.front() != '/') continue;  // a sibling "ab" of "a"
+      if (Status d = etcd_->Delete(kv.key); !d.ok()) s = d;
+    }
+  }
+  if (!s.ok()) {
+    spdlog::warn(
+        "cannot record in etcd that /{}/{} is {}: {} (a master that leads after this one "
+        "{} it)",
+        ns, path, pinned ? "pinned" : "unpinned", s.message(), pinned ? "will not pin" : "may pin");
+  }
+}
+
+void MasterServer::Repin() {
+  Result<EtcdRange> pins = etcd_->GetPrefix(etcd_prefix_ + "pins/");
+  if (!pins.ok()) {
+    spdlog::warn("cannot read the pinned folders from etcd: {} (they are listed as any other)",
+                 pins.status().message());
+    return;
+  }
+  size_t done = 0;
+  for (const EtcdKeyValue& kv : pins->kvs) {
+    std::string rest = kv.key.substr(etcd_prefix_.size() + 5);  // "NS/PATH"
+    size_t slash = rest.find('/');
+    if (slash == std::string::npos) continue;
+    Result<Namespace*> ns = namespaces_->Get(rest.substr(0, slash));
+    if (!ns.ok()) continue;  // a namespace this master does not serve (another config)
+    std::string path = rest.substr(slash + 1);
+    Result<Tree> tree = WalkTree(*(*ns)->meta, path, kv.value == "recursive", /*pin=*/true);
+    if (!tree.ok()) {
+      spdlog::warn("cannot pin /{} again: {}", rest, tree.status().message());
+      continue;
+    }
+    ++done;
+  }
+  if (done > 0) spdlog::info("pinned the listings of {} loaded folder(s) again", done);
+}
+
 void MasterServer::LeaderChanged(bool leading, const std::string& leader) {
   if (leading) {
     spdlog::info("master {} leads the cluster", address_);
@@ -496,6 +554,16 @@ void MasterServer::LeaderChanged(bool leading, const std::string& leader) {
         namespaces_->Find(name)->meta->Unpin("");
       }
       led_by_other_ = false;
+    }
+    // The loads' pins, kept in etcd, are this master's to serve now: listed and pinned again in
+    // the background (a walk of a large tree takes a while; the election goes on meanwhile).
+    if (repin_done_.load()) {
+      if (repin_.joinable()) repin_.join();
+      repin_done_ = false;
+      repin_ = std::thread([this] {
+        Repin();
+        repin_done_ = true;
+      });
     }
   } else if (!leader.empty() && leader != address_) {
     spdlog::info("master {} follows the leader {}", address_, leader);
@@ -539,6 +607,7 @@ void MasterServer::Shutdown() {
       sweeper_.join();
     }
     if (election_ != nullptr) election_->Stop();  // resigns: another master leads at once
+    if (repin_.joinable()) repin_.join();
     if (server_ == nullptr) return;
     server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
     server_->Wait();

@@ -111,6 +111,11 @@ class MasterServer {
   void SweepWorkers(std::stop_token stop, Duration interval);
   // The election's report (on its thread).
   void LeaderChanged(bool leading, const std::string& leader);
+  // With etcd: a load's pin or a free's unpin recorded under <prefix>pins/NS/PATH (the value
+  // "recursive" or empty), and the recorded pins walked and pinned again by a new leader.
+  std::string PinKey(const std::string& ns, const std::string& path) const;
+  void NotePin(const std::string& ns, const std::string& path, bool pinned, bool recursive);
+  void Repin();
 
   // Destroyed bottom-up: the server stops before the service and what it serves go.
   Config config_;
@@ -121,7 +126,7 @@ class MasterServer {
   std::unique_ptr<LeaderElection> election_;    // with --etcd
   // election_ for the calls served: set once it runs (the server serves before that).
   std::atomic<const LeaderElection*> elected_{nullptr};
-  std::unique_ptr<ClientTable> clients_;        // the cluster mounts' reports
+  std::unique_ptr<ClientTable> clients_;  // the cluster mounts' reports
   std::shared_ptr<const rpc::Authorizer> authorizer_;
   std::shared_ptr<const rpc::ClusterCredentials> credentials_;
   std::unique_ptr<Service> service_;
@@ -133,6 +138,9 @@ class MasterServer {
   std::unique_ptr<rpc::HealthServer> health_;  // after server_: stopped first
   std::string address_;
   bool led_by_other_ = false;  // the election thread's alone
+  std::string etcd_prefix_;
+  std::atomic<bool> repin_done_{true};
+  std::thread repin_;  // Repin, started by the election thread, joined by Shutdown
   std::once_flag shutdown_once_;
   std::mutex sweep_mu_;  // for sweep_cv_ alone: the stop token is what the sweeper waits for
   std::condition_variable_any sweep_cv_;

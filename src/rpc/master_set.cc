@@ -37,11 +37,11 @@ bool DidNotAnswer(const grpc::Status& status) {
 grpc::Status RedirectToLeader(grpc::ServerContext* context, const std::string& self,
                               const std::string& leader, const std::string& why) {
   context->AddTrailingMetadata(kLeaderMetadata, leader);
-  std::string message =
-      leader.empty()
-          ? "no master leads the cluster now" + (why.empty() ? std::string() : " (" + why + ")") +
-                "; master " + self + " follows and serves this only through the leader"
-          : "master " + self + " follows; the leader " + leader + " serves this";
+  std::string message = leader.empty()
+                            ? "no master leads the cluster now" +
+                                  (why.empty() ? std::string() : " (" + why + ")") + "; master " +
+                                  self + " follows and serves this only through the leader"
+                            : "master " + self + " follows; the leader " + leader + " serves this";
   return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, message);
 }
 
@@ -50,8 +50,8 @@ Result<std::vector<std::string>> ParseMasterList(std::string_view flag, std::str
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string_view item =
-        list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view item = list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
     if (item.empty()) {

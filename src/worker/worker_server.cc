@@ -21,8 +21,8 @@
 #include "rpc/block_chunk.h"
 #include "rpc/convert.h"
 #include "rpc/grpc_util.h"
-#include "rpc/master_set.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "rpc/master_set.h"
 #include "rpc/stats_metrics.h"
 #include "rpc/x509.h"
 #include "worker/block_reader.h"
@@ -170,7 +170,8 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
     grpc::ClientContext ctx;
     ctx.set_wait_for_ready(true);
     ctx.set_deadline(std::min(deadline, std::chrono::system_clock::now() + turn));
-    status = rpc::MasterService::NewStub(master.channel)->IssueCertificate(&ctx, request, &response);
+    status =
+        rpc::MasterService::NewStub(master.channel)->IssueCertificate(&ctx, request, &response);
     if (status.ok() || !masters.Failed(master, status, ctx) ||
         std::chrono::system_clock::now() >= deadline) {
       break;
@@ -599,7 +600,8 @@ rpc::HealthState WorkerServer::Health() const {
     master = master_;
   }
   if (!registered_) {
-    return {false, worker + " is not registered with " + (master.empty() ? "master " + options_.master : "master " + master)};
+    return {false, worker + " is not registered with " +
+                       (master.empty() ? "master " + options_.master : "master " + master)};
   }
   int64_t silent = SteadyNowMs() - last_answer_ms_.load();
   int64_t interval = interval_ms_.load();

@@ -131,7 +131,8 @@ class Readers {
       offset += static_cast<uint64_t>(n);
     }
     ::close(fd);
-    if (error.empty() && offset != kFileSize) error = path + ": " + std::to_string(offset) + " bytes";
+    if (error.empty() && offset != kFileSize)
+      error = path + ": " + std::to_string(offset) + " bytes";
     return error;
   }
 
@@ -152,7 +153,8 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
     std::vector<std::pair<std::string, std::string>> objects;
     for (int i = 0; i < kFiles; ++i) objects.push_back({DataKey(i), DataContent(i)});
     for (int d = 0; d < kFreshDirs; ++d) {
-      for (int f = 0; f < kFreshFiles; ++f) objects.push_back({FreshKey(d, f), "fresh " + FreshKey(d, f)});
+      for (int f = 0; f < kFreshFiles; ++f)
+        objects.push_back({FreshKey(d, f), "fresh " + FreshKey(d, f)});
     }
     Status put = server_->PutObjects(kBucket, objects);
     ASSERT_TRUE(put.ok()) << put.ToString();
@@ -199,9 +201,9 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
   void StartMasterProcess(int i) {
     std::string name = "master-" + std::to_string(i + 1);
     std::vector<std::string> argv = Lakecache(name);
-    argv.insert(argv.end(), {"master", "--listen", masters_[i].address, "--etcd",
-                             etcd_->endpoints(), "--election-ttl",
-                             std::to_string(kElectionTtl.count())});
+    argv.insert(argv.end(),
+                {"master", "--listen", masters_[i].address, "--etcd", etcd_->endpoints(),
+                 "--election-ttl", std::to_string(kElectionTtl.count())});
     auto started = testing::ChildProcess::Start(argv, dir_->path() + "/" + name + ".out");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     masters_[i].process = std::move(started).value();
@@ -297,6 +299,10 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
   ASSERT_FALSE(HasFatalFailure());
   Readers readers(Root());
   readers.WaitForFiles(8);
+  // A load pins the listings of what it loaded: the pin outlives its leader.
+  RunResult pin =
+      Lc({"load", "/" + std::string(kBucket) + "/data/fresh-1", "-R", "--master", master_address_});
+  ASSERT_EQ(pin.exit_code, 0) << pin.out << pin.err;
   std::string killed = masters_[leader_].address;
   ASSERT_EQ(::kill(masters_[leader_].process->pid(), SIGKILL), 0);
   auto kill_time = Clock::now();
@@ -328,14 +334,30 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
   EXPECT_LE(listed_after, 2 * kElectionTtl) << ms(listed_after) << " ms";
   EXPECT_LE(led_after, 2 * kElectionTtl + std::chrono::seconds(1)) << ms(led_after) << " ms";
 
+  // The new leader pinned what the old one had: an object added to the store since stays out of
+  // the listing until `lakecache free` unpins it.
+  ASSERT_TRUE(server_->PutObjects(kBucket, {{"data/fresh-1/new.txt", "new"}}).ok());
+  EXPECT_EQ(List(Root() + "/data/fresh-1").size(), static_cast<size_t>(kFreshFiles))
+      << "the pinned listing was not pinned on the new leader";
+  RunResult unpin =
+      Lc({"free", "/" + std::string(kBucket) + "/data/fresh-1", "-R", "--master", master_address_});
+  EXPECT_EQ(unpin.exit_code, 0) << unpin.out << unpin.err;
+  std::vector<std::string> after_free;
+  for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+    after_free = List(Root() + "/data/fresh-1");
+    if (after_free.size() == static_cast<size_t>(kFreshFiles) + 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(after_free.size(), static_cast<size_t>(kFreshFiles) + 1) << "free did not unpin";
+
   // A new worker joins through the masters that are left (its list names the dead one first).
   AddWorker("worker-4");
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_GE(WaitForCluster(4, killed), 0) << "worker-4 never joined";
 
   // A load runs on the new leader, whichever master the command asks first.
-  RunResult load = Lc({"load", "/" + std::string(kBucket) + "/data/fresh-0", "-R", "--master",
-                       master_address_});
+  RunResult load =
+      Lc({"load", "/" + std::string(kBucket) + "/data/fresh-0", "-R", "--master", master_address_});
   EXPECT_EQ(load.exit_code, 0) << load.out << load.err;
 
   readers.WaitForFiles(8);
@@ -378,8 +400,8 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
   EXPECT_TRUE(view.stale());
   // ...and what needs etcd fails at once, saying so.
   auto asked = Clock::now();
-  RunResult load = Lc({"load", "/" + std::string(kBucket) + "/data/fresh-2", "-R", "--master",
-                       master_address_});
+  RunResult load =
+      Lc({"load", "/" + std::string(kBucket) + "/data/fresh-2", "-R", "--master", master_address_});
   EXPECT_NE(load.exit_code, 0);
   EXPECT_NE(load.err.find("etcd is out of reach"), std::string::npos) << load.err;
   auto answered = Clock::now() - asked;

@@ -350,8 +350,8 @@ class MultihostTest : public ::testing::Test {
       fs::create_directories(disk);
       fs::create_directories(cache_dir);
       std::vector<std::string> argv = {
-          "sh", "-c", "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"", "sh", disk,
-          cache_dir};
+          "sh", "-c", "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\"",
+          "sh", disk, cache_dir};
       std::vector<std::string> worker = Lakecache(w);
       worker.insert(worker.end(), {"worker", "--listen", lab_.Ip(w) + ":" + kWorkerPort, "--master",
                                    master_address_, "--cache-dir", cache_dir, "--cache-size",
@@ -397,22 +397,42 @@ class MultihostTest : public ::testing::Test {
     for (const std::string& m : kMasters) {
       std::string data = "/dev/shm/" + lab_.Namespace(m) + "-etcd";
       etcd_data_.push_back(data);
-      std::string client = "http://" + lab_.Ip(m) + ":2379", peer = "http://" + lab_.Ip(m) + ":2380";
+      std::string client = "http://" + lab_.Ip(m) + ":2379",
+                  peer = "http://" + lab_.Ip(m) + ":2380";
       auto started = StartIn(m,
-                             {"etcd", "--name", m, "--data-dir", data, "--listen-client-urls",
-                              client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
-                              "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster,
-                              "--initial-cluster-state", "new", "--initial-cluster-token",
-                              lab_.name_prefix(), "--heartbeat-interval", "200",
-                              "--election-timeout", "2000", "--log-level", "warn"},
+                             {"etcd",
+                              "--name",
+                              m,
+                              "--data-dir",
+                              data,
+                              "--listen-client-urls",
+                              client,
+                              "--advertise-client-urls",
+                              client,
+                              "--listen-peer-urls",
+                              peer,
+                              "--initial-advertise-peer-urls",
+                              peer,
+                              "--initial-cluster",
+                              cluster,
+                              "--initial-cluster-state",
+                              "new",
+                              "--initial-cluster-token",
+                              lab_.name_prefix(),
+                              "--heartbeat-interval",
+                              "200",
+                              "--election-timeout",
+                              "2000",
+                              "--log-level",
+                              "warn"},
                              "etcd-" + m);
       ASSERT_TRUE(started.ok()) << started.status().ToString();
       etcd_[m] = std::move(started).value();
     }
     for (const std::string& m : kMasters) {
       std::vector<std::string> argv = Lakecache("master-" + m);
-      argv.insert(argv.end(), {"master", "--listen", lab_.Ip(m) + ":" + kMasterPort, "--credentials",
-                               credentials_, "--etcd", endpoints, "--election-ttl",
+      argv.insert(argv.end(), {"master", "--listen", lab_.Ip(m) + ":" + kMasterPort,
+                               "--credentials", credentials_, "--etcd", endpoints, "--election-ttl",
                                std::to_string(kElectionTtl.count())});
       auto started = StartIn(m, argv, "master-" + m);
       ASSERT_TRUE(started.ok()) << started.status().ToString();
@@ -724,11 +744,11 @@ TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeadersHostLost) {
   EXPECT_LE(led_after, bound + seconds(1)) << Ms(led_after) << " ms";
   std::cout << "leader " << leader << " lost with its etcd member: " << now_leading
             << " leads (seen by `cluster status` after " << Ms(led_after)
-            << " ms); a never-listed folder listed after " << Ms(listed_after) << " ms; "
-            << rounds << " rounds of reading every byte meanwhile\n";
-  RunResult load = RunIn("client", {LAKECACHE_BINARY, "load", std::string("/") + kBucket + "/late",
-                                    "-R", "--master", master_address_, "--credentials",
-                                    credentials_});
+            << " ms); a never-listed folder listed after " << Ms(listed_after) << " ms; " << rounds
+            << " rounds of reading every byte meanwhile\n";
+  RunResult load =
+      RunIn("client", {LAKECACHE_BINARY, "load", std::string("/") + kBucket + "/late", "-R",
+                       "--master", master_address_, "--credentials", credentials_});
   EXPECT_EQ(load.exit_code, 0) << load.out << load.err;
   ExpectEveryByte(late);
 }

@@ -162,8 +162,7 @@ TEST(MasterSetTest, NoLeaderUntilTheDeadlineFailsSayingSo) {
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(4));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kPreconditionFailed) << s.ToString();
-  EXPECT_NE(s.message().find("no master leads the cluster now"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("no master leads the cluster now"), std::string::npos) << s.message();
 }
 
 TEST(MasterSetTest, EveryMasterDownFailsAtOnceNamingThem) {
