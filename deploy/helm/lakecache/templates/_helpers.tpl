@@ -35,8 +35,46 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* What workers, mounts and the load Job dial: the master's Service, or with several masters
+each master pod by its stable DNS name (the clients follow the leader among them). */}}
 {{- define "lakecache.masterAddress" -}}
-{{ include "lakecache.fullname" . }}-master:{{ .Values.master.port }}
+{{- $name := printf "%s-master" (include "lakecache.fullname" .) -}}
+{{- if le (int .Values.master.replicas) 1 -}}
+{{ $name }}:{{ .Values.master.port }}
+{{- else -}}
+{{- $list := list -}}
+{{- range $i := until (int .Values.master.replicas) -}}
+{{- $list = append $list (printf "%s-%d.%s:%d" $name $i $name (int $.Values.master.port)) -}}
+{{- end -}}
+{{ join "," $list }}
+{{- end -}}
+{{- end -}}
+
+{{/* The master's etcd flags (none without etcd.endpoints). */}}
+{{- define "lakecache.etcdArgs" -}}
+{{- $e := .Values.etcd -}}
+{{- if $e.endpoints }}
+- --etcd
+- {{ join "," $e.endpoints | quote }}
+- --etcd-prefix
+- {{ $e.prefix | default (printf "/lakecache/%s/" .Release.Name) | quote }}
+- --election-ttl
+- {{ .Values.master.electionTTL | quote }}
+{{- if $e.tls.existingSecret }}
+- --etcd-ca
+- /etc/lakecache/etcd/ca.crt
+{{- if $e.tls.clientCertificate }}
+- --etcd-cert
+- /etc/lakecache/etcd/tls.crt
+- --etcd-key
+- /etc/lakecache/etcd/tls.key
+{{- end }}
+{{- end }}
+{{- if $e.auth.user }}
+- --etcd-user
+- {{ $e.auth.user | quote }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* Quantities ("1.5Gi", "512Mi", "10G", "4096") as a whole number of bytes. */}}
@@ -135,6 +173,20 @@ order, come from one of them.
 {{- end -}}
 {{- if not (include "lakecache.namespaceNames" .) -}}
 {{- fail "no namespaces: set namespaces.<name>.uri (or jindofs with jfs.namespaces); the master serves nothing without one" -}}
+{{- end -}}
+{{- if and (gt (int .Values.master.replicas) 1) (not .Values.etcd.endpoints) -}}
+{{- fail (printf "master.replicas %d needs etcd.endpoints: several masters share the membership and elect a leader through etcd" (int .Values.master.replicas)) -}}
+{{- end -}}
+{{- if and .Values.etcd.auth.user (not .Values.etcd.auth.existingSecret) -}}
+{{- fail "etcd.auth.user needs etcd.auth.existingSecret: the Secret holding the user's password" -}}
+{{- end -}}
+{{- if and .Values.etcd.tls.clientCertificate (not .Values.etcd.tls.existingSecret) -}}
+{{- fail "etcd.tls.clientCertificate needs etcd.tls.existingSecret: the Secret with tls.crt and tls.key" -}}
+{{- end -}}
+{{- range .Values.etcd.endpoints -}}
+{{- if and $.Values.etcd.tls.existingSecret (not (hasPrefix "https://" .)) -}}
+{{- fail (printf "etcd.endpoints %s: etcd.tls.existingSecret needs https:// endpoints" .) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.existingSecret) -}}
 {{- fail "tls.enabled needs tls.existingSecret: a Secret made from the folder `lakecache cert --dir DIR` writes (the chart never makes keys)" -}}
