@@ -140,7 +140,7 @@ bool MasterSet::Failed(const Master& master, const grpc::Status& status,
 }
 
 std::string MasterSet::Describe() const {
-  if (addresses_.size() == 1) return "master " + addresses_[0];
+  if (addresses_.size() == 1) return "master at " + addresses_[0];
   std::string out = "masters ";
   for (size_t i = 0; i < addresses_.size(); ++i) out += (i ? "," : "") + addresses_[i];
   return out;

@@ -97,7 +97,7 @@ class MasterSet {
   void NoteLeader(const std::string& leader);
 
   const std::vector<std::string>& addresses() const { return addresses_; }
-  // "master a:7400" for one, "masters a:7400,b:7400" for several: for messages.
+  // "master at a:7400" for one, "masters a:7400,b:7400" for several: for messages.
   std::string Describe() const;
 
  private:

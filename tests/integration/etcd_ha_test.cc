@@ -46,7 +46,7 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr char kBucket[] = "ha";
 constexpr int kFiles = 6;
 constexpr uint64_t kFileSize = 8 * kMiB;
-constexpr int kFreshDirs = 4;  // data/fresh-K: folders no one lists before the fault
+constexpr int kFreshDirs = 5;  // data/fresh-K: folders no one lists before the fault
 constexpr int kFreshFiles = 5;
 constexpr auto kElectionTtl = std::chrono::seconds(4);  // --election-ttl
 
@@ -301,7 +301,7 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
   readers.WaitForFiles(8);
   // A load pins the listings of what it loaded: the pin outlives its leader.
   RunResult pin =
-      Lc({"load", "/" + std::string(kBucket) + "/data/fresh-1", "-R", "--master", master_address_});
+      Lc({"load", "/" + std::string(kBucket) + "/data/fresh-4", "-R", "--master", master_address_});
   ASSERT_EQ(pin.exit_code, 0) << pin.out << pin.err;
   std::string killed = masters_[leader_].address;
   ASSERT_EQ(::kill(masters_[leader_].process->pid(), SIGKILL), 0);
@@ -336,15 +336,15 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
 
   // The new leader pinned what the old one had: an object added to the store since stays out of
   // the listing until `lakecache free` unpins it.
-  ASSERT_TRUE(server_->PutObjects(kBucket, {{"data/fresh-1/new.txt", "new"}}).ok());
-  EXPECT_EQ(List(Root() + "/data/fresh-1").size(), static_cast<size_t>(kFreshFiles))
+  ASSERT_TRUE(server_->PutObjects(kBucket, {{"data/fresh-4/new.txt", "new"}}).ok());
+  EXPECT_EQ(List(Root() + "/data/fresh-4").size(), static_cast<size_t>(kFreshFiles))
       << "the pinned listing was not pinned on the new leader";
   RunResult unpin =
-      Lc({"free", "/" + std::string(kBucket) + "/data/fresh-1", "-R", "--master", master_address_});
+      Lc({"free", "/" + std::string(kBucket) + "/data/fresh-4", "-R", "--master", master_address_});
   EXPECT_EQ(unpin.exit_code, 0) << unpin.out << unpin.err;
   std::vector<std::string> after_free;
   for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
-    after_free = List(Root() + "/data/fresh-1");
+    after_free = List(Root() + "/data/fresh-4");
     if (after_free.size() == static_cast<size_t>(kFreshFiles) + 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
