@@ -27,6 +27,8 @@ using Json = nlohmann::ordered_json;  // keys in the documented order
 
 // Each call: a status is most wanted when something is down, so a silent peer must not hang it.
 constexpr auto kStatusCallTimeout = std::chrono::seconds(3);
+// The master's view: a new connection (TLS included) to a master on a busy host may take seconds.
+constexpr auto kViewCallTimeout = std::chrono::seconds(10);
 
 // One worker: as the master lists it, with capacity and usage replaced by the worker's own when
 // it answered.
@@ -231,7 +233,7 @@ int RunClusterStatus(const ClusterStatusRequest& request) {
         return rpc::MasterService::NewStub(m.channel)->GetClusterView(
             context, rpc::ClusterViewRequest(), &view);
       },
-      kStatusCallTimeout, std::chrono::system_clock::now() + 2 * kStatusCallTimeout);
+      kViewCallTimeout, std::chrono::system_clock::now() + 2 * kViewCallTimeout);
   if (!s.ok()) {
     // Whatever the gRPC code, the master could not be asked: a failure (1), not a usage error.
     std::fprintf(stderr, "lakecache: error: cluster status: no answer from the %s: %s\n",

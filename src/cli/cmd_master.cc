@@ -35,7 +35,9 @@ void StopWithin(MasterServer& server, std::chrono::seconds limit) {
 
 // The TLS files and the user of --etcd-*; the password is read from its file or the environment,
 // never taken from a flag (it would show in `ps`).
-Status EtcdTlsAndAuth(const MasterRequest& req, EtcdOptions* etcd) {
+// `env_password`: LAKECACHE_ETCD_PASSWORD as RunMaster found it (and took out of the environment).
+Status EtcdTlsAndAuth(const MasterRequest& req, const std::string& env_password,
+                      EtcdOptions* etcd) {
   if (req.etcd_cert.empty() != req.etcd_key.empty()) {
     return Status::InvalidArgument("--etcd-cert and --etcd-key go together");
   }
@@ -57,8 +59,8 @@ Status EtcdTlsAndAuth(const MasterRequest& req, EtcdOptions* etcd) {
       return Status::InvalidArgument("--etcd-password-file " + req.etcd_password_file +
                                      ": the file is empty");
     }
-  } else if (const char* env = std::getenv(kEtcdPasswordEnv); env != nullptr) {
-    password = env;
+  } else {
+    password = env_password;
   }
   if (req.etcd_user.empty() && !password.empty() && !req.etcd_password_file.empty()) {
     return Status::InvalidArgument("--etcd-password-file needs --etcd-user");
@@ -68,6 +70,13 @@ Status EtcdTlsAndAuth(const MasterRequest& req, EtcdOptions* etcd) {
                                    ": no password (give --etcd-password-file FILE or set " +
                                    kEtcdPasswordEnv + ")");
   }
+  if (!req.etcd_user.empty() && !etcd->endpoints.empty() &&
+      !etcd->endpoints.front().starts_with("https://")) {
+    spdlog::warn(
+        "--etcd-user {}: the endpoints are plain http, so the password crosses the "
+        "network unencrypted; use https:// endpoints (--etcd-ca)",
+        req.etcd_user);
+  }
   etcd->user = req.etcd_user;
   if (!req.etcd_user.empty()) etcd->password = Secret(std::move(password));
   return Status::Ok();
@@ -76,6 +85,11 @@ Status EtcdTlsAndAuth(const MasterRequest& req, EtcdOptions* etcd) {
 }  // namespace
 
 int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
+  // The etcd password, out of the environment before any thread starts: /proc/PID/environ and
+  // child processes would see it there.
+  std::string env_password;
+  if (const char* env = std::getenv(kEtcdPasswordEnv); env != nullptr) env_password = env;
+  ::unsetenv(kEtcdPasswordEnv);
   if (flags.config_file.empty()) {
     return ReportError(Status::InvalidArgument(
         "lakecache master needs --config FILE: the namespaces and their credentials"));
@@ -122,7 +136,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
     }
     options.etcd_prefix = req.etcd_prefix;
     options.election_ttl = std::chrono::seconds(req.election_ttl);
-    Status tls = EtcdTlsAndAuth(req, &options.etcd);
+    Status tls = EtcdTlsAndAuth(req, env_password, &options.etcd);
     if (!tls.ok()) return ReportError(tls);
   } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
              !req.etcd_user.empty() || !req.etcd_password_file.empty()) {

@@ -478,7 +478,11 @@ grpc::Status MasterServer::LeaderOnly(grpc::ServerContext* context) const {
   // before it.
   if (etcd_ == nullptr) return grpc::Status::OK;
   const LeaderElection* election = elected_.load();
-  if (election != nullptr && election->leading()) return grpc::Status::OK;
+  if (election == nullptr) {  // between listening and campaigning (address_ is being set)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this master is starting: it has not joined the election yet");
+  }
+  if (election->leading()) return grpc::Status::OK;
   if (membership_ != nullptr && membership_->stale()) {
     // No master can lead while etcd is out of reach: the caller is told at once (a mount then
     // serves its last listings) rather than made to wait for an election.
@@ -487,7 +491,7 @@ grpc::Status MasterServer::LeaderOnly(grpc::ServerContext* context) const {
                             "), so no master leads the cluster: listings, stats, writes' notes, "
                             "loads and frees wait for etcd; cached reads go on");
   }
-  std::string leader = election != nullptr ? election->leader() : "";
+  std::string leader = election->leader();
   if (leader == address_) leader.clear();  // our key, its lease lapsing
   return rpc::RedirectToLeader(context, address_, leader, "an election is under way");
 }
@@ -500,7 +504,11 @@ void MasterServer::NotePin(const std::string& ns, const std::string& path, bool 
                            bool recursive) {
   Status s;
   if (pinned) {
-    s = etcd_->Put(PinKey(ns, path), recursive ? "recursive" : "").status();
+    // A load of the folder alone after one of its tree keeps the tree pinned, as the metadata
+    // cache does.
+    Result<EtcdRange> had = etcd_->Get(PinKey(ns, path));
+    bool was_recursive = had.ok() && !had->kvs.empty() && had->kvs[0].value == "recursive";
+    s = etcd_->Put(PinKey(ns, path), recursive || was_recursive ? "recursive" : "").status();
   } else {
     // The folder and every pin below it: free unpins the whole tree.
     Result<EtcdRange> below = etcd_->GetPrefix(PinKey(ns, path));
@@ -528,6 +536,7 @@ void MasterServer::Repin() {
   }
   size_t done = 0;
   for (const EtcdKeyValue& kv : pins->kvs) {
+    if (stopping_.load()) return;
     std::string rest = kv.key.substr(etcd_prefix_.size() + 5);  // "NS/PATH"
     size_t slash = rest.find('/');
     if (slash == std::string::npos) continue;
@@ -557,19 +566,40 @@ void MasterServer::LeaderChanged(bool leading, const std::string& leader) {
     }
     // The loads' pins, kept in etcd, are this master's to serve now: listed and pinned again in
     // the background (a walk of a large tree takes a while; the election goes on meanwhile).
-    if (repin_done_.load()) {
-      if (repin_.joinable()) repin_.join();
-      repin_done_ = false;
+    // A walk still running from an earlier lead is asked to start over once it ends (the unpin
+    // above may have undone what it had pinned).
+    bool start = false;
+    {
+      MutexLock lock(&repin_mu_);
+      repin_again_ = true;
+      start = !repin_running_;
+      repin_running_ = true;
+    }
+    if (start) {
+      if (repin_.joinable()) repin_.join();  // ended: it cleared repin_running_
       repin_ = std::thread([this] {
-        Repin();
-        repin_done_ = true;
+        for (;;) {
+          {
+            MutexLock lock(&repin_mu_);
+            if (!repin_again_ || stopping_.load()) {
+              repin_running_ = false;
+              return;
+            }
+            repin_again_ = false;
+          }
+          Repin();
+        }
       });
     }
-  } else if (!leader.empty() && leader != address_) {
-    spdlog::info("master {} follows the leader {}", address_, leader);
-    led_by_other_ = true;
   } else {
-    spdlog::warn("master {}: no master leads the cluster now", address_);
+    // Not leading, whatever the reason (another leads, the lease ran out, etcd went out of reach):
+    // another master may lead meanwhile and take writes' notes this one never sees.
+    led_by_other_ = true;
+    if (!leader.empty() && leader != address_) {
+      spdlog::info("master {} follows the leader {}", address_, leader);
+    } else if (!stopping_.load()) {
+      spdlog::warn("master {}: no master leads the cluster now", address_);
+    }
   }
 }
 
@@ -606,6 +636,7 @@ void MasterServer::Shutdown() {
       sweeper_.request_stop();
       sweeper_.join();
     }
+    stopping_ = true;                             // a re-pinning walk stops at its next folder
     if (election_ != nullptr) election_->Stop();  // resigns: another master leads at once
     if (repin_.joinable()) repin_.join();
     if (server_ == nullptr) return;

@@ -21,6 +21,7 @@
 
 #include "common/config.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/result.h"
 #include "membership/etcd_client.h"
 #include "rpc/health.h"
@@ -139,7 +140,10 @@ class MasterServer {
   std::string address_;
   bool led_by_other_ = false;  // the election thread's alone
   std::string etcd_prefix_;
-  std::atomic<bool> repin_done_{true};
+  Mutex repin_mu_;
+  bool repin_running_ GUARDED_BY(repin_mu_) = false;
+  bool repin_again_ GUARDED_BY(repin_mu_) = false;  // walk the pins (again) once the walk ends
+  std::atomic<bool> stopping_{false};               // Shutdown began
   std::thread repin_;  // Repin, started by the election thread, joined by Shutdown
   std::once_flag shutdown_once_;
   std::mutex sweep_mu_;  // for sweep_cv_ alone: the stop token is what the sweeper waits for

@@ -81,6 +81,13 @@ Result<std::vector<std::string>> ParseEtcdEndpoints(std::string_view flag, std::
     std::string endpoint(list.substr(start, comma - start));
     start = comma + 1;
     std::string host_port = HostPort(endpoint);
+    if (host_port.find('@') != std::string::npos) {
+      // Never echoed back: it may hold a password.
+      return Status::InvalidArgument(fmt::format(
+          "{}: an endpoint holds user information (USER:PASSWORD@); give the user with "
+          "--etcd-user and the password in --etcd-password-file or LAKECACHE_ETCD_PASSWORD",
+          flag));
+    }
     size_t colon = host_port.rfind(':');
     bool port_ok = colon != std::string::npos && colon + 1 < host_port.size() && colon > 0 &&
                    host_port.find_first_not_of("0123456789", colon + 1) == std::string::npos;

@@ -12,9 +12,10 @@ namespace {
 
 constexpr auto kFirstPause = std::chrono::milliseconds(100);
 constexpr auto kLongestPause = std::chrono::milliseconds(1000);
-// A master that did not answer is not taken back as the leader a view names for this long (the
-// views of its followers name it until its lease ends).
-constexpr auto kDownFor = std::chrono::seconds(2);
+// A master that did not answer is passed over (and not taken back as the leader a view names)
+// until it answers again or this long has passed: longer than a mount's call, and than the lease
+// the followers' views go on naming a dead leader for.
+constexpr auto kDownFor = std::chrono::seconds(30);
 
 // The leader a redirect names: true with `leader` set (maybe empty) when `status` is one.
 bool RedirectLeader(const grpc::Status& status, const grpc::ClientContext& context,
@@ -82,9 +83,32 @@ size_t MasterSet::IndexOf(const std::string& address) {
   for (size_t i = 0; i < known_.size(); ++i) {
     if (known_[i].address == address) return i;
   }
-  known_.push_back({address, nullptr});
-  down_until_.emplace_back();
+  // A leader by another name than the ones given (its pod IP, say): one slot after them, which the
+  // next such leader takes over, so the list does not grow with every restart.
+  if (known_.size() == addresses_.size()) {
+    known_.push_back({address, nullptr});
+    down_until_.emplace_back();
+  } else {
+    known_.back() = {address, nullptr};
+    down_until_.back() = {};
+  }
   return known_.size() - 1;
+}
+
+size_t MasterSet::NextAfter(size_t i) {
+  auto now = std::chrono::steady_clock::now();
+  for (size_t step = 1; step <= known_.size(); ++step) {
+    size_t next = (i + step) % known_.size();
+    if (now >= down_until_[next]) return next;
+  }
+  return (i + 1) % known_.size();  // every one down: each in turn
+}
+
+void MasterSet::Answered(const Master& master) {
+  MutexLock lock(&mu_);
+  for (size_t i = 0; i < known_.size(); ++i) {
+    if (known_[i].address == master.address) down_until_[i] = {};
+  }
 }
 
 bool MasterSet::WaitForAny(std::chrono::system_clock::time_point deadline) {
@@ -130,11 +154,16 @@ bool MasterSet::Failed(const Master& master, const grpc::Status& status,
   if (!redirect && !DidNotAnswer(status)) return false;
   MutexLock lock(&mu_);
   size_t failed = IndexOf(master.address);
-  if (!redirect) down_until_[failed] = std::chrono::steady_clock::now() + kDownFor;
+  // A master that answered with a redirect is up; one that did not is passed over until it
+  // answers again or kDownFor passes (the views of its followers go on naming a dead leader until
+  // its lease ends).
+  down_until_[failed] = redirect ? std::chrono::steady_clock::time_point{}
+                                 : std::chrono::steady_clock::now() + kDownFor;
   if (redirect && !leader.empty() && leader != master.address) {
-    current_ = IndexOf(leader);
+    size_t named = IndexOf(leader);
+    current_ = std::chrono::steady_clock::now() >= down_until_[named] ? named : NextAfter(failed);
   } else if (current_ == failed) {
-    current_ = (failed + 1) % known_.size();
+    current_ = NextAfter(failed);
   }
   return true;
 }
@@ -187,7 +216,7 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
   if (redirect && !leader.empty() && leader_down) {
     // The named leader did not answer: try the next master meanwhile instead.
     MutexLock lock(&set_.mu_);
-    set_.current_ = (set_.IndexOf(master.address) + 1) % set_.known_.size();
+    set_.current_ = set_.NextAfter(set_.IndexOf(master.address));
   }
   if (pause_now) {
     auto left = deadline_ - std::chrono::system_clock::now();
@@ -216,7 +245,10 @@ Status MasterSet::Call(const Attempt& attempt, std::chrono::milliseconds per_att
     grpc::ClientContext context;
     context.set_deadline(std::min(deadline, std::chrono::system_clock::now() + per_attempt));
     grpc::Status status = attempt(master, &context);
-    if (status.ok()) return Status::Ok();
+    if (status.ok()) {
+      Answered(master);
+      return Status::Ok();
+    }
     if (!attempts.Again(master, status, context)) return attempts.Error();
   }
 }

@@ -103,8 +103,12 @@ class MasterSet {
  private:
   Master At(size_t i) REQUIRES(mu_);
   size_t IndexOf(const std::string& address) REQUIRES(mu_);
+  // The first master after index i not marked down (the next one when all are).
+  size_t NextAfter(size_t i) REQUIRES(mu_);
+  // `master` answered: it is no longer passed over.
+  void Answered(const Master& master) EXCLUDES(mu_);
 
-  std::vector<std::string> addresses_;  // as given; a leader outside them is added to known_
+  std::vector<std::string> addresses_;  // as given; known_ adds one slot for a leader outside them
   const ChannelFn open_;
   Mutex mu_;
   std::vector<Master> known_ GUARDED_BY(mu_);

@@ -678,7 +678,9 @@ void WorkerServer::HeartbeatLoop() {
       rpc::RegisterRequest req;
       rpc::RegisterResponse resp;
       FillInfo(req.mutable_worker());
-      WaitForMaster(&ctx, interval);
+      // Longer than a heartbeat: with etcd a registration writes the worker's record under a new
+      // lease, several calls to etcd.
+      WaitForMaster(&ctx, std::max<std::chrono::milliseconds>(interval, std::chrono::seconds(5)));
       status = stub->Register(&ctx, req, &resp);
       if (status.ok()) {
         if (authorizer_ != nullptr) {

@@ -740,7 +740,13 @@ TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeadersHostLost) {
   readers.join();
   EXPECT_TRUE(errors.empty()) << errors.size() << " files wrong; first: " << errors.front();
   EXPECT_NE(now_leading, leader);
-  EXPECT_FALSE(now_leading.empty());
+  EXPECT_FALSE(now_leading.empty()) << [&] {
+    RunResult r = RunIn("client", {LAKECACHE_BINARY, "cluster", "status", "--master",
+                                   master_address_, "--credentials", credentials_});
+    std::string logs = "cluster status: " + r.out + r.err;
+    for (const std::string& m : kMasters) logs += "\n" + m + ": " + ReadLog("master-" + m);
+    return logs + "\nmount: " + ReadLog("mount");
+  }();
   EXPECT_LE(led_after, bound + seconds(1)) << Ms(led_after) << " ms";
   std::cout << "leader " << leader << " lost with its etcd member: " << now_leading
             << " leads (seen by `cluster status` after " << Ms(led_after)

@@ -305,5 +305,46 @@ TEST_F(EtcdClientTest, AuthenticatesAsAUserAndNeverShowsThePassword) {
   ASSERT_FALSE(anonymous.ok());
 }
 
+// etcd serving TLS and asking clients for a certificate (--client-cert-auth): the client verifies
+// the members against --etcd-ca and presents --etcd-cert/--etcd-key; without them, or over plain
+// text, it is refused with a message naming the endpoint.
+TEST(EtcdTlsTest, TalksTlsWithACertificateAndIsRefusedWithoutOne) {
+  testing::TempDir dir("lakecache-etcd-tls");
+  auto tls = testing::MakeSelfSignedCert(dir.path());
+  ASSERT_TRUE(tls.ok()) << tls.status().message();
+  auto cluster = EtcdCluster::Start(1, &*tls);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().message();
+  std::string endpoint = (*cluster)->endpoint(0);
+  ASSERT_TRUE(endpoint.starts_with("https://")) << endpoint;
+
+  EtcdOptions options;
+  options.endpoints = {endpoint};
+  options.ca_file = tls->cert_path;
+  options.cert_file = tls->cert_path;
+  options.key_file = tls->key_path;
+  options.timeout = std::chrono::milliseconds(3000);
+  auto client = EtcdClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_TRUE((*client)->Put("/tls/k", "v").ok());
+  EXPECT_EQ((*client)->Get("/tls/k")->kvs.at(0).value, "v");
+
+  EtcdOptions no_certificate = options;  // the members are trusted, but we show no certificate
+  no_certificate.cert_file.clear();
+  no_certificate.key_file.clear();
+  auto refused = EtcdClient::Connect(no_certificate);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(endpoint), std::string::npos)
+      << refused.status().message();
+
+  EtcdOptions untrusted = options;  // the system's CAs do not know the members' certificate
+  untrusted.ca_file.clear();
+  EXPECT_FALSE(EtcdClient::Connect(untrusted).ok());
+
+  EtcdOptions plain;  // plain text to a TLS member
+  plain.endpoints = {endpoint.substr(std::string("https://").size())};
+  plain.timeout = std::chrono::milliseconds(3000);
+  EXPECT_FALSE(EtcdClient::Connect(plain).ok());
+}
+
 }  // namespace
 }  // namespace lakecache

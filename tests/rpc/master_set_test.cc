@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 class FakeMaster final : public MasterService::Service {
  public:
-  enum class Mode { kServe, kRedirect, kNotFound };
+  enum class Mode { kServe, kRedirect, kNotFound, kDown };
 
   FakeMaster() {
     auto started = StartServer("127.0.0.1:0", {this});
@@ -41,6 +41,8 @@ class FakeMaster final : public MasterService::Service {
   void Serve() { Set(Mode::kServe, ""); }
   void Redirect(const std::string& leader) { Set(Mode::kRedirect, leader); }
   void NotFound() { Set(Mode::kNotFound, ""); }
+  // Answers as a master that cannot be reached does (UNAVAILABLE), counting the calls.
+  void Down() { Set(Mode::kDown, ""); }
 
   grpc::Status GetClusterView(grpc::ServerContext* ctx, const ClusterViewRequest*,
                               ClusterView* view) override {
@@ -54,6 +56,8 @@ class FakeMaster final : public MasterService::Service {
         return RedirectToLeader(ctx, address_, leader_, "an election is under way");
       case Mode::kNotFound:
         return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such thing");
+      case Mode::kDown:
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
     }
     return grpc::Status::OK;
   }
@@ -127,6 +131,28 @@ TEST(MasterSetTest, AMasterThatDoesNotAnswerIsPassedOver) {
   // A view naming the dead master as leader does not bring calls back to it at once.
   masters.NoteLeader(masters.addresses()[0]);
   EXPECT_EQ(masters.Current().address, alive.address());
+}
+
+// A dead leader's followers name it until its lease ends: the call is not sent back to it over
+// and over, nor by the views that name it.
+TEST(MasterSetTest, ADeadLeaderTheFollowersStillNameIsNotAskedAgain) {
+  FakeMaster dead, follower;
+  dead.Down();
+  follower.Redirect(dead.address());
+  std::thread elected([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // longer than a call's pause
+    follower.Serve();
+  });
+  MasterSet masters = Masters({dead.address(), follower.address()});
+  std::string answered;
+  Status s = AskView(masters, std::chrono::seconds(10), &answered);
+  elected.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(answered, follower.address());
+  EXPECT_EQ(dead.calls(), 1);
+  masters.NoteLeader(dead.address());  // a view that still names it
+  ASSERT_TRUE(AskView(masters, std::chrono::seconds(10), &answered).ok());
+  EXPECT_EQ(dead.calls(), 1);
 }
 
 TEST(MasterSetTest, WhileNoMasterLeadsTheCallWaitsForOne) {

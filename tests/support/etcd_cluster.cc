@@ -14,8 +14,9 @@ namespace lakecache::testing {
 
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members) {
+Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members, const TlsFiles* tls) {
   std::unique_ptr<EtcdCluster> cluster(new EtcdCluster());
+  if (tls != nullptr) cluster->tls_ = *tls;
   std::error_code ec;
   std::string base = fs::is_directory("/dev/shm", ec) ? "/dev/shm" : "/tmp";
   std::string pattern = base + "/lakecache-etcd.XXXXXX";
@@ -55,15 +56,17 @@ EtcdCluster::~EtcdCluster() {
 }
 
 Status EtcdCluster::StartMember(Member& m) {
+  std::string client_url =
+      fmt::format("{}://127.0.0.1:{}", tls_.cert_path.empty() ? "http" : "https", m.client_port);
   std::vector<std::string> argv = {"etcd",
                                    "--name",
                                    m.name,
                                    "--data-dir",
                                    m.data_dir,
                                    "--listen-client-urls",
-                                   fmt::format("http://127.0.0.1:{}", m.client_port),
+                                   client_url,
                                    "--advertise-client-urls",
-                                   fmt::format("http://127.0.0.1:{}", m.client_port),
+                                   client_url,
                                    "--listen-peer-urls",
                                    fmt::format("http://127.0.0.1:{}", m.peer_port),
                                    "--initial-advertise-peer-urls",
@@ -82,6 +85,10 @@ Status EtcdCluster::StartMember(Member& m) {
                                    "zap",
                                    "--log-level",
                                    "warn"};
+  if (!tls_.cert_path.empty()) {
+    argv.insert(argv.end(), {"--cert-file", tls_.cert_path, "--key-file", tls_.key_path,
+                             "--trusted-ca-file", tls_.cert_path, "--client-cert-auth"});
+  }
   auto child = ChildProcess::Start(argv, fmt::format("{}/{}.log", dir_, m.name));
   if (!child.ok()) return child.status();
   m.process = std::move(child).value();
@@ -89,7 +96,8 @@ Status EtcdCluster::StartMember(Member& m) {
 }
 
 std::string EtcdCluster::endpoint(int member) const {
-  return fmt::format("127.0.0.1:{}", members_[member].client_port);
+  return fmt::format("{}127.0.0.1:{}", tls_.cert_path.empty() ? "" : "https://",
+                     members_[member].client_port);
 }
 
 std::string EtcdCluster::endpoints() const {
@@ -137,6 +145,10 @@ Result<std::string> EtcdCluster::Ctl(const std::vector<std::string>& args, int m
                                    "3s",
                                    "--command-timeout",
                                    "10s"};
+  if (!tls_.cert_path.empty()) {
+    argv.insert(argv.end(),
+                {"--cacert", tls_.cert_path, "--cert", tls_.cert_path, "--key", tls_.key_path});
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   RunResult r = RunCommand(argv, {"ETCDCTL_API=3"}, std::chrono::seconds(30));
   if (r.exit_code != 0)

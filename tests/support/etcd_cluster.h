@@ -17,8 +17,11 @@ namespace lakecache::testing {
 
 class EtcdCluster {
  public:
-  // Starts `members` members and waits until the cluster has a leader and serves.
-  static Result<std::unique_ptr<EtcdCluster>> Start(int members = 3);
+  // Starts `members` members and waits until the cluster has a leader and serves. With `tls`
+  // (a certificate for IP 127.0.0.1 that is also its own CA, e.g. MakeSelfSignedCert's), clients
+  // speak TLS to the members and must present a certificate that CA signed
+  // (--client-cert-auth); the members' endpoints are then https://.
+  static Result<std::unique_ptr<EtcdCluster>> Start(int members = 3, const TlsFiles* tls = nullptr);
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -60,6 +63,7 @@ class EtcdCluster {
   std::string dir_;  // removed with everything in it by the destructor
   std::vector<Member> members_;
   std::string initial_cluster_;
+  TlsFiles tls_;  // empty paths: plain
 };
 
 }  // namespace lakecache::testing

@@ -73,6 +73,8 @@ each master pod by its stable DNS name (the clients follow the leader among them
 {{- if $e.auth.user }}
 - --etcd-user
 - {{ $e.auth.user | quote }}
+- --etcd-password-file
+- /etc/lakecache/etcd-auth/password
 {{- end }}
 {{- end }}
 {{- end -}}
