@@ -10,7 +10,6 @@
 namespace lakecache::rpc {
 namespace {
 
-constexpr auto kFirstPause = std::chrono::milliseconds(100);
 constexpr auto kLongestPause = std::chrono::milliseconds(1000);
 // A master that did not answer is passed over (and not taken back as the leader a view names)
 // until it answers again or this long has passed: longer than a mount's call, and than the lease
