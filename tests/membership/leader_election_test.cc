@@ -37,6 +37,16 @@ class LeaderElectionTest : public ::testing::Test {
   }
 
   // Waits until exactly one of `candidates` leads and every one names it; its index, or -1.
+  // master-0, master-1 and master-2, each with a client of every member.
+  std::vector<std::unique_ptr<LeaderElection>> ThreeCandidates() {
+    std::vector<std::unique_ptr<LeaderElection>> candidates;
+    for (int i = 0; i < 3; ++i) {
+      candidates.push_back(std::make_unique<LeaderElection>(Connect(All()), kKey,
+                                                            "master-" + std::to_string(i), kTtl));
+    }
+    return candidates;
+  }
+
   static int WaitForOneLeader(const std::vector<std::unique_ptr<LeaderElection>>& candidates,
                               Clock::duration timeout) {
     auto deadline = Clock::now() + timeout;
@@ -62,10 +72,7 @@ class LeaderElectionTest : public ::testing::Test {
 };
 
 TEST_F(LeaderElectionTest, OneOfThreeLeadsAndEveryOneKnowsWhich) {
-  std::vector<std::unique_ptr<LeaderElection>> candidates;
-  for (int i = 0; i < 3; ++i)
-    candidates.push_back(std::make_unique<LeaderElection>(Connect(All()), kKey,
-                                                          "master-" + std::to_string(i), kTtl));
+  std::vector<std::unique_ptr<LeaderElection>> candidates = ThreeCandidates();
   int leader = WaitForOneLeader(candidates, std::chrono::seconds(10));
   ASSERT_GE(leader, 0);
   // It stays the leader while it lives: several lease lengths later, still one and the same.
@@ -74,10 +81,7 @@ TEST_F(LeaderElectionTest, OneOfThreeLeadsAndEveryOneKnowsWhich) {
 }
 
 TEST_F(LeaderElectionTest, AResigningLeaderHandsOverAtOnce) {
-  std::vector<std::unique_ptr<LeaderElection>> candidates;
-  for (int i = 0; i < 3; ++i)
-    candidates.push_back(std::make_unique<LeaderElection>(Connect(All()), kKey,
-                                                          "master-" + std::to_string(i), kTtl));
+  std::vector<std::unique_ptr<LeaderElection>> candidates = ThreeCandidates();
   int leader = WaitForOneLeader(candidates, std::chrono::seconds(10));
   ASSERT_GE(leader, 0);
   auto stopped = Clock::now();
