@@ -5,6 +5,8 @@
 // - The leading master SIGKILLed: no read fails, another master leads within two election leases,
 //   a folder never listed before lists within two leases, a new worker joins through the
 //   survivors and `lakecache load` runs on the new leader.
+// - A load whose leader is SIGKILLed mid-stream ends with a message that says to run it again, and
+//   the rerun on the new leader finishes, skipping what was already cached.
 // - One etcd member SIGKILLed: nothing is noticed. Every member stopped: cached reads go on, the
 //   masters keep their last view (marked stale), what needs etcd fails at once with a message that
 //   says so, and everything serves again once etcd is back.
@@ -27,8 +29,12 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "rpc/lakecache.grpc.pb.h"
+#include "support/background_command.h"
 #include "support/cluster_procs.h"
+#include "support/counting_proxy.h"
 #include "support/etcd_cluster.h"
 #include "support/process.h"
 #include "support/test_servers.h"
@@ -48,6 +54,10 @@ constexpr int kFiles = 6;
 constexpr uint64_t kFileSize = 8 * kMiB;
 constexpr int kFreshDirs = 5;  // data/fresh-K: folders no one lists before the fault
 constexpr int kFreshFiles = 5;
+constexpr char kSlowBucket[] = "ha-slow";  // behind a proxy that caps the store's bandwidth
+constexpr int kSlowFiles = 12;
+constexpr uint64_t kSlowFileSize = kMiB;
+constexpr uint64_t kSlowBandwidth = kMiB;  // bytes/s: a load of the slow bucket takes ~12 s
 constexpr auto kElectionTtl = std::chrono::seconds(4);  // --election-ttl
 
 std::string DataKey(int i) { return "data/part-" + std::to_string(i) + ".bin"; }
@@ -147,7 +157,7 @@ class Readers {
 class EtcdHaTest : public testing::ClusterProcessFixture {
  protected:
   static void SetUpTestSuite() {
-    auto started = testing::S3rver::Start({.buckets = {kBucket}});
+    auto started = testing::S3rver::Start({.buckets = {kBucket, kSlowBucket}});
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value().release();
     std::vector<std::pair<std::string, std::string>> objects;
@@ -158,12 +168,22 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
     }
     Status put = server_->PutObjects(kBucket, objects);
     ASSERT_TRUE(put.ok()) << put.ToString();
+    objects.clear();
+    for (int i = 0; i < kSlowFiles; ++i) {
+      objects.push_back({"slow/f-" + std::to_string(i), std::string(kSlowFileSize, 'a' + i)});
+    }
+    put = server_->PutObjects(kSlowBucket, objects);
+    ASSERT_TRUE(put.ok()) << put.ToString();
   }
 
   void SetUp() override {
     SetUpScratch("lakecache-etcd-ha");
     if (HasFatalFailure()) return;
-    WriteConfig({{kBucket, server_->endpoint(), "1MiB", "1s"}});
+    auto proxy = testing::CountingProxy::Start(server_->endpoint());
+    ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+    proxy_ = std::move(proxy).value();
+    WriteConfig({{kBucket, server_->endpoint(), "1MiB", "1s"},
+                 {kSlowBucket, proxy_->endpoint(), "256KiB", "1s"}});
     auto etcd = testing::EtcdCluster::Start(3);
     ASSERT_TRUE(etcd.ok()) << etcd.status().ToString();
     etcd_ = std::move(etcd).value();
@@ -177,6 +197,7 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
     ClusterProcessFixture::TearDown();
     masters_.clear();
     etcd_.reset();
+    proxy_.reset();
   }
 
   struct Master {
@@ -290,6 +311,7 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
   }
 
   std::unique_ptr<testing::EtcdCluster> etcd_;
+  std::unique_ptr<testing::CountingProxy> proxy_;
   std::vector<Master> masters_;
   int leader_ = -1;
 };
@@ -365,6 +387,57 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
   std::cout << readers.files() << " files read, " << readers.failed() << " failed\n";
   EXPECT_EQ(readers.failed(), 0u) << readers.first_error();
   EXPECT_TRUE(mount_->Running());
+}
+
+TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledMidStreamSaysToRunItAgain) {
+  StartMasters();
+  ASSERT_FALSE(HasFatalFailure());
+  for (int i = 1; i <= 3; ++i) {
+    AddWorker("worker-" + std::to_string(i));
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  leader_ = WaitForCluster(3, "");
+  ASSERT_GE(leader_, 0) << "no leader with 3 workers: " << masters_[0].process->LogTail();
+  const std::vector<std::string> load = {
+      LAKECACHE_BINARY, "load",         "/" + std::string(kSlowBucket) + "/slow", "-R", "--json",
+      "--master",       master_address_};
+  const std::vector<std::string> env = {"-LAKECACHE_CREDENTIALS", "-LAKECACHE_MASTER"};
+
+  // The store slowed down, a load under way: a third of its bytes came through.
+  proxy_->SetBandwidth(kSlowBandwidth);
+  testing::ProxyCounts before = proxy_->counts();
+  auto started = testing::BackgroundCommand::Start(load, env);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<testing::BackgroundCommand> first = std::move(started).value();
+  const uint64_t total = kSlowFiles * kSlowFileSize;
+  for (auto until = Clock::now() + std::chrono::seconds(60);
+       (proxy_->counts() - before).response_bytes < total / 3 && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE((proxy_->counts() - before).response_bytes, total / 3) << first->Stderr();
+
+  std::string killed = masters_[leader_].address;
+  ASSERT_EQ(::kill(masters_[leader_].process->pid(), SIGKILL), 0);
+  RunResult cut = first->Wait(std::chrono::seconds(60));
+  proxy_->SetBandwidth(0);
+  EXPECT_FALSE(cut.timed_out);
+  EXPECT_EQ(cut.exit_code, 1) << cut.out << cut.err;
+  EXPECT_NE(cut.err.find(killed + " went away during the load"), std::string::npos) << cut.err;
+  EXPECT_NE(cut.err.find("run `lakecache load` again"), std::string::npos) << cut.err;
+  std::cout << "the load's leader killed mid-stream: " << cut.err;
+
+  // Run again: it goes to the new leader and loads only what the first run left.
+  ASSERT_GE(WaitForCluster(3, killed), 0) << "no new leader";
+  RunResult again = RunCommand(load, env, std::chrono::seconds(90));
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  auto summary = nlohmann::json::parse(again.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(summary.is_object()) << again.out;
+  EXPECT_EQ(summary.value("complete", false), true) << again.out;
+  uint64_t cached = summary["bytes"].value("already_cached", uint64_t{0});
+  uint64_t loaded = summary["bytes"].value("loaded", uint64_t{0});
+  EXPECT_GT(cached, 0u) << again.out;
+  EXPECT_EQ(cached + loaded, total) << again.out;
+  std::cout << "run again: " << loaded << " bytes loaded, " << cached << " already cached\n";
 }
 
 TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
