@@ -161,7 +161,7 @@ void EtcdClient::NextEndpoint(size_t index) {
   if (current_ == index) current_ = (current_ + 1) % channels_.size();
 }
 
-Status EtcdClient::Authenticate(const Target& target) {
+Result<Secret> EtcdClient::Authenticate(const Target& target) const {
   etcdserverpb::AuthenticateRequest request;
   request.set_name(options_.user);
   request.set_password(options_.password.Reveal());
@@ -173,18 +173,23 @@ Status EtcdClient::Authenticate(const Target& target) {
   if (!status.ok())
     return rpc::FromGrpcStatus(
         status, fmt::format("etcd {} (authenticating as {})", target.endpoint, options_.user));
-  token_ = Secret(response.token());
-  return Status::Ok();
+  return Secret(response.token());
 }
 
 Status EtcdClient::Authorize(grpc::ClientContext* context, const Target& target) {
   if (options_.user.empty()) return Status::Ok();
-  MutexLock lock(&mu_);
-  if (token_.empty()) {
-    Status status = Authenticate(target);
-    if (!status.ok()) return status;
+  Secret token;
+  {
+    MutexLock lock(&mu_);
+    token = token_;
   }
-  context->AddMetadata("token", token_.Reveal());
+  if (token.empty()) {
+    // Calls that find no token at once each log in; the last token kept serves the next ones.
+    LC_ASSIGN_OR_RETURN(token, Authenticate(target));
+    MutexLock lock(&mu_);
+    token_ = token;
+  }
+  context->AddMetadata("token", token.Reveal());
   return Status::Ok();
 }
 

@@ -117,7 +117,8 @@ class EtcdClient {
   // not answer, and once more after a token expired. `what` names the request in errors.
   template <typename Call>
   Status Invoke(std::string_view what, Call&& call);
-  Status Authenticate(const Target& target) REQUIRES(mu_);
+  // Logs in at `target`; the token. Called without the lock: a slow login holds up no other call.
+  Result<Secret> Authenticate(const Target& target) const EXCLUDES(mu_);
 
   const EtcdOptions options_;
   mutable Mutex mu_;

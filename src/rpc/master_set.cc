@@ -185,6 +185,9 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
     return false;
   }
   last_ = FromGrpcStatus(status, "master " + master.address);
+  std::erase_if(answers_, [&](const Answer& a) { return a.master == master.address; });
+  answers_.push_back({master.address, status.error_message()});
+  if (answers_.size() > 4) answers_.erase(answers_.begin());
   std::string leader;
   bool redirect = RedirectLeader(status, context, &leader);
   if (!set_.Failed(master, status, context)) return false;
@@ -203,9 +206,6 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
   // for, as with a single master).
   if (unreachable_.size() >= masters) return false;
   if (std::chrono::system_clock::now() >= deadline_) return false;
-  std::erase(others_, last_.message());  // each master's latest answer once, the last three
-  others_.push_back(last_.message());
-  if (others_.size() > 3) others_.erase(others_.begin());
   // A redirect to a leader not yet asked is followed at once; no leader, or one that did not
   // answer (its lease not yet expired), is asked again after a pause.
   bool leader_down =
@@ -228,12 +228,26 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
 }
 
 Status MasterSet::Attempts::Error() const {
-  std::string also;
-  for (const std::string& o : others_) {
-    if (o != last_.message()) also += (also.empty() ? "" : "; ") + o;
+  if (answers_.size() < 2) return last_;
+  // Group the answers by what they said, the last answer's group first.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // reason, masters
+  for (auto it = answers_.rbegin(); it != answers_.rend(); ++it) {
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto& g) { return g.first == it->reason; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {it->reason, {}});
+    group->second.insert(group->second.begin(), it->master);
   }
-  if (also.empty()) return last_;
-  return Status(last_.code(), last_.message() + " (before that: " + also + ")");
+  auto line = [](const auto& group) {
+    std::string who = group.second.size() == 1 ? "master " : "masters ";
+    for (size_t i = 0; i < group.second.size(); ++i) who += (i ? "," : "") + group.second[i];
+    return group.first.empty() ? who : who + ": " + group.first;
+  };
+  std::string message = line(groups.front());
+  for (size_t i = 1; i < groups.size(); ++i) {
+    message += (i == 1 ? " (before that: " : "; ") + line(groups[i]);
+  }
+  if (groups.size() > 1) message += ")";
+  return Status(last_.code(), message);
 }
 
 Status MasterSet::Call(const Attempt& attempt, std::chrono::milliseconds per_attempt,

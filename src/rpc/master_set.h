@@ -74,17 +74,22 @@ class MasterSet {
     // having paused first when no master leads yet.
     bool Again(const Master& master, const grpc::Status& status,
                const grpc::ClientContext& context);
-    // The last failure, naming its master, with what the others said before it.
+    // The last failure, naming its master, with what the others said before it; masters that
+    // said the same are named together ("masters a:7400,b:7400: etcd is out of reach ...").
     Status Error() const;
 
    private:
     MasterSet& set_;
     const std::chrono::system_clock::time_point deadline_;
     std::vector<std::string> unreachable_;  // masters that did not answer, since one last did
-    std::vector<std::string> others_;       // what the masters passed over said, one line each
-    std::string last_leader_;               // the leader the last redirect named
+    struct Answer {
+      std::string master;
+      std::string reason;  // what it said, without its name
+    };
+    std::vector<Answer> answers_;  // each master's latest answer, the last one last (four at most)
+    std::string last_leader_;      // the leader the last redirect named
     std::chrono::milliseconds pause_{100};
-    Status last_;
+    Status last_;  // the last answer, naming its master
   };
 
   // The master calls go to now.

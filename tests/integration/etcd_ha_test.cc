@@ -7,6 +7,8 @@
 //   survivors and `lakecache load` runs on the new leader.
 // - A load whose leader is SIGKILLed mid-stream ends with a message that says to run it again, and
 //   the rerun on the new leader finishes, skipping what was already cached.
+// - The leading master and etcd's raft leader SIGKILLed together: no read fails, and another master
+//   leads within two election leases of etcd's recovery plus etcd's election timeout.
 // - One etcd member SIGKILLed: nothing is noticed. Every member stopped: cached reads go on, the
 //   masters keep their last view (marked stale), what needs etcd fails at once with a message that
 //   says so, and everything serves again once etcd is back.
@@ -99,6 +101,13 @@ class Readers {
     threads_.clear();
   }
   uint64_t failed() const { return failed_.load(); }
+  // Stops them after `more` reads, says how many there were, and expects none failed.
+  void FinishExpectingNoFailure(uint64_t more = 8) {
+    WaitForFiles(more);
+    Stop();
+    std::cout << files() << " files read, " << failed() << " failed\n";
+    EXPECT_EQ(failed(), 0u) << first_error();
+  }
   std::string first_error() {
     std::lock_guard lock(mu_);
     return first_error_;
@@ -382,10 +391,7 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
       Lc({"load", "/" + std::string(kBucket) + "/data/fresh-0", "-R", "--master", master_address_});
   EXPECT_EQ(load.exit_code, 0) << load.out << load.err;
 
-  readers.WaitForFiles(8);
-  readers.Stop();
-  std::cout << readers.files() << " files read, " << readers.failed() << " failed\n";
-  EXPECT_EQ(readers.failed(), 0u) << readers.first_error();
+  readers.FinishExpectingNoFailure();
   EXPECT_TRUE(mount_->Running());
 }
 
@@ -438,6 +444,44 @@ TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledMidStreamSaysToRunItAgain) {
   EXPECT_GT(cached, 0u) << again.out;
   EXPECT_EQ(cached + loaded, total) << again.out;
   std::cout << "run again: " << loaded << " bytes loaded, " << cached << " already cached\n";
+}
+
+// The worst loss at once: the leading master and etcd's raft leader. etcd's next raft leader
+// renews every lease for its TTL plus etcd's election timeout (2 s here), the dead master's too,
+// so the masters lead again within two election leases of etcd's recovery plus that timeout.
+TEST_F(EtcdHaTest, LeadingMasterAndEtcdsRaftLeaderKilledTogetherCostNoRead) {
+  StartWarmCluster();
+  ASSERT_FALSE(HasFatalFailure());
+  Readers readers(Root());
+  readers.WaitForFiles(8);
+  int raft_leader = etcd_->RaftLeader();
+  ASSERT_GE(raft_leader, 0);
+  std::string killed = masters_[leader_].address;
+  etcd_->Kill(raft_leader);
+  ASSERT_EQ(::kill(masters_[leader_].process->pid(), SIGKILL), 0);
+  auto kill_time = Clock::now();
+  int raft = -1;
+  while (raft < 0 && Clock::now() - kill_time < std::chrono::seconds(30)) {
+    raft = etcd_->RaftLeader();
+    if (raft < 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto raft_after = Clock::now() - kill_time;
+  ASSERT_GE(raft, 0) << "etcd elected no raft leader";
+  int leader = WaitForCluster(3, killed);
+  auto led_after = Clock::now() - kill_time;
+  ASSERT_GE(leader, 0) << "no new leader";
+  auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  std::cout << "master " << killed << " and etcd member " << raft_leader
+            << " killed: etcd led again after " << ms(raft_after) << " ms, "
+            << masters_[leader].address << " leads after " << ms(led_after) << " ms (seen)\n";
+  constexpr auto kEtcdElectionTimeout = std::chrono::seconds(2);  // EtcdCluster's
+  EXPECT_LE(led_after,
+            raft_after + 2 * kElectionTtl + kEtcdElectionTimeout + std::chrono::seconds(1))
+      << ms(led_after) << " ms";
+  EXPECT_EQ(List(Root() + "/data/fresh-1").size(), static_cast<size_t>(kFreshFiles));
+  readers.FinishExpectingNoFailure();
 }
 
 TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
@@ -493,9 +537,7 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_EQ(fresh.size(), static_cast<size_t>(kFreshFiles));
-  readers.Stop();
-  std::cout << readers.files() << " files read, " << readers.failed() << " failed\n";
-  EXPECT_EQ(readers.failed(), 0u) << readers.first_error();
+  readers.FinishExpectingNoFailure(0);
 }
 
 }  // namespace

@@ -310,6 +310,30 @@ TEST_F(EtcdClientTest, AuthenticatesAsAUserAndNeverShowsThePassword) {
 // etcd serving TLS and asking clients for a certificate (--client-cert-auth): the client verifies
 // the members against --etcd-ca and presents --etcd-cert/--etcd-key; without them, or over plain
 // text, it is refused with a message naming the endpoint.
+// etcd forgets a token its holder has not used for --auth-token-ttl: the next call is refused
+// (invalid auth token), and the client logs in again and retries without failing it.
+TEST(EtcdAuthTest, ATokenThatLapsesIsRenewedWithoutAFailedCall) {
+  auto etcd = EtcdCluster::Start(1, nullptr, {"--auth-token-ttl", "1"});
+  ASSERT_TRUE(etcd.ok()) << etcd.status().message();
+  const std::string password = "pw-5d2e-secret";
+  ASSERT_TRUE((*etcd)->Ctl({"user", "add", "root:" + password}).ok());
+  ASSERT_TRUE((*etcd)->Ctl({"auth", "enable"}).ok());
+  EtcdOptions options;
+  options.endpoints = {(*etcd)->endpoint(0)};
+  options.user = "root";
+  options.password = Secret(password);
+  auto client = EtcdClient::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  for (int i = 0; i < 3; ++i) {
+    auto put = (*client)->Put("/a/k", std::to_string(i));
+    ASSERT_TRUE(put.ok()) << put.status().message();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the token lapses
+  }
+  auto back = (*client)->Get("/a/k");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->kvs.at(0).value, "2");
+}
+
 TEST(EtcdTlsTest, TalksTlsWithACertificateAndIsRefusedWithoutOne) {
   testing::TempDir dir("lakecache-etcd-tls");
   auto tls = testing::MakeSelfSignedCert(dir.path());

@@ -204,6 +204,24 @@ TEST(MasterSetTest, EveryMasterDownFailsAtOnceNamingThem) {
   EXPECT_NE(s.message().find(two), std::string::npos) << s.message();
 }
 
+TEST(MasterSetTest, MastersThatSaidTheSameAreNamedTogether) {
+  FakeMaster a, b;
+  a.Down();
+  b.Down();
+  std::string c = Nowhere();
+  MasterSet masters = Masters({a.address(), b.address(), c});
+  std::string answered;
+  Status s = AskView(masters, std::chrono::seconds(20), &answered);
+  ASSERT_FALSE(s.ok());
+  const std::string& m = s.message();
+  EXPECT_EQ(m.rfind("master " + c + ": ", 0), 0u) << m;
+  EXPECT_NE(
+      m.find("(before that: masters " + a.address() + "," + b.address() + ": connection refused)"),
+      std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("connection refused"), m.rfind("connection refused")) << m;
+}
+
 TEST(MasterSetTest, AnAnswerAboutTheRequestIsNotAskedElsewhere) {
   FakeMaster a, b;
   a.NotFound();

@@ -176,24 +176,37 @@ class ClusterProcessFixture : public ::testing::Test {
     WaitForView(workers_.size(), std::chrono::seconds(20));
   }
 
-  rpc::ClusterView View() {
+  // The master's view; false (and `error` set) when the master does not answer.
+  bool TryView(rpc::ClusterView* view, std::string* error) {
     auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_address_, Admin().get()));
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, std::chrono::seconds(5));
+    grpc::Status st = stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), view);
+    if (!st.ok()) *error = st.error_message();
+    return st.ok();
+  }
+
+  // The master's view; a failure when the master does not answer.
+  rpc::ClusterView View() {
     rpc::ClusterView view;
-    grpc::Status st = stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), &view);
-    EXPECT_TRUE(st.ok()) << st.error_message();
+    std::string error;
+    EXPECT_TRUE(TryView(&view, &error)) << error;
     return view;
   }
 
-  // Waits until the master's view lists `n` workers; returns how long that took.
+  // Waits until the master's view lists `n` workers; returns how long that took. A master that
+  // does not answer one poll (a handshake cut short on a busy host) is asked again.
   Clock::duration WaitForView(size_t n, Clock::duration timeout) {
     auto start = Clock::now();
+    std::string error;
     while (Clock::now() - start < timeout) {
-      if (static_cast<size_t>(View().workers_size()) == n) return Clock::now() - start;
+      rpc::ClusterView view;
+      if (TryView(&view, &error) && static_cast<size_t>(view.workers_size()) == n)
+        return Clock::now() - start;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    ADD_FAILURE() << "the master's view never listed " << n << " workers";
+    ADD_FAILURE() << "the master's view never listed " << n << " workers"
+                  << (error.empty() ? "" : "; last error: " + error);
     return timeout;
   }
 

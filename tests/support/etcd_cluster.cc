@@ -14,8 +14,10 @@ namespace lakecache::testing {
 
 namespace fs = std::filesystem;
 
-Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members, const TlsFiles* tls) {
+Result<std::unique_ptr<EtcdCluster>> EtcdCluster::Start(int members, const TlsFiles* tls,
+                                                        std::vector<std::string> extra_args) {
   std::unique_ptr<EtcdCluster> cluster(new EtcdCluster());
+  cluster->extra_args_ = std::move(extra_args);
   if (tls != nullptr) cluster->tls_ = *tls;
   std::error_code ec;
   std::string base = fs::is_directory("/dev/shm", ec) ? "/dev/shm" : "/tmp";
@@ -89,6 +91,7 @@ Status EtcdCluster::StartMember(Member& m) {
     argv.insert(argv.end(), {"--cert-file", tls_.cert_path, "--key-file", tls_.key_path,
                              "--trusted-ca-file", tls_.cert_path, "--client-cert-auth"});
   }
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   auto child = ChildProcess::Start(argv, fmt::format("{}/{}.log", dir_, m.name));
   if (!child.ok()) return child.status();
   m.process = std::move(child).value();

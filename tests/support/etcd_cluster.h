@@ -20,8 +20,10 @@ class EtcdCluster {
   // Starts `members` members and waits until the cluster has a leader and serves. With `tls`
   // (a certificate for IP 127.0.0.1 that is also its own CA, e.g. MakeSelfSignedCert's), clients
   // speak TLS to the members and must present a certificate that CA signed
-  // (--client-cert-auth); the members' endpoints are then https://.
-  static Result<std::unique_ptr<EtcdCluster>> Start(int members = 3, const TlsFiles* tls = nullptr);
+  // (--client-cert-auth); the members' endpoints are then https://. `extra_args` go to every
+  // member's command line (e.g. {"--auth-token-ttl", "1"}).
+  static Result<std::unique_ptr<EtcdCluster>> Start(int members = 3, const TlsFiles* tls = nullptr,
+                                                    std::vector<std::string> extra_args = {});
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -64,6 +66,7 @@ class EtcdCluster {
   std::vector<Member> members_;
   std::string initial_cluster_;
   TlsFiles tls_;  // empty paths: plain
+  std::vector<std::string> extra_args_;
 };
 
 }  // namespace lakecache::testing
