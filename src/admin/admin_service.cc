@@ -43,6 +43,13 @@ grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::Loa
         return !context->IsCancelled();
       });
   if (!result.ok()) return ToGrpcStatus(result.status());
+  // Leadership may have moved during the load: the pin is the leader's to keep.
+  if (grpc::Status lost = backend_->LeaderOnly(context); !lost.ok()) {
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        "this master stopped leading the cluster during the load (" +
+                            lost.error_message() +
+                            "): run `lakecache load` again (blocks already cached are skipped)");
+  }
   backend_->Pinned(request->ns(), request->path(), request->recursive());
   return grpc::Status::OK;
 }
@@ -66,6 +73,9 @@ grpc::Status AdminServiceImpl::FreePath(grpc::ServerContext* context,
   auto freed = lakecache::FreePath(*job->ns, request->path(), request->recursive(), *job->sink);
   if (!freed.ok()) return ToGrpcStatus(freed.status());
   backend_->Unpinned(request->ns(), request->path());
+  // Leadership moved during the free: the new leader still holds the listings pinned. A free
+  // may be done again, so the answer is the redirect, and the command asks the new leader.
+  if (grpc::Status lost = backend_->LeaderOnly(context); !lost.ok()) return lost;
   response->set_files(freed->files);
   response->set_blocks_freed(freed->blocks_freed);
   return grpc::Status::OK;

@@ -478,7 +478,9 @@ int RunLoad(const LoadCommand& cmd) {
                  target->Display().c_str());
     return kExitInterrupted;
   }
-  if (!status.ok() && got_any && rpc::FromGrpcStatus(status, "").peer_failed()) {
+  // (ABORTED: the master answered that it stopped leading, and says what to do.)
+  if (!status.ok() && got_any && status.error_code() != grpc::StatusCode::ABORTED &&
+      rpc::FromGrpcStatus(status, "").peer_failed()) {
     std::fprintf(stderr,
                  "lakecache: error: %s went away during the load of %s (%s). Loads run on the "
                  "cluster's leading master and end with it: run `lakecache load` again (blocks "

@@ -253,6 +253,8 @@ Status ClusterClient::RefreshView() {
   }
   last_view_ms_ = SteadyNowMs();
   std::shared_ptr<const View> view = BuildView(got, *CurrentView());
+  const uint32_t heartbeat_interval_ms = got.heartbeat_interval_ms();
+  const uint32_t heartbeat_timeout_ms = got.heartbeat_timeout_ms();
   last_got_ = std::make_unique<rpc::ClusterView>(std::move(got));
   MutexLock lock(&view_mu_);
   if (view->epoch < view_->epoch) {  // an answer older than what is installed
@@ -260,12 +262,9 @@ Status ClusterClient::RefreshView() {
                   view_->epoch);
     return Status::Ok();
   }
-  if (got.heartbeat_interval_ms() > 0) {
-    refresh_interval_ = std::chrono::milliseconds(got.heartbeat_interval_ms());
-  }
-  if (got.heartbeat_timeout_ms() > 0) {
-    down_period_ = std::chrono::milliseconds(got.heartbeat_timeout_ms());
-  }
+  if (heartbeat_interval_ms > 0)
+    refresh_interval_ = std::chrono::milliseconds(heartbeat_interval_ms);
+  if (heartbeat_timeout_ms > 0) down_period_ = std::chrono::milliseconds(heartbeat_timeout_ms);
   if (view->epoch != view_->epoch) {
     spdlog::info("cluster view epoch {}: {} workers", view->epoch, view->workers.size());
   }

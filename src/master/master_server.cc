@@ -382,6 +382,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
     etcd.timeout =
         std::min(etcd.timeout,
                  std::chrono::duration_cast<std::chrono::milliseconds>(options.election_ttl) / 4);
+    etcd.probe_key = options.etcd_prefix + "leader";  // under the prefix its user may be limited to
     LC_ASSIGN_OR_RETURN(master->etcd_, EtcdClient::Connect(std::move(etcd)));
     auto ttl = std::chrono::ceil<std::chrono::seconds>(config.cluster.heartbeat_timeout);
     WorkerRegistry* registry = master->registry_.get();

@@ -144,7 +144,7 @@ Result<std::shared_ptr<EtcdClient>> EtcdClient::Connect(EtcdOptions options) {
     client->channels_.push_back(grpc::CreateCustomChannel(HostPort(endpoint), credentials, args));
   }
   // One call proves an endpoint answers (and that the user may log in).
-  auto probe = client->Get("lakecache-connect-probe");
+  auto probe = client->Get(client->options_.probe_key);
   if (!probe.ok()) return probe.status();
   return client;
 }
@@ -471,6 +471,9 @@ Status EtcdWatch::Stream(const EtcdClient::Target& target) {
           on_connected_(true, Status::Ok());
         }
       } else {
+        // A watch catching up sends its events in batches, each stamped with etcd's current
+        // revision: the last event's revision is how far this one got (a resume from the header's
+        // would skip the batches not yet sent).
         EtcdWatchUpdate update;
         update.revision = response.header().revision();
         for (const auto& event : response.events()) {
@@ -479,6 +482,7 @@ Status EtcdWatch::Stream(const EtcdClient::Target& target) {
           e.kv = FromProto(event.kv());
           update.events.push_back(std::move(e));
         }
+        if (!update.events.empty()) update.revision = update.events.back().kv.mod_revision;
         if (update.revision >= next_) next_ = update.revision + 1;
         if (!update.events.empty()) on_update_(update);
       }

@@ -42,6 +42,9 @@ struct EtcdOptions {
   std::string user;
   Secret password;
   std::chrono::milliseconds timeout{5000};  // of one call at one endpoint
+  // The key Connect reads to prove a member answers: one the user may read (a user granted only
+  // the cluster's prefix may read nothing else).
+  std::string probe_key = "lakecache-connect-probe";
 };
 
 // "a:2379,https://b:2379" -> the list, each checked (HOST:PORT with a numeric port, optionally

@@ -37,17 +37,21 @@ bool LeaderElection::WaitForLeader(std::chrono::milliseconds timeout) const {
 }
 
 void LeaderElection::Set(bool leading, const std::string& leader, int64_t created) {
-  bool changed;
-  {
-    MutexLock lock(&mu_);
-    // A lapsed lead (leading() turned false on its own) counts as a change too.
-    bool was_leading = leading_ && Clock::now() < lead_until_;
-    changed = leading != was_leading || leader != leader_;
+  auto publish = [&]() REQUIRES(mu_) {
     leading_ = leading;
     lead_until_ = renewed_ + lease_ttl_ / 2;
     leader_ = leader;
     created_ = leading ? created : 0;
     cv_.SignalAll();
+  };
+  bool changed, taking;
+  {
+    MutexLock lock(&mu_);
+    // A lapsed lead (leading() turned false on its own) counts as a change too.
+    bool was_leading = leading_ && Clock::now() < lead_until_;
+    changed = leading != was_leading || leader != leader_;
+    taking = leading && !was_leading;
+    if (!taking) publish();
   }
   if (!changed) return;
   if (leading) {
@@ -58,6 +62,12 @@ void LeaderElection::Set(bool leading, const std::string& leader, int64_t create
     spdlog::info("election {}: {} leads", key_, leader);
   }
   if (on_change_) on_change_(leading, leader);
+  if (taking) {
+    // Published only once on_change has run: a master coming to lead first drops what another
+    // leader may have made stale, and leading() stays false until it has.
+    MutexLock lock(&mu_);
+    publish();
+  }
 }
 
 void LeaderElection::Run() {
@@ -78,6 +88,10 @@ void LeaderElection::Round() {
     auto left = etcd_->KeepAlive(lease_);
     if (left.ok()) {
       renewed_ = asked;
+      // The lease lives, and our key with it: the lead goes on from this renewal, however long
+      // the rest of the round takes.
+      MutexLock lock(&mu_);
+      if (leading_) lead_until_ = renewed_ + lease_ttl_ / 2;
     } else if (left.status().code() == StatusCode::kNotFound) {
       lease_ = 0;  // expired: our key (if any) went with it
       Set(false, "", 0);

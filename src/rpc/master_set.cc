@@ -151,13 +151,16 @@ bool MasterSet::Failed(const Master& master, const grpc::Status& status,
   std::string leader;
   bool redirect = RedirectLeader(status, context, &leader);
   if (!redirect && !DidNotAnswer(status)) return false;
+  // A master that answered with a redirect is up, and so is one that was only slow (the attempt's
+  // deadline passed on a connected channel: a large listing, a busy host); one that did not
+  // answer is passed over until it answers again or kDownFor passes (the views of its followers
+  // go on naming a dead leader until its lease ends).
+  bool slow = status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+              master.channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
   MutexLock lock(&mu_);
   size_t failed = IndexOf(master.address);
-  // A master that answered with a redirect is up; one that did not is passed over until it
-  // answers again or kDownFor passes (the views of its followers go on naming a dead leader until
-  // its lease ends).
-  down_until_[failed] = redirect ? std::chrono::steady_clock::time_point{}
-                                 : std::chrono::steady_clock::now() + kDownFor;
+  down_until_[failed] = redirect || slow ? std::chrono::steady_clock::time_point{}
+                                         : std::chrono::steady_clock::now() + kDownFor;
   if (redirect && !leader.empty() && leader != master.address) {
     size_t named = IndexOf(leader);
     current_ = std::chrono::steady_clock::now() >= down_until_[named] ? named : NextAfter(failed);

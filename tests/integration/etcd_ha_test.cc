@@ -6,7 +6,8 @@
 //   a folder never listed before lists within two leases, a new worker joins through the
 //   survivors and `lakecache load` runs on the new leader.
 // - A load whose leader is SIGKILLed mid-stream ends with a message that says to run it again, and
-//   the rerun on the new leader finishes, skipping what was already cached.
+//   the rerun on the new leader finishes, skipping what was already cached; one whose leader stops
+//   leading (etcd out of reach) ends saying so too.
 // - The leading master and etcd's raft leader SIGKILLed together: no read fails, and another master
 //   leads within two election leases of etcd's recovery plus etcd's election timeout.
 // - One etcd member SIGKILLed: nothing is noticed. Every member stopped: cached reads go on, the
@@ -395,7 +396,7 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
   EXPECT_TRUE(mount_->Running());
 }
 
-TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledMidStreamSaysToRunItAgain) {
+TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledOrDeposedMidStreamSaysToRunItAgain) {
   StartMasters();
   ASSERT_FALSE(HasFatalFailure());
   for (int i = 1; i <= 3; ++i) {
@@ -444,6 +445,35 @@ TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledMidStreamSaysToRunItAgain) {
   EXPECT_GT(cached, 0u) << again.out;
   EXPECT_EQ(cached + loaded, total) << again.out;
   std::cout << "run again: " << loaded << " bytes loaded, " << cached << " already cached\n";
+
+  // A leader that stops leading (etcd out of reach) while its load goes on: the load ends saying
+  // so, rather than pinning what the next leader would not know of.
+  RunResult freed = RunCommand({LAKECACHE_BINARY, "free", "/" + std::string(kSlowBucket) + "/slow",
+                                "-R", "--master", master_address_},
+                               env, std::chrono::seconds(60));
+  ASSERT_EQ(freed.exit_code, 0) << freed.out << freed.err;
+  proxy_->SetBandwidth(kSlowBandwidth);
+  before = proxy_->counts();
+  started = testing::BackgroundCommand::Start(load, env);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<testing::BackgroundCommand> third = std::move(started).value();
+  for (auto until = Clock::now() + std::chrono::seconds(60);
+       (proxy_->counts() - before).response_bytes < total / 3 && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (int m = 0; m < etcd_->size(); ++m) {
+    if (etcd_->running(m)) etcd_->Kill(m);
+  }
+  std::this_thread::sleep_for(kElectionTtl);  // the leader's lead lapses at half of it
+  proxy_->SetBandwidth(0);
+  RunResult deposed = third->Wait(std::chrono::seconds(60));
+  EXPECT_EQ(deposed.exit_code, 1) << deposed.out << deposed.err;
+  EXPECT_NE(deposed.err.find("stopped leading the cluster during the load"), std::string::npos)
+      << deposed.err;
+  EXPECT_EQ(deposed.err.find("went away"), std::string::npos) << deposed.err;
+  EXPECT_NE(deposed.err.find("run `lakecache load` again"), std::string::npos) << deposed.err;
+  std::cout << "the load's leader deposed mid-stream: " << deposed.err;
+  ASSERT_TRUE(etcd_->RestartStopped().ok());
 }
 
 // The worst loss at once: the leading master and etcd's raft leader. etcd's next raft leader

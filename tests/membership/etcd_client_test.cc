@@ -282,6 +282,12 @@ TEST_F(EtcdClientTest, WithEveryMemberDownCallsFailWithinTheirTimeoutAndTheWatch
 TEST_F(EtcdClientTest, AuthenticatesAsAUserAndNeverShowsThePassword) {
   const std::string password = "pw-8c1f-secret";
   ASSERT_TRUE(etcd_->Ctl({"user", "add", "root:" + password}).ok());
+  // A user granted only the cluster's prefix, as an operator would give the masters.
+  ASSERT_TRUE(etcd_->Ctl({"role", "add", "lc"}).ok());
+  ASSERT_TRUE(
+      etcd_->Ctl({"role", "grant-permission", "lc", "readwrite", "/lc/", "--prefix=true"}).ok());
+  ASSERT_TRUE(etcd_->Ctl({"user", "add", "lc:" + password}).ok());
+  ASSERT_TRUE(etcd_->Ctl({"user", "grant-role", "lc", "lc"}).ok());
   ASSERT_TRUE(etcd_->Ctl({"auth", "enable"}).ok());
   EtcdOptions options;
   options.user = "root";
@@ -290,6 +296,19 @@ TEST_F(EtcdClientTest, AuthenticatesAsAUserAndNeverShowsThePassword) {
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Put("/a/k", "v").ok());
   EXPECT_EQ(client->Get("/a/k")->kvs.at(0).value, "v");
+
+  EtcdOptions limited;
+  limited.endpoints = {etcd_->endpoint(0)};
+  limited.user = "lc";
+  limited.password = Secret(password);
+  limited.probe_key = "/lc/leader";
+  auto within = EtcdClient::Connect(limited);
+  ASSERT_TRUE(within.ok()) << within.status().message();
+  EXPECT_TRUE((*within)->Put("/lc/k", "v").ok());
+  auto outside = (*within)->Put("/a/k", "w");
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.status().message().find("permission denied"), std::string::npos)
+      << outside.status().message();
 
   EtcdOptions wrong;
   wrong.endpoints = {etcd_->endpoint(0)};

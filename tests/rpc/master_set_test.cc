@@ -26,7 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 class FakeMaster final : public MasterService::Service {
  public:
-  enum class Mode { kServe, kRedirect, kNotFound, kDown };
+  enum class Mode { kServe, kRedirect, kNotFound, kDown, kSlowOnce };
 
   FakeMaster() {
     auto started = StartServer("127.0.0.1:0", {this});
@@ -43,11 +43,24 @@ class FakeMaster final : public MasterService::Service {
   void NotFound() { Set(Mode::kNotFound, ""); }
   // Answers as a master that cannot be reached does (UNAVAILABLE), counting the calls.
   void Down() { Set(Mode::kDown, ""); }
+  // Answers the next call after `delay`, then serves.
+  void SlowOnce(std::chrono::milliseconds delay) {
+    std::lock_guard lock(mu_);
+    mode_ = Mode::kSlowOnce;
+    delay_ = delay;
+  }
 
   grpc::Status GetClusterView(grpc::ServerContext* ctx, const ClusterViewRequest*,
                               ClusterView* view) override {
     calls_.fetch_add(1);
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (mode_ == Mode::kSlowOnce) {
+      mode_ = Mode::kServe;
+      auto delay = delay_;
+      lock.unlock();
+      std::this_thread::sleep_for(delay);
+      lock.lock();
+    }
     switch (mode_) {
       case Mode::kServe:
         view->set_address(address_);
@@ -58,6 +71,8 @@ class FakeMaster final : public MasterService::Service {
         return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such thing");
       case Mode::kDown:
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection refused");
+      case Mode::kSlowOnce:
+        break;
     }
     return grpc::Status::OK;
   }
@@ -75,6 +90,7 @@ class FakeMaster final : public MasterService::Service {
   std::mutex mu_;
   Mode mode_ = Mode::kServe;
   std::string leader_;
+  std::chrono::milliseconds delay_{0};
 };
 
 std::string Nowhere() { return "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()); }
@@ -175,6 +191,23 @@ TEST(MasterSetTest, WhileNoMasterLeadsTheCallWaitsForOne) {
   EXPECT_GE(took, std::chrono::milliseconds(500));
   EXPECT_LT(took, std::chrono::seconds(5));
   EXPECT_LT(a.calls() + b.calls(), 20) << "asked again without pausing";
+}
+
+TEST(MasterSetTest, ALeaderThatWasOnlySlowIsAskedAgain) {
+  FakeMaster leader, follower;
+  follower.Redirect(leader.address());
+  MasterSet masters = Masters({leader.address(), follower.address()});
+  std::string answered;
+  ASSERT_TRUE(AskView(masters, std::chrono::seconds(5), &answered).ok());
+  // One call outlives its deadline (a large listing on a busy leader)...
+  leader.SlowOnce(std::chrono::milliseconds(2500));
+  (void)AskView(masters, std::chrono::milliseconds(2200), &answered);
+  // ...the next goes to the leader again, directly or through the follower's redirect.
+  auto start = Clock::now();
+  Status s = AskView(masters, std::chrono::seconds(5), &answered);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(answered, leader.address());
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
 }
 
 TEST(MasterSetTest, NoLeaderUntilTheDeadlineFailsSayingSo) {
