@@ -262,9 +262,9 @@ Status ClusterClient::RefreshView() {
                   view_->epoch);
     return Status::Ok();
   }
-  if (heartbeat_interval_ms > 0)
-    refresh_interval_ = std::chrono::milliseconds(heartbeat_interval_ms);
-  if (heartbeat_timeout_ms > 0) down_period_ = std::chrono::milliseconds(heartbeat_timeout_ms);
+  refresh_interval_ =
+      std::max(kMinRefreshInterval, std::chrono::milliseconds(heartbeat_interval_ms));
+  down_period_ = std::max(kMinDownPeriod, std::chrono::milliseconds(heartbeat_timeout_ms));
   if (view->epoch != view_->epoch) {
     spdlog::info("cluster view epoch {}: {} workers", view->epoch, view->workers.size());
   }

@@ -231,8 +231,12 @@ class ClusterClient {
   mutable Mutex view_mu_;
   // Replaced whole on refresh, never changed once installed (readers share it without the lock).
   std::shared_ptr<const View> view_ GUARDED_BY(view_mu_);
-  std::chrono::milliseconds refresh_interval_ GUARDED_BY(view_mu_){1000};
-  std::chrono::milliseconds down_period_ GUARDED_BY(view_mu_){5000};
+  // At least these; longer cluster settings (heartbeat interval and timeout) are followed. A
+  // mount polls the master at most once a second, however often the workers heartbeat.
+  static constexpr std::chrono::milliseconds kMinRefreshInterval{1000};
+  static constexpr std::chrono::milliseconds kMinDownPeriod{5000};
+  std::chrono::milliseconds refresh_interval_ GUARDED_BY(view_mu_){kMinRefreshInterval};
+  std::chrono::milliseconds down_period_ GUARDED_BY(view_mu_){kMinDownPeriod};
   std::unique_ptr<rpc::ClusterView> last_got_ GUARDED_BY(refresh_mu_);  // the last view fetched
   std::atomic<int64_t> last_view_ms_{0};  // steady-clock ms of the last view fetched
 
