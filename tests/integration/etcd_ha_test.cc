@@ -302,8 +302,8 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
 
   std::string Root() const { return mountpoint_ + "/" + kBucket; }
 
-  // Everything up and warm: masters, three workers, the mount; every data file read once.
-  void StartWarmCluster() {
+  // Masters and three workers, a leader known to every master.
+  void StartClusterWithLeader() {
     StartMasters();
     ASSERT_FALSE(HasFatalFailure());
     for (int i = 1; i <= 3; ++i) {
@@ -312,6 +312,12 @@ class EtcdHaTest : public testing::ClusterProcessFixture {
     }
     leader_ = WaitForCluster(3, "");
     ASSERT_GE(leader_, 0) << "no leader with 3 workers: " << masters_[0].process->LogTail();
+  }
+
+  // Everything up and warm: masters, three workers, the mount; every data file read once.
+  void StartWarmCluster() {
+    StartClusterWithLeader();
+    ASSERT_FALSE(HasFatalFailure());
     Mount();
     ASSERT_FALSE(HasFatalFailure());
     Readers warm(Root());
@@ -397,31 +403,31 @@ TEST_F(EtcdHaTest, LeaderKilledUnderReadersCostsNoReadAndTheClusterMovesOn) {
 }
 
 TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledOrDeposedMidStreamSaysToRunItAgain) {
-  StartMasters();
+  StartClusterWithLeader();
   ASSERT_FALSE(HasFatalFailure());
-  for (int i = 1; i <= 3; ++i) {
-    AddWorker("worker-" + std::to_string(i));
-    ASSERT_FALSE(HasFatalFailure());
-  }
-  leader_ = WaitForCluster(3, "");
-  ASSERT_GE(leader_, 0) << "no leader with 3 workers: " << masters_[0].process->LogTail();
   const std::vector<std::string> load = {
       LAKECACHE_BINARY, "load",         "/" + std::string(kSlowBucket) + "/slow", "-R", "--json",
       "--master",       master_address_};
   const std::vector<std::string> env = {"-LAKECACHE_CREDENTIALS", "-LAKECACHE_MASTER"};
 
   // The store slowed down, a load under way: a third of its bytes came through.
-  proxy_->SetBandwidth(kSlowBandwidth);
-  testing::ProxyCounts before = proxy_->counts();
-  auto started = testing::BackgroundCommand::Start(load, env);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
-  std::unique_ptr<testing::BackgroundCommand> first = std::move(started).value();
   const uint64_t total = kSlowFiles * kSlowFileSize;
-  for (auto until = Clock::now() + std::chrono::seconds(60);
-       (proxy_->counts() - before).response_bytes < total / 3 && Clock::now() < until;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_GE((proxy_->counts() - before).response_bytes, total / 3) << first->Stderr();
+  // Slows the store, starts the load in the background and waits until a third of it came.
+  auto start_slow_load = [&](std::unique_ptr<testing::BackgroundCommand>* command) {
+    proxy_->SetBandwidth(kSlowBandwidth);
+    testing::ProxyCounts before = proxy_->counts();
+    auto started = testing::BackgroundCommand::Start(load, env);
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    *command = std::move(started).value();
+    for (auto until = Clock::now() + std::chrono::seconds(60);
+         (proxy_->counts() - before).response_bytes < total / 3 && Clock::now() < until;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_GE((proxy_->counts() - before).response_bytes, total / 3) << (*command)->Stderr();
+  };
+  std::unique_ptr<testing::BackgroundCommand> first;
+  start_slow_load(&first);
+  ASSERT_FALSE(HasFatalFailure());
 
   std::string killed = masters_[leader_].address;
   ASSERT_EQ(::kill(masters_[leader_].process->pid(), SIGKILL), 0);
@@ -452,15 +458,9 @@ TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledOrDeposedMidStreamSaysToRunItAgain) {
                                 "-R", "--master", master_address_},
                                env, std::chrono::seconds(60));
   ASSERT_EQ(freed.exit_code, 0) << freed.out << freed.err;
-  proxy_->SetBandwidth(kSlowBandwidth);
-  before = proxy_->counts();
-  started = testing::BackgroundCommand::Start(load, env);
-  ASSERT_TRUE(started.ok()) << started.status().ToString();
-  std::unique_ptr<testing::BackgroundCommand> third = std::move(started).value();
-  for (auto until = Clock::now() + std::chrono::seconds(60);
-       (proxy_->counts() - before).response_bytes < total / 3 && Clock::now() < until;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  std::unique_ptr<testing::BackgroundCommand> third;
+  start_slow_load(&third);
+  ASSERT_FALSE(HasFatalFailure());
   for (int m = 0; m < etcd_->size(); ++m) {
     if (etcd_->running(m)) etcd_->Kill(m);
   }
