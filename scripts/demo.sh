@@ -11,37 +11,50 @@ LAKECACHE=$(realpath "${1:-build/lakecache}")
 WORK=$(mktemp -d /tmp/lakecache-demo.XXXXXX)
 MNT=$WORK/mnt
 BUCKET=demo
-SERVER_PID="" MOUNT_PID=""
+S3RVER_PID="" HOLDER_PID="" SERVER_PID=""  # the last two: the mount's (find_mount_pids)
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
 elapsed() { echo "$(date +%s.%N) - $1" | bc -l; }
 
-# The mount daemon's pid: `mount --background` returns once it is ready, and its argv holds $MNT.
-daemon_pid() {
-  local f
+# Sets HOLDER_PID and SERVER_PID, the mount's two processes: `mount --background` forks the holder,
+# which keeps the FUSE connection and starts the server (whose argv adds --holder SOCKET); the server
+# serves, and at unmount logs its cache stats and frees the cache dir. Both have $MNT in their argv.
+find_mount_pids() {
+  local f pid argv
+  HOLDER_PID="" SERVER_PID=""
   for f in $(grep -lzxF -- "$MNT" /proc/[0-9]*/cmdline 2>/dev/null); do
-    [ "$(head -zn1 "$f" 2>/dev/null | tr -d '\0')" = "$LAKECACHE" ] && basename "$(dirname "$f")"
-  done | head -n1
+    pid=${f#/proc/}
+    pid=${pid%/cmdline}
+    mapfile -d '' -t argv 2>/dev/null <"$f" || continue
+    [ "${argv[0]:-}" = "$LAKECACHE" ] || continue
+    if [[ " ${argv[*]} " == *" --holder "* ]]; then SERVER_PID=$pid; else HOLDER_PID=$pid; fi
+  done
 }
 
-# Whether a process runs: a zombie has exited (the daemon is reaped by whoever adopted it, not us).
+# Whether a process runs: a zombie has exited (the holder is reaped by whoever adopted it, the server
+# by the holder; not by us).
 running() { local s; s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1); [ -n "$s" ] && [ "$s" != Z ]; }
 
-# Unmounts $MNT and waits for the daemon to exit (it writes its cache stats, then frees the cache
-# dir); after 30 s it is stopped by its pid.
+# Unmounts $MNT and waits for the server to exit (it writes its cache stats, then frees the cache
+# dir), then for the holder: it exits after its server, but a server outlives a holder that died.
+# Whichever is left after 30 s is stopped by its pid, the holder first (it would restart a killed
+# server, and stops its own on SIGTERM).
 unmount() {
+  local pid
   if mountpoint -q "$MNT"; then
     for _ in 1 2 3 4 5; do "$LAKECACHE" umount "$MNT" 2>/dev/null && break; sleep 1; done
     mountpoint -q "$MNT" && { fusermount3 -u -z "$MNT" 2>/dev/null || as_root umount -l "$MNT"; }
   fi
-  if [ -n "$MOUNT_PID" ]; then
-    for _ in $(seq 300); do running "$MOUNT_PID" || break; sleep 0.1; done
-    if running "$MOUNT_PID"; then
-      echo "demo: the mount daemon (pid $MOUNT_PID) did not exit after unmount; stopping it" >&2
-      kill "$MOUNT_PID" 2>/dev/null; sleep 1; running "$MOUNT_PID" && kill -9 "$MOUNT_PID" 2>/dev/null
-    fi
-    MOUNT_PID=""
-  fi
+  for pid in $SERVER_PID $HOLDER_PID; do
+    for _ in $(seq 300); do running "$pid" || break; sleep 0.1; done
+    running "$pid" && break
+  done
+  for pid in $HOLDER_PID $SERVER_PID; do
+    running "$pid" || continue
+    echo "demo: mount process $pid did not exit 30 s after unmount; stopping it" >&2
+    kill "$pid" 2>/dev/null; sleep 1; running "$pid" && kill -9 "$pid" 2>/dev/null
+  done
+  HOLDER_PID="" SERVER_PID=""
   return 0
 }
 
@@ -50,7 +63,7 @@ cleanup() {
   trap - EXIT INT TERM
   set +e
   unmount
-  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+  [ -n "$S3RVER_PID" ] && kill "$S3RVER_PID" 2>/dev/null && wait "$S3RVER_PID" 2>/dev/null
   if mountpoint -q "$MNT"; then
     echo "demo: $MNT is still mounted; $WORK left in place" >&2
   else
@@ -71,7 +84,7 @@ echo "== starting s3rver on $ENDPOINT (request log: every GET it serves is count
 mkdir -p "$WORK/s3" "$WORK/data" "$WORK/cache" "$MNT"
 node --openssl-legacy-provider node_modules/s3rver/bin/s3rver.js -d "$WORK/s3" -a 127.0.0.1 \
   -p "$PORT" --configure-bucket "$BUCKET" >"$WORK/s3rver.log" 2>&1 &
-SERVER_PID=$!
+S3RVER_PID=$!
 for _ in $(seq 100); do curl -s -o /dev/null "$ENDPOINT/" && break; sleep 0.1; done
 curl -s -o /dev/null "$ENDPOINT/" || { echo "demo: s3rver did not start:"; cat "$WORK/s3rver.log"; exit 1; }
 
@@ -88,7 +101,7 @@ t=$(date +%s.%N)
 done) >"$WORK/upload.cfg"
 (cd "$WORK/data" && curl -sS --fail --parallel --parallel-max 16 --aws-sigv4 "aws:amz:us-east-1:s3" \
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --user S3RVER:S3RVER -K "$WORK/upload.cfg") \
-  2>"$WORK/upload.err" || { echo "demo: upload failed:"; tr '\r' '\n' <"$WORK/upload.err" | grep 'curl:' | head; exit 1; }
+  2>"$WORK/upload.err" || { echo "demo: upload failed:"; tr '\r' '\n' <"$WORK/upload.err" | awk '/curl:/ && ++n <= 10'; exit 1; }
 rm -rf "$WORK/data"  # from here on the bucket is the only copy; the manifest has the checksums
 printf 'uploaded in %.1f s\n' "$(elapsed "$t")"
 
@@ -97,8 +110,9 @@ mount_bucket() {  # mount_bucket LOGFILE
   "$LAKECACHE" mount "s3://$BUCKET" "$MNT" --endpoint "$ENDPOINT" --path-style \
     --cache-dir "$WORK/cache" --cache-size 2GiB --mem-cache 512MiB \
     --log-file "$1" --log-level info --background
-  MOUNT_PID=$(daemon_pid)
-  echo "mounted s3://$BUCKET at $MNT (daemon pid ${MOUNT_PID:-?}, cache dir $WORK/cache)"
+  find_mount_pids
+  echo "mounted s3://$BUCKET at $MNT (holder pid ${HOLDER_PID:-?}, server pid ${SERVER_PID:-?}," \
+    "cache dir $WORK/cache)"
 }
 
 drop_page_cache() {

@@ -71,6 +71,24 @@ uint64_t FloorBytes(const DiskCacheConfig& c, uint64_t fs_size) {
 
 }  // namespace
 
+std::optional<std::string> CapacityBeyondDisk(const DiskCacheConfig& config) {
+  fs::path at = config.path;
+  std::error_code ec;
+  while (!at.empty() && !fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path()) {
+    at = at.parent_path();
+  }
+  Result<FsSpace> space = StatFs(at.string());
+  if (!space.ok()) return std::nullopt;  // the cache's own start says why
+  uint64_t floor = HasFloor(config) ? FloorBytes(config, space->size) : 0;
+  uint64_t most = space->size - std::min(space->size, floor);
+  if (config.capacity <= most) return std::nullopt;
+  return "disk cache dir " + config.path + ": " + HumanByteSize(config.capacity) +
+         " configured, but its file system holds " + HumanByteSize(space->size) +
+         (floor > 0 ? " (less the free-space floor of " + HumanByteSize(floor) + ")" : "") +
+         ": the disk tier there holds at most " + HumanByteSize(most) +
+         "; give a smaller --cache-size (or cache.disks[].capacity)";
+}
+
 Result<std::unique_ptr<CacheDir>> CacheDir::Open(const DiskCacheConfig& config,
                                                  std::string_view policy, uint64_t seed,
                                                  TierCounters* counters) {

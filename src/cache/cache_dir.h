@@ -141,4 +141,9 @@ class CacheDir {
   std::atomic<uint64_t> blocks_{0};
 };
 
+// A disk cache directory configured larger than its file system can ever hold (its size less the
+// free-space floor): what to tell the user ("disk cache dir D: 100 GiB configured, but ..."), or
+// nothing when it fits. Looks at the nearest existing folder when `config.path` is not made yet.
+std::optional<std::string> CapacityBeyondDisk(const DiskCacheConfig& config);
+
 }  // namespace lakecache

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include "cache/cache_dir.h"
 #include "common/credentials.h"
 #include "ufs/store_factory.h"
 
@@ -129,6 +130,14 @@ std::string Counted(uint64_t n, std::string_view one, std::string_view many) {
   if (n == 1) return out.append(one);
   if (many.empty()) return out.append(one).append("s");
   return out.append(many);
+}
+
+void WarnCacheBeyondDisk(const CacheConfig& cache) {
+  for (const DiskCacheConfig& disk : cache.disks) {
+    if (std::optional<std::string> why = CapacityBeyondDisk(disk)) {
+      std::fprintf(stderr, "lakecache: warning: %s\n", why->c_str());
+    }
+  }
 }
 
 int ReportError(const Status& status) {

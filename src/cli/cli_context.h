@@ -74,4 +74,8 @@ std::string Counted(uint64_t n, std::string_view one, std::string_view many = ""
 // Prints "lakecache: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);
 
+// Prints a warning on stderr for each disk cache directory configured larger than its file system
+// (cache/cache_dir.h CapacityBeyondDisk): the server would only log it, where nobody looks first.
+void WarnCacheBeyondDisk(const CacheConfig& cache);
+
 }  // namespace lakecache::cli

@@ -325,7 +325,9 @@ Status CheckRequest(const GlobalFlags& flags, const ClusterUpRequest& request,
   }
   CacheFlags cache_flags = request.cache_flags;
   cache_flags.cache_dir = dir + "/" + WorkerName(1) + "/cache";
-  return ApplyCacheFlags(cache_flags, &config.cache);
+  LC_RETURN_IF_ERROR(ApplyCacheFlags(cache_flags, &config.cache));
+  WarnCacheBeyondDisk(config.cache);  // once, for every worker: they share the disk
+  return Status::Ok();
 }
 
 int StartCluster(ClusterStart& start, const ClusterUpRequest& request, const std::string& dir) {

@@ -85,34 +85,38 @@ Status EtcdTlsAndAuth(const MasterRequest& req, const std::string& env_password,
 }  // namespace
 
 int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
+  // Why it did not start reaches the log too (an operator reads the log, not always stderr).
+  auto fail = [log_file = !flags.log_file.empty()](const Status& s) {
+    return ReportStartError(s, log_file);
+  };
   // The etcd password, out of the environment before any thread starts: /proc/PID/environ and
   // child processes would see it there.
   std::string env_password;
   if (const char* env = std::getenv(kEtcdPasswordEnv); env != nullptr) env_password = env;
   ::unsetenv(kEtcdPasswordEnv);
   if (flags.config_file.empty()) {
-    return ReportError(Status::InvalidArgument(
+    return fail(Status::InvalidArgument(
         "lakecache master needs --config FILE: the namespaces and their credentials"));
   }
-  if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
+  if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return fail(s);
   Result<bool> exposed = CheckPlainTextExposure(
       "lakecache master", {{"--listen", req.listen}}, !req.credentials.empty(), req.insecure,
       "list every namespace and its metadata and join workers to the cluster",
       !flags.log_file.empty());
-  if (!exposed.ok()) return ReportError(exposed.status());
+  if (!exposed.ok()) return fail(exposed.status());
   Result<rpc::HttpEndpointOptions> metrics_options =
       MetricsEndpointOptions("lakecache master", req.metrics_listen, req.credentials, req.insecure,
                              !flags.log_file.empty());
-  if (!metrics_options.ok()) return ReportError(metrics_options.status());
+  if (!metrics_options.ok()) return fail(metrics_options.status());
   Result<std::string> advertise = ResolveAdvertise(req.advertise);
-  if (!advertise.ok()) return ReportError(advertise.status());
+  if (!advertise.ok()) return fail(advertise.status());
   std::unique_ptr<metrics::Registry> registry = MakeMetricsRegistry(req.metrics_listen);
   BlockTerminationSignals();  // before gRPC and the object stores start threads
   CliContext ctx(flags);
   Result<Config> config = ctx.LoadConfig();
-  if (!config.ok()) return ReportError(config.status());
+  if (!config.ok()) return fail(config.status());
   if (config->namespaces.empty()) {
-    return ReportError(Status::InvalidArgument(flags.config_file + ": no namespaces to serve"));
+    return fail(Status::InvalidArgument(flags.config_file + ": no namespaces to serve"));
   }
 
   MasterOptions options;
@@ -127,20 +131,20 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   options.version = kVersionNumber;
   if (!req.etcd.empty()) {
     Result<std::vector<std::string>> endpoints = ParseEtcdEndpoints("--etcd", req.etcd);
-    if (!endpoints.ok()) return ReportError(endpoints.status());
+    if (!endpoints.ok()) return fail(endpoints.status());
     options.etcd.endpoints = std::move(*endpoints);
     if (req.etcd_prefix.empty() || req.etcd_prefix.front() != '/' ||
         req.etcd_prefix.back() != '/') {
-      return ReportError(Status::InvalidArgument("--etcd-prefix: '" + req.etcd_prefix +
-                                                 "' must start and end with '/'"));
+      return fail(Status::InvalidArgument("--etcd-prefix: '" + req.etcd_prefix +
+                                          "' must start and end with '/'"));
     }
     options.etcd_prefix = req.etcd_prefix;
     options.election_ttl = std::chrono::seconds(req.election_ttl);
     Status tls = EtcdTlsAndAuth(req, env_password, &options.etcd);
-    if (!tls.ok()) return ReportError(tls);
+    if (!tls.ok()) return fail(tls);
   } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
              !req.etcd_user.empty() || !req.etcd_password_file.empty()) {
-    return ReportError(
+    return fail(
         Status::InvalidArgument("--etcd-ca, --etcd-cert, --etcd-key and --etcd-user need --etcd"));
   }
   // How often the status page samples the workers (tests sample faster); default 2 s.
@@ -148,21 +152,21 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
     options.status_interval = std::chrono::milliseconds(std::max(100, std::atoi(ms)));
   }
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
-  if (!server.ok()) return ReportError(server.status().WithContext("cannot start the master"));
+  if (!server.ok()) return fail(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;
   std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;
   if (registry != nullptr) {
     auto endpoint = ServeMetrics(*metrics_options, registry.get(), master.StatusPages());
     if (!endpoint.ok()) {
       master.Shutdown();
-      return ReportError(endpoint.status());
+      return fail(endpoint.status());
     }
     metrics_endpoint = std::move(*endpoint);
   }
   if (!req.address_file.empty()) {
     if (Status s = WriteAddressFile(req.address_file, master.address()); !s.ok()) {
       master.Shutdown();
-      return ReportError(s);
+      return fail(s);
     }
   }
   Announce(spdlog::level::info,

@@ -321,6 +321,7 @@ Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req,
     LC_ASSIGN_OR_RETURN(p.config, MountConfig(ctx, req.uri));
   }
   LC_RETURN_IF_ERROR(ApplyCacheFlags(req.cache_flags, &p.config.cache));
+  WarnCacheBeyondDisk(p.config.cache);
   LC_RETURN_IF_ERROR(ApplyClientFlags(req, &p.config.client));
   if (!p.cluster) {
     StoreOptions store_options = ctx.MakeStoreOptions();

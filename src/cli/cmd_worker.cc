@@ -13,29 +13,34 @@
 namespace lakecache::cli {
 
 int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
+  // Why it did not start reaches the log too (an operator reads the log, not always stderr).
+  auto fail = [log_file = !flags.log_file.empty()](const Status& s) {
+    return ReportStartError(s, log_file);
+  };
   if (flags.config_file.empty()) {
-    return ReportError(Status::InvalidArgument(
+    return fail(Status::InvalidArgument(
         "lakecache worker needs --config FILE: the namespaces and their credentials (the same "
         "file as the master's)"));
   }
   CliContext ctx(flags);
   Result<Config> config = ctx.LoadConfig();
-  if (!config.ok()) return ReportError(config.status());
-  if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return ReportError(s);
-  if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return ReportError(s);
+  if (!config.ok()) return fail(config.status());
+  if (Status s = ApplyCacheFlags(req.cache_flags, &config->cache); !s.ok()) return fail(s);
+  WarnCacheBeyondDisk(config->cache);
+  if (Status s = rpc::CheckListenAddress("--listen", req.listen); !s.ok()) return fail(s);
   // The bulk data path listens on --listen's host unless --data-listen says otherwise.
   std::vector<ListenFlag> listens = {{"--listen", req.listen}};
   if (!req.data_listen.empty()) listens.push_back({"--data-listen", req.data_listen});
   Result<bool> exposed =
       CheckPlainTextExposure("lakecache worker", listens, !req.credentials.empty(), req.insecure,
                              "read every cached byte", !flags.log_file.empty());
-  if (!exposed.ok()) return ReportError(exposed.status());
+  if (!exposed.ok()) return fail(exposed.status());
   Result<rpc::HttpEndpointOptions> metrics_options =
       MetricsEndpointOptions("lakecache worker", req.metrics_listen, req.credentials, req.insecure,
                              !flags.log_file.empty());
-  if (!metrics_options.ok()) return ReportError(metrics_options.status());
+  if (!metrics_options.ok()) return fail(metrics_options.status());
   Result<std::string> advertise = ResolveAdvertise(req.advertise);
-  if (!advertise.ok()) return ReportError(advertise.status());
+  if (!advertise.ok()) return fail(advertise.status());
   std::unique_ptr<metrics::Registry> registry = MakeMetricsRegistry(req.metrics_listen);
   WorkerOptions options;
   options.listen = req.listen;
@@ -53,16 +58,16 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   options.store.metrics = registry.get();
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
-  if (!worker.ok()) return ReportError(worker.status());
+  if (!worker.ok()) return fail(worker.status());
   std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;
   if (registry != nullptr) {
     auto endpoint = ServeMetrics(*metrics_options, registry.get());
-    if (!endpoint.ok()) return ReportError(endpoint.status());
+    if (!endpoint.ok()) return fail(endpoint.status());
     metrics_endpoint = std::move(*endpoint);
   }
   if (!req.address_file.empty()) {
     if (Status s = WriteAddressFile(req.address_file, (*worker)->address()); !s.ok()) {
-      return ReportError(s);
+      return fail(s);
     }
   }
   std::fprintf(stderr, "lakecache: worker %s serving on %s, master %s\n", (*worker)->id().c_str(),

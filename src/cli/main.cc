@@ -185,7 +185,8 @@ int Main(int argc, char** argv) {
       "--master HOST:PORT MOUNTPOINT` (every namespace of a cluster)");
   mount->add_option("URI", mount_first,
                     "s3://bucket[/prefix], oss://bucket[/prefix] or file:///dir, shown at the "
-                    "mountpoint's root; not with --config or --master");
+                    "mountpoint's root (with --config, the settings of the file's namespace "
+                    "over it, if any); not with --master");
   mount->add_option("MOUNTPOINT", mount_second, "An existing empty folder");
   mount
       ->add_option("-o", mount_o,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "cli/cli_context.h"
 #include "common/mutex.h"
 #include "rpc/advertise.h"
 #include "rpc/x509.h"
@@ -70,6 +71,14 @@ void Announce(spdlog::level::level_enum level, const std::string& line, bool log
   spdlog::log(level, "{}", line);
   spdlog::default_logger()->flush();
   if (log_file || !spdlog::should_log(level)) std::fprintf(stderr, "lakecache: %s\n", line.c_str());
+}
+
+int ReportStartError(const Status& status, bool log_file) {
+  if (log_file) {
+    spdlog::error("not started: {}", status.message());
+    spdlog::default_logger()->flush();
+  }
+  return ReportError(status);
 }
 
 bool IsLoopbackListen(const std::string& host_port) {

@@ -28,6 +28,10 @@ int WaitForTerminationSignal();
 // say.
 void Announce(spdlog::level::level_enum level, const std::string& line, bool log_file);
 
+// ReportError for a server that could not start: with --log-file (`log_file`) the reason goes to
+// the log as well, where an operator who reads the log finds why the server is not there.
+int ReportStartError(const Status& status, bool log_file);
+
 // True for 127.0.0.0/8, ::1 and localhost; `host_port` is HOST:PORT (IPv6 in brackets).
 bool IsLoopbackListen(const std::string& host_port);
 

@@ -531,8 +531,8 @@ void FileSystem::Release(uint64_t fh) {
   }
   if (writer != nullptr) {
     // The last close: what no close committed (nothing written, or closed by another process
-    // than the opener) is committed now.
-    (void)CommitWriter(*writer);
+    // than the opener) is committed now; a file another open took over is not this handle's.
+    if (!writer->yielded()) (void)CommitWriter(*writer);
     WriterMutexLock lock(&handles_mu_);
     writers_.erase(fh);
   }

@@ -137,13 +137,18 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino, int flags, Caller caller) {
     LC_RETURN_IF_ERROR(CheckWritable(info->ns, info->path));
   }
   if (access == O_RDONLY) return OpenForRead(ino, &*info, entry);
-  // A file this mount is writing is no empty object: a second writer waits for its close.
-  bool being_written = WriterOf(ino) != nullptr;
-  if (being_written) {
+  // A file this mount is writing is no empty object: a second writer waits for its close, unless
+  // the first was closed without a byte written (`touch f`, then `echo x > f` before the kernel
+  // released the first handle): then this open takes the file over. If that release is committing
+  // the empty file right now, YieldIfUnused waits for it, and this open replaces the empty object.
+  if (std::shared_ptr<FileWriter> w = WriterOf(ino); w != nullptr) {
     if (access == O_RDWR && (flags & O_TRUNC) == 0) return OpenForRead(ino, &*info, entry);
-    return Status::Refused(EBUSY, Where(info->ns, info->path) +
-                                      ": being written through this mount; open it again once "
-                                      "it is closed");
+    if (w->YieldIfUnused()) return OpenWriter(info->ns, info->path, ino, w->replaces(), caller);
+    if (!w->committed() || w->size() > 0) {
+      return Status::Refused(EBUSY, Where(info->ns, info->path) +
+                                        ": being written through this mount; open it again once "
+                                        "it is closed");
+    }
   }
   // O_RDWR without O_TRUNC on an object with bytes: a read handle (tools open so to read).
   bool truncates = (flags & O_TRUNC) != 0 || entry.size == 0;
@@ -210,7 +215,9 @@ Result<size_t> FileSystem::Write(uint64_t fh, uint64_t offset, std::span<const c
 Status FileSystem::Flush(uint64_t fh, Caller caller) {
   std::shared_ptr<FileWriter> w = FindWriter(fh);
   if (w == nullptr) return LostWriter(fh);
-  if (!w->CommitsOnClose(ProcessOfThread(caller.pid))) return Status::Ok();
+  pid_t tgid = ProcessOfThread(caller.pid);
+  w->NoteClose(tgid);
+  if (!w->CommitsOnClose(tgid)) return Status::Ok();
   return CommitWriter(*w);
 }
 

@@ -118,6 +118,26 @@ bool FileWriter::CommitsOnClose(pid_t tgid) const {
   return tgid == opener_ && opener_wrote_ && !committed_.has_value();
 }
 
+void FileWriter::NoteClose(pid_t tgid) {
+  MutexLock lock(&mu_);
+  if (tgid == opener_) opener_closed_ = true;
+}
+
+bool FileWriter::YieldIfUnused() {
+  MutexLock lock(&mu_);
+  if (committed_.has_value() || size_ != 0 || !writer_threads_.empty() || !opener_closed_) {
+    return false;
+  }
+  committed_ = Refused(EBADF,
+                       "opened again and written by another open after this one closed "
+                       "without writing: this handle no longer writes the file");
+  yielded_flag_.store(true, std::memory_order_release);
+  committed_flag_.store(true, std::memory_order_release);
+  upload_.reset();
+  stage_.reset();
+  return true;
+}
+
 Result<ObjectInfo> FileWriter::Commit(
     const std::function<void(const ObjectInfo&, const WriteStage*)>& on_commit) {
   MutexLock lock(&mu_);

@@ -4,7 +4,9 @@
 // what is not staged, or a write after the commit is refused with the errno the contract names
 // (docs/semantics.md, "Writes"). The object is committed once: at the first close by the process
 // that opened the file if it wrote anything, else at the last release (see CommitsOnClose), and
-// every later commit call returns that first result. Thread-safe (one lock per file).
+// every later commit call returns that first result; a file nobody wrote that its opener closed
+// is given up instead when another open writes it first (YieldIfUnused). Thread-safe (one lock
+// per file).
 #pragma once
 
 #include <sys/types.h>
@@ -49,6 +51,14 @@ class FileWriter {
   // the stage before anyone else can see the file committed. Later calls return the first result.
   Result<ObjectInfo> Commit(
       const std::function<void(const ObjectInfo&, const WriteStage*)>& on_commit) EXCLUDES(mu_);
+  // A close by process `tgid`: once the opener has closed the file, a later open may take an
+  // unused file over (YieldIfUnused).
+  void NoteClose(pid_t tgid) EXCLUDES(mu_);
+  // Gives the file up to a later open that writes it (`touch f` then `echo x > f`, whose release
+  // the kernel sends after `touch` returned): true, and the file is dropped (no commit, later
+  // writes and closes refused with EBADF), when nothing was written and its opener closed it.
+  bool YieldIfUnused() EXCLUDES(mu_);
+  bool yielded() const { return yielded_flag_.load(std::memory_order_acquire); }
   // Lock-free: callers that hold other locks (the file system's handle table) may ask.
   bool committed() const { return committed_flag_.load(std::memory_order_acquire); }
 
@@ -77,10 +87,12 @@ class FileWriter {
   Status StreamStaged() REQUIRES(mu_);
   Result<ObjectInfo> CommitFromStage() REQUIRES(mu_);
   bool opener_wrote_ GUARDED_BY(mu_) = false;
+  bool opener_closed_ GUARDED_BY(mu_) = false;
   // Threads seen writing, and whether each is of the opener's process (a lookup in /proc once).
   std::unordered_map<pid_t, bool> writer_threads_ GUARDED_BY(mu_);
   std::atomic<uint64_t> size_flag_{0};  // size_, for readers without the lock
   std::atomic<bool> committed_flag_{false};
+  std::atomic<bool> yielded_flag_{false};
 };
 
 // The process (thread group) of thread `tid`, as FUSE requests name the caller's thread; `tid`

@@ -22,7 +22,7 @@ Result<std::shared_ptr<const DirListing>> ListWithAncestors(MetadataCache& meta,
   for (size_t end = 0;;) {
     std::string current = dir.substr(0, end == std::string::npos ? dir.size() : end);
     if (end == 0) current.clear();
-    LC_ASSIGN_OR_RETURN(listing, meta.List(current));
+    LC_ASSIGN_OR_RETURN(listing, pin ? meta.ListFresh(current) : meta.List(current));
     if (pin) meta.Pin(current, listing, MetadataCache::PinKind::kAnchored);
     ++*dirs;
     if (end == std::string::npos || dir.empty()) break;
@@ -92,7 +92,8 @@ Result<Tree> WalkTree(MetadataCache& meta, const std::string& path, bool recursi
   }
   tree.is_dir = true;
   if (!recursive) {
-    LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing, meta.List(path));
+    LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing,
+                        pin ? meta.ListFresh(path) : meta.List(path));
     if (pin) meta.Pin(path, listing);
     ++tree.dirs;
     AddFiles(path, *listing, &tree);

@@ -1,7 +1,10 @@
 // WalkTree: the files of a path of one namespace (a file, a folder, or with `recursive` the whole
 // tree below a folder), read through its MetadataCache, for preloading and freeing.
 //
-// With `pin`, every listing of the tree is pinned in the cache (see MetadataCache::Pin) and the
+// With `pin` (a load), the walk looks at the store, not at cached listings: each folder it lists
+// is asked of the store again (MetadataCache::ListFresh), so a folder uploaded a moment ago is
+// found whatever the TTL; a store that does not answer leaves the cached listing in use. And every
+// listing of the tree is pinned in the cache (see MetadataCache::Pin) and the
 // folders above the path are anchored (revalidated as usual, but served while the store is
 // unreachable), so that the tree lists and stats with the object store unreachable while new
 // folders beside it still show. A recursive walk reads the tree with flat listings (no delimiter,

@@ -343,6 +343,29 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   std::string address_ GUARDED_BY(address_mu_);
 };
 
+namespace {
+
+// One namespace out of reach (a refused credential, a missing bucket, its store down) does not keep
+// the others from being served: it is logged, and its calls fail with the store's own error until
+// the store answers. Only when no namespace answers does the master not start.
+Status ProbeServedNamespaces(NamespaceTable& table) {
+  std::vector<Status> failed;
+  for (const std::string& name : table.names()) {
+    Status s = ProbeNamespace(*table.Find(name));
+    if (!s.ok()) failed.push_back(std::move(s));
+  }
+  if (failed.size() == table.names().size()) return failed.front();
+  for (const Status& s : failed) {
+    spdlog::error(
+        "{}: serving the other namespaces; calls to this one fail until its store "
+        "answers (fix its config and restart the master)",
+        s.message());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                                           const MasterOptions& options) {
   LC_RETURN_IF_ERROR(rpc::CheckListenAddress("listen address", options.listen));
@@ -355,7 +378,8 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   }
   std::unique_ptr<MasterServer> master(new MasterServer());
   LC_ASSIGN_OR_RETURN(master->namespaces_,
-                      NamespaceTable::Open(config, options.store, /*probe=*/true));
+                      NamespaceTable::Open(config, options.store, /*probe=*/false));
+  LC_RETURN_IF_ERROR(ProbeServedNamespaces(*master->namespaces_));
   master->registry_ = std::make_unique<WorkerRegistry>(config.cluster.heartbeat_interval,
                                                        config.cluster.heartbeat_timeout);
   std::shared_ptr<grpc::ServerCredentials> tls;

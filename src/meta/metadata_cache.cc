@@ -66,6 +66,24 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
   return Settle(dir, *slot, Fetch(dir));
 }
 
+Result<std::shared_ptr<const DirListing>> MetadataCache::ListFresh(const std::string& dir) {
+  std::shared_ptr<Slot> slot = SlotFor(dir);
+  MutexLock lock(&slot->mu);
+  Listed fetched = Fetch(dir);
+  if (fetched.ok()) {
+    slot->listing = *fetched;
+    slot->fetched = options_.now();
+    slot->warned_stale = false;
+    slot->changed = false;
+    return fetched;
+  }
+  if (!slot->listing) return fetched.status();
+  spdlog::warn("using the cached listing of {}/{}: the store did not answer: {}",
+               store_->Describe(), dir.empty() ? prefix_ : prefix_ + dir + "/",
+               fetched.status().ToString());
+  return slot->listing;
+}
+
 void MetadataCache::NoteEntry(const std::string& dir, DirEntry entry) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   MutexLock lock(&slot->mu);

@@ -52,6 +52,11 @@ class MetadataCache {
   // The folder at relative path `dir` ("" is the namespace root; no leading or trailing '/').
   Result<std::shared_ptr<const DirListing>> List(const std::string& dir);
 
+  // The folder as the store lists it now, whatever the TTL (an explicit load: a folder uploaded a
+  // moment ago is there); kept as the folder's listing, its pin unchanged. When the store does
+  // not answer, the cached listing if there is one, else the store's error.
+  Result<std::shared_ptr<const DirListing>> ListFresh(const std::string& dir);
+
   // The entry at relative path `path` (non-empty); kNotFound if its parent does not list it.
   Result<DirEntry> Stat(const std::string& path);
 

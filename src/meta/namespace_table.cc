@@ -7,7 +7,16 @@
 namespace lakecache {
 namespace {
 
-Status Probe(Namespace& ns) {
+MetadataCacheOptions MetaOptions(const NamespaceConfig& nsc) {
+  MetadataCacheOptions options;
+  options.ttl = nsc.metadata_ttl;
+  options.immutable = nsc.immutable;
+  return options;
+}
+
+}  // namespace
+
+Status ProbeNamespace(Namespace& ns) {
   ListRequest req;
   req.prefix = ns.prefix;
   req.delimiter = "/";
@@ -17,15 +26,6 @@ Status Probe(Namespace& ns) {
   ns.probed_empty = page->objects.empty() && page->common_prefixes.empty();
   return Status::Ok();
 }
-
-MetadataCacheOptions MetaOptions(const NamespaceConfig& nsc) {
-  MetadataCacheOptions options;
-  options.ttl = nsc.metadata_ttl;
-  options.immutable = nsc.immutable;
-  return options;
-}
-
-}  // namespace
 
 std::string NormalizePrefix(const std::string& key) {
   std::string prefix = key;
@@ -50,7 +50,7 @@ Result<std::unique_ptr<NamespaceTable>> NamespaceTable::Open(const Config& confi
     if (!store.ok()) return store.status().WithContext("namespace '" + name + "'");
     ns->store = *store;
     ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetaOptions(nsc));
-    if (probe) LC_RETURN_IF_ERROR(Probe(*ns));
+    if (probe) LC_RETURN_IF_ERROR(ProbeNamespace(*ns));
     table->Add(std::move(ns));
   }
   return table;

@@ -27,11 +27,15 @@ struct Namespace {
   bool probed_empty = false;  // Open's probe found nothing under the prefix (not an error)
 };
 
+// Lists the namespace's root once (max-keys 1): a missing bucket, a refused credential or a store
+// out of reach fails, naming the namespace; a prefix with nothing under it only sets
+// probed_empty, since writes will fill it.
+Status ProbeNamespace(Namespace& ns);
+
 class NamespaceTable {
  public:
-  // Opens every namespace of `config`. With `probe`, lists each namespace root once (max-keys 1):
-  // a missing bucket fails (kNotFound, naming it); a prefix with nothing under it only sets
-  // probed_empty, since writes will fill it.
+  // Opens every namespace of `config`. With `probe`, probes each (ProbeNamespace), and fails on
+  // the first that fails.
   static Result<std::unique_ptr<NamespaceTable>> Open(const Config& config,
                                                       const StoreOptions& options, bool probe);
 

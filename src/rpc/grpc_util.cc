@@ -10,12 +10,15 @@
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/server_interceptor.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
 #include "common/mutex.h"
+#include "rpc/keepalive.h"
 
 namespace lakecache::rpc {
 namespace {
@@ -106,9 +109,13 @@ std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectAttemptMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  // An idle connection is pinged (the servers accept it: AcceptKeepalivePings), so a peer that
+  // vanished without a FIN is found within the interval plus the timeout.
+  int interval = static_cast<int>(KeepaliveInterval().count());
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, interval);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, std::min(interval, 5000));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // keep watching an idle peer
   // Our own channel for each peer, not one shared by gRPC across the process: a dead worker's
   // connection state must not leak into another channel to the same address after it restarts.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -201,6 +208,7 @@ Result<StartedServer> StartServer(const std::string& address,
   // A port in TIME_WAIT after a restart is fine to take again; a port another process listens on
   // is not (gRPC sets SO_REUSEPORT by default, which would let two servers share it).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AcceptKeepalivePings(builder);
   for (grpc::Service* service : services) builder.RegisterService(service);
   if (rpc_metrics.registry != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;

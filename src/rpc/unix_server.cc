@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "rpc/grpc_util.h"
+#include "rpc/keepalive.h"
 #include "rpc/unix_socket.h"
 
 namespace lakecache::rpc {
@@ -95,6 +96,7 @@ Result<std::unique_ptr<UnixServer>> StartUnixServer(UnixServerOptions options,
   grpc::ServerBuilder builder;  // no listening port: connections come from the accept thread
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  AcceptKeepalivePings(builder);
   for (grpc::Service* service : services) builder.RegisterService(service);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr) {

@@ -224,6 +224,40 @@ TEST_P(WriteTest, ShellToolsWriteFilesAndTrees) {
   EXPECT_FALSE(Exists("made/"));
 }
 
+// `touch f` returns before the kernel releases its handle, so the redirect's open comes while the
+// touched file is still open in the mount: it takes the unused file over (docs/semantics.md).
+TEST_P(WriteTest, TouchThenWriteWorksAtOnceFromTheShellAndPython) {
+  std::string mnt = MountConfig(Config());
+  ASSERT_FALSE(mnt.empty());
+  constexpr int kRounds = 20;
+  std::string script;
+  for (int i = 0; i < kRounds; ++i) {
+    std::string f = "'" + mnt + "/sh-" + std::to_string(i) + "'";
+    script += "touch " + f + " && echo x" + std::to_string(i) + " > " + f + " && ";
+  }
+  Sh(script + "true");
+  std::string python =
+      "import sys\n"
+      "from pathlib import Path\n"
+      "for i in range(" +
+      std::to_string(kRounds) +
+      "):\n"
+      "    p = Path(sys.argv[1]) / f'py-{i}'\n"
+      "    p.touch()\n"
+      "    p.write_text(f'y{i}')\n"
+      "    assert p.read_text() == f'y{i}', p.read_text()\n";
+  RunResult r = RunCommand({"/usr/bin/python3", "-c", python, mnt}, {}, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int i = 0; i < kRounds; ++i) {
+    EXPECT_EQ(Object("sh-" + std::to_string(i)), "x" + std::to_string(i) + "\n");
+    EXPECT_EQ(Object("py-" + std::to_string(i)), "y" + std::to_string(i));
+  }
+  // A touched file nobody writes again is still made, empty, at its release.
+  Sh("touch '" + mnt + "/only-touched'");
+  EXPECT_TRUE(WaitFor([&] { return Exists("only-touched"); }, std::chrono::seconds(30)));
+  EXPECT_EQ(Object("only-touched"), "");
+}
+
 TEST_P(WriteTest, OverwriteDeleteAndRenameNeedTheirFlags) {
   ASSERT_TRUE(server_->PutObjects(kWriteBucket, {{Key("data.bin"), "precious"}}).ok());
   {

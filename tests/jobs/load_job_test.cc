@@ -136,6 +136,25 @@ TEST_F(LoadJobTest, LoadsEveryBlockAndTheTreeListsWithTheStoreDown) {
   EXPECT_EQ(store_->Calls(StoreOp::kAny), 0);
 }
 
+// `lakecache load` is what a user runs right after staging a dataset: it looks at the store, not at
+// listings cached a moment before the upload (metadata_ttl is a minute here).
+TEST_F(LoadJobTest, AFolderUploadedAfterItsParentWasListedLoadsAtOnce) {
+  ASSERT_TRUE(ns_->meta->List("").ok());
+  ASSERT_TRUE(ns_->meta->List("a").ok());
+  Write("staged/new.bin", 70 * 1024);
+  Write("a/late.bin", 5);
+  EXPECT_EQ(ns_->meta->Stat("staged").status().code(), StatusCode::kNotFound);  // cached root
+  LoadProgress tree = Load("staged");
+  EXPECT_EQ(tree.total.files, 1u);
+  EXPECT_EQ(tree.loaded.bytes, 70u * 1024);
+  LoadProgress flat = Load("a", /*recursive=*/false);
+  EXPECT_EQ(flat.total.files, 3u);  // x.bin, empty and late.bin
+  // With the store down, a load of what was listed still walks the cached listings.
+  store_->FailAlways(StoreOp::kList, store_->ServerError(""));
+  LoadProgress again = Load("a/x.bin", /*recursive=*/false);
+  EXPECT_EQ(again.total.files, 1u);
+}
+
 TEST_F(LoadJobTest, ASecondLoadFetchesNothing) {
   Load("a");
   store_->ResetCalls();

@@ -97,16 +97,16 @@ cleanup() {
     echo "k8s-test: ip_forward was turned on (netavark); restoring $IP_FORWARD"
   echo "$IP_FORWARD" >/proc/sys/net/ipv4/ip_forward
   # Rules netavark left for the test's network go; anyone else's stay (iptables_ours.py).
-  if ! iptables_state | cmp -s - "$WORK/iptables.before"; then
+  if ! cmp -s <(iptables_state) "$WORK/iptables.before"; then
     iptables-save | /usr/bin/python3 "$HERE/iptables_ours.py" "$SUBNET_PREFIX." \
       "$WORK/iptables.before" | iptables-restore
-    iptables_state | cmp -s - "$WORK/iptables.before" &&
+    cmp -s <(iptables_state) "$WORK/iptables.before" &&
       echo "k8s-test: removed the iptables rules netavark made for the test's network"
   fi
   iptables_state >"$WORK/iptables.after"
   if ! cmp -s "$WORK/iptables.before" "$WORK/iptables.after"; then
     echo "k8s-test: iptables differ from the start (rules of others?):" >&2
-    diff "$WORK/iptables.before" "$WORK/iptables.after" | grep '^[<>]' | head -n 10 >&2
+    diff "$WORK/iptables.before" "$WORK/iptables.after" | awk '/^[<>]/ && ++n <= 10' >&2
   fi
   if grep -q " $WORK/" /proc/self/mountinfo; then
     echo "k8s-test: still mounted under $WORK; left in place" >&2
@@ -156,7 +156,7 @@ for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
                     print(f"deb {uri} {suite} {f.get('Components', 'main')}")
 EOF
 )
-[ "${#MIRROR_LINES[@]}" -gt 0 ] || MIRROR_LINES=("$(grep -h '^deb .* bookworm ' /etc/apt/sources.list 2>/dev/null | head -n1)")
+[ "${#MIRROR_LINES[@]}" -gt 0 ] || MIRROR_LINES=("$(awk '/^deb .* bookworm / {print; exit}' /etc/apt/sources.list 2>/dev/null)")
 printf 'base from: %s\n' "${MIRROR_LINES[@]}"
 if [ -n "${K8S_TEST_BASE_TAR:-}" ]; then  # debugging: a base.tar of an earlier run
   cp "$K8S_TEST_BASE_TAR" "$WORK/base.tar" &
@@ -215,7 +215,7 @@ curl -s -o /dev/null "$ENDPOINT/" || { podman logs s3rver; fail "s3rver did not 
 done) >"$WORK/upload.cfg"
 (cd "$WORK/bucket" && curl -sS --fail --parallel --parallel-max 8 --aws-sigv4 "aws:amz:us-east-1:s3" \
   -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --user S3RVER:S3RVER -K "$WORK/upload.cfg") \
-  2>"$WORK/upload.err" || { tr '\r' '\n' <"$WORK/upload.err" | grep 'curl:' | head; fail "upload to s3rver"; }
+  2>"$WORK/upload.err" || { tr '\r' '\n' <"$WORK/upload.err" | awk '/curl:/ && ++n <= 10'; fail "upload to s3rver"; }
 cp "$WORK/bucket/MANIFEST.sha256" "$WORK/manifest"
 rm -rf "$WORK/bucket"
 echo "s3rver at $ENDPOINT: bucket lake, $NFILES files ($((NBYTES >> 20)) MiB) and their MANIFEST.sha256"
@@ -262,7 +262,7 @@ play() {  # play KEY IP: kube play of one pod on the test network
 
 # The readiness probe as the kubelet would run it (kube play's health checks need systemd).
 HAS_HEALTH=0
-"$LAKECACHE" --help | grep -qE '^ +health ' && HAS_HEALTH=1
+grep -qE '^ +health ' <<<"$("$LAKECACHE" --help)" && HAS_HEALTH=1
 [ "$HAS_HEALTH" = 1 ] || echo "note: this lakecache has no health command: probes not run"
 wait_ready() {  # wait_ready CONTAINER READINESS LIVENESS WHAT: ready, then live once
   local i
