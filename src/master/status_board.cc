@@ -6,7 +6,6 @@
 #include <set>
 
 #include "master/client_table.h"
-#include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
 
@@ -38,7 +37,7 @@ uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - bef
 
 }  // namespace
 
-StatusBoard::StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces,
+StatusBoard::StatusBoard(AdminBackend* admin, const NamespaceTable* namespaces,
                          WorkerRegistry* registry, const ClientTable* clients,
                          const LoadJobTable* loads, StatusBoardOptions options)
     : admin_(admin),
@@ -67,6 +66,7 @@ void StatusBoard::Loop(std::stop_token stop) {
 }
 
 void StatusBoard::Sample() {
+  MutexLock sampling(&sample_mu_);
   Result<rpc::Report> report = admin_->GetReport();
   if (!report.ok()) return;
   auto now = std::chrono::steady_clock::now();

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "admin/admin_service.h"
 #include "admin/load_jobs.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
@@ -30,7 +31,6 @@
 namespace lakecache {
 
 class ClientTable;
-class ClusterAdmin;
 class NamespaceTable;
 class WorkerRegistry;
 
@@ -44,8 +44,9 @@ struct StatusBoardOptions {
 
 class StatusBoard {
  public:
-  // Starts sampling. Everything passed must outlive the board.
-  StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces, WorkerRegistry* registry,
+  // Starts sampling. `admin` gives the workers' Stats (GetReport). Everything passed must outlive
+  // the board.
+  StatusBoard(AdminBackend* admin, const NamespaceTable* namespaces, WorkerRegistry* registry,
               const ClientTable* clients, const LoadJobTable* loads, StatusBoardOptions options);
   ~StatusBoard();  // stops sampling
   StatusBoard(const StatusBoard&) = delete;
@@ -58,6 +59,9 @@ class StatusBoard {
   std::string StatusJson() const;
   // lakecache_master_workers{state}, lakecache_master_namespaces.
   void AddMetrics(metrics::Sink& sink) const;
+
+  // Takes a sample now, as the sampler does every `interval` (a test steps the board with it).
+  void Sample() EXCLUDES(sample_mu_, mu_);
 
  private:
   struct Point {
@@ -77,9 +81,8 @@ class StatusBoard {
   };
 
   void Loop(std::stop_token stop);
-  void Sample();
 
-  ClusterAdmin* admin_;
+  AdminBackend* admin_;
   const NamespaceTable* namespaces_;
   WorkerRegistry* registry_;
   const ClientTable* clients_;
@@ -87,6 +90,8 @@ class StatusBoard {
   const StatusBoardOptions options_;
   const std::chrono::steady_clock::time_point started_;
 
+  // One sample at a time: the counters a sample keeps are the ones the next one subtracts.
+  Mutex sample_mu_ ACQUIRED_BEFORE(mu_);
   mutable Mutex mu_;
   rpc::Report last_ GUARDED_BY(mu_);
   std::map<std::string, Counters> counters_ GUARDED_BY(mu_);
