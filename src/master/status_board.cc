@@ -6,7 +6,6 @@
 #include <set>
 
 #include "master/client_table.h"
-#include "master/cluster_admin.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
 
@@ -26,19 +25,50 @@ int64_t NowMs() {
       .count();
 }
 
-// Hits over lookups, as `report` counts them: every lookup starts at the first tier, and a hit
-// in any tier ends it.
-void HitsAndLookups(const rpc::WorkerStats& w, uint64_t* hits, uint64_t* lookups) {
-  *hits = 0;
-  for (const rpc::TierStatsProto& t : w.tiers()) *hits += t.hits();
-  *lookups = w.tiers().empty() ? 0 : w.tiers(0).hits() + w.tiers(0).misses();
+// The bytes a worker's tiers gave the readers it served over the network. Its lookups would not
+// do: a load looks up every block it fills (a miss), and reads a mount makes on the worker's host
+// never reach it. A load checks for a block before it fetches it, so it adds nothing here.
+uint64_t HitBytes(const rpc::WorkerStats& w) {
+  uint64_t hit = 0;
+  for (const rpc::TierStatsProto& t : w.tiers()) hit += t.hit_bytes();
+  return hit;
+}
+
+// Mounts on the worker's host that map its memory now, or have opened its cache files: they read
+// its blocks themselves, hits the worker does not count.
+bool HasShortCircuitReaders(const rpc::WorkerStats& w) {
+  return w.shm_sessions() > 0 || w.blocks_located() > 0;
+}
+
+double Ratio(uint64_t part, uint64_t whole) {
+  return static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// The worker's share of the bytes it served that its tiers held. With short-circuit readers that
+// is only a lower bound of its hit ratio: exact at 1, and telling nothing at 0.
+void AddHitRatio(const rpc::WorkerStats& w, json* worker) {
+  const uint64_t served = w.bytes_served();
+  const uint64_t hit = std::min(HitBytes(w), served);
+  const bool short_circuit = HasShortCircuitReaders(w);
+  (*worker)["hit_bytes"] = hit;
+  (*worker)["short_circuit_readers"] = short_circuit;
+  (*worker)["shm_sessions"] = w.shm_sessions();
+  (*worker)["blocks_located"] = w.blocks_located();
+  (*worker)["hit_ratio"] = nullptr;
+  (*worker)["hit_ratio_at_least"] = nullptr;
+  if (served == 0) return;
+  if (!short_circuit || hit == served) {
+    (*worker)["hit_ratio"] = Ratio(hit, served);
+  } else if (hit > 0) {
+    (*worker)["hit_ratio_at_least"] = Ratio(hit, served);
+  }
 }
 
 uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - before : 0; }
 
 }  // namespace
 
-StatusBoard::StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces,
+StatusBoard::StatusBoard(AdminBackend* admin, const NamespaceTable* namespaces,
                          WorkerRegistry* registry, const ClientTable* clients,
                          const LoadJobTable* loads, StatusBoardOptions options)
     : admin_(admin),
@@ -67,26 +97,28 @@ void StatusBoard::Loop(std::stop_token stop) {
 }
 
 void StatusBoard::Sample() {
+  MutexLock sampling(&sample_mu_);
   Result<rpc::Report> report = admin_->GetReport();
   if (!report.ok()) return;
   auto now = std::chrono::steady_clock::now();
   MutexLock lock(&mu_);
   double seconds = std::chrono::duration<double>(now - last_at_).count();
   bool first = points_.empty() && counters_.empty();
-  uint64_t served = 0, fetched = 0, hits = 0, lookups = 0;
+  uint64_t served = 0, missed = 0, fetched = 0;
   std::map<std::string, Counters> counters;
   for (const rpc::WorkerStats& w : report->workers()) {
     Counters c;
     c.start_time_ms = w.worker().start_time_ms();
     c.served = w.bytes_served();
+    c.hit = HitBytes(w);
     c.fetched = w.fetched_bytes();
-    HitsAndLookups(w, &c.hits, &c.lookups);
     auto it = counters_.find(w.worker().id());
     if (it != counters_.end() && it->second.start_time_ms == c.start_time_ms) {
-      served += Delta(c.served, it->second.served);
+      uint64_t s = Delta(c.served, it->second.served);
+      served += s;
+      // What its tiers did not hold, the reader waited for the object store for.
+      missed += s - std::min(s, Delta(c.hit, it->second.hit));
       fetched += Delta(c.fetched, it->second.fetched);
-      hits += Delta(c.hits, it->second.hits);
-      lookups += Delta(c.lookups, it->second.lookups);
     }
     counters[w.worker().id()] = c;
   }
@@ -110,16 +142,13 @@ void StatusBoard::Sample() {
   if (first || seconds <= 0) return;
   Point p;
   p.t_ms = NowMs();
-  bool mounts = !last_clients_.empty();
-  p.served_per_s = static_cast<double>(mounts ? read : served) / seconds;
+  const uint64_t reads = last_clients_.empty() ? served : read;
+  p.served_per_s = static_cast<double>(reads) / seconds;
   p.fetched_per_s = static_cast<double>(fetched) / seconds;
-  if (mounts && read > 0) {
-    // Bytes fetched for loads and read-ahead may exceed a quiet interval's reads: clamped.
-    p.hit_ratio = 1.0 - std::min(1.0, static_cast<double>(fetched) / static_cast<double>(read));
-  } else {
-    p.hit_ratio = lookups == 0
-                      ? -1
-                      : static_cast<double>(std::min(hits, lookups)) / static_cast<double>(lookups);
+  if (reads > 0) {
+    // A mount reports its reads with its view fetches, and its read-ahead's misses are no read
+    // yet: an interval's misses may exceed its reads. Clamped.
+    p.hit_ratio = 1.0 - std::min(1.0, Ratio(missed, reads));
   }
   points_.push_back(p);
   size_t keep = static_cast<size_t>(std::max<int64_t>(
@@ -159,16 +188,9 @@ std::string StatusBoard::StatusJson() const {
         continue;
       }
       const rpc::WorkerStats& w = *it->second;
-      uint64_t hits = 0, lookups = 0;
-      HitsAndLookups(w, &hits, &lookups);
       worker["state"] = "live";
-      worker["hits"] = hits;
-      worker["misses"] = lookups - std::min(hits, lookups);
-      worker["hit_ratio"] =
-          lookups == 0
-              ? json(nullptr)
-              : json(static_cast<double>(std::min(hits, lookups)) / static_cast<double>(lookups));
       worker["bytes_served"] = w.bytes_served();
+      AddHitRatio(w, &worker);
       json tiers = json::array();
       for (const rpc::TierStatsProto& t : w.tiers()) {
         tiers.push_back({{"tier", t.tier()},

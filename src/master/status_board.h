@@ -2,13 +2,22 @@
 // capacity, use, hit ratio and state; the namespaces; the loads running with their progress; and
 // the cluster's throughput and hit ratio over the last minutes, as plots.
 //
-// A sampler thread asks every live worker for its Stats (ClusterAdmin::GetReport, the numbers
+// A sampler thread asks every live worker for its Stats (AdminBackend::GetReport, the numbers
 // `report` and `cluster status` print) every `interval`, reads what the cluster mounts reported
 // with their view fetches (ClientTable), and keeps the last `history` of throughput and hit
 // ratio from the differences between samples (a restarted worker's or mount's counters start
 // again: its first sample counts nothing). Throughput is what the mounts' readers got (bytes per
-// second), or without reporting mounts what the workers served; the hit ratio is the share of
-// those bytes not fetched from the object store, or without reads the workers' lookup hit ratio.
+// second), or without reporting mounts what the workers served over the network.
+//
+// A hit ratio, in the plot and in a worker's column alike, is the share of the bytes readers got
+// that they did not wait for the object store for: the bytes a worker served over the network
+// that its tiers did not hold are the misses. A load's fills are no reader's, so neither hits nor
+// misses; a read of a block a load brought in is a hit. The plot divides the misses of an
+// interval by what the mounts read in it, reads a mount makes on a worker's host (its shared
+// memory, its cache files) included. A worker's column counts what it served since it started;
+// those short-circuit reads never reach it and are all hits, so with such readers its share is
+// only a lower bound (`hit_ratio_at_least`), exact when it is 1.
+//
 // The page is one HTML file with its script and styles inline (status_page.html, embedded at build
 // time): nothing is loaded from anywhere else.
 #pragma once
@@ -21,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "admin/admin_service.h"
 #include "admin/load_jobs.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
@@ -30,7 +40,6 @@
 namespace lakecache {
 
 class ClientTable;
-class ClusterAdmin;
 class NamespaceTable;
 class WorkerRegistry;
 
@@ -44,8 +53,9 @@ struct StatusBoardOptions {
 
 class StatusBoard {
  public:
-  // Starts sampling. Everything passed must outlive the board.
-  StatusBoard(ClusterAdmin* admin, const NamespaceTable* namespaces, WorkerRegistry* registry,
+  // Starts sampling. `admin` gives the workers' Stats (GetReport). Everything passed must outlive
+  // the board.
+  StatusBoard(AdminBackend* admin, const NamespaceTable* namespaces, WorkerRegistry* registry,
               const ClientTable* clients, const LoadJobTable* loads, StatusBoardOptions options);
   ~StatusBoard();  // stops sampling
   StatusBoard(const StatusBoard&) = delete;
@@ -59,17 +69,20 @@ class StatusBoard {
   // lakecache_master_workers{state}, lakecache_master_namespaces.
   void AddMetrics(metrics::Sink& sink) const;
 
+  // Takes a sample now, as the sampler does every `interval` (a test steps the board with it).
+  void Sample() EXCLUDES(sample_mu_, mu_);
+
  private:
   struct Point {
     int64_t t_ms = 0;
     double served_per_s = 0;
     double fetched_per_s = 0;
-    double hit_ratio = -1;  // < 0: no lookups in the interval
+    double hit_ratio = -1;  // < 0: nothing read in the interval
   };
   // A worker's counters at the last sample, by id and incarnation.
   struct Counters {
     int64_t start_time_ms = 0;
-    uint64_t served = 0, fetched = 0, hits = 0, lookups = 0;
+    uint64_t served = 0, hit = 0, fetched = 0;
   };
   // A mount's, by its report's id.
   struct ClientCounters {
@@ -77,9 +90,8 @@ class StatusBoard {
   };
 
   void Loop(std::stop_token stop);
-  void Sample();
 
-  ClusterAdmin* admin_;
+  AdminBackend* admin_;
   const NamespaceTable* namespaces_;
   WorkerRegistry* registry_;
   const ClientTable* clients_;
@@ -87,6 +99,8 @@ class StatusBoard {
   const StatusBoardOptions options_;
   const std::chrono::steady_clock::time_point started_;
 
+  // One sample at a time: the counters a sample keeps are the ones the next one subtracts.
+  Mutex sample_mu_ ACQUIRED_BEFORE(mu_);
   mutable Mutex mu_;
   rpc::Report last_ GUARDED_BY(mu_);
   std::map<std::string, Counters> counters_ GUARDED_BY(mu_);

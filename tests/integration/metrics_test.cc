@@ -366,6 +366,11 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
     }
   }
   EXPECT_EQ(best_hit_ratio, 1.0) << "no interval of the warm read shows a hit ratio of 1";
+  // Every worker's blocks were loaded or read cold, then read warm (on this host from its memory
+  // or files, or over the network): no worker's column may say that none of it was a hit.
+  for (const json& w : board["workers"]) {
+    EXPECT_NE(w["hit_ratio"], json(0.0)) << w.dump();
+  }
 
   // The numbers a worker's Stats (what `report` and `cluster status` print) and its /metrics give
   // are the same numbers.
@@ -415,6 +420,7 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
         << "worker " << w.id() << " is not on the page";
   }
   EXPECT_EQ(Count(page.out, "class=\"mount\""), 1u) << "the mount is not on the page";
+  EXPECT_EQ(page.out.find(">0.0 %<"), std::string::npos) << "a worker's hit ratio shows 0 %";
   size_t throughput = page.out.find("id=\"plot-throughput\"");
   ASSERT_NE(throughput, std::string::npos) << page.out.substr(0, 2000);
   std::string plot = page.out.substr(throughput, page.out.find("</svg>", throughput) - throughput);
