@@ -83,6 +83,23 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_NE(bad_uri.err.find("unsupported URI scheme 'gs'"), std::string::npos) << bad_uri.err;
 }
 
+// A local store is opened at the file's folder; `stat` still names the whole path.
+TEST_F(CliTest, StatOfALocalFileShowsItsWholeUri) {
+  std::string dir = Folder("local");
+  ASSERT_TRUE(testing::WriteFile(dir + "/x.txt", "local\n").ok());
+  RunResult file = Lc({"stat", "file://" + dir + "/x.txt"});
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_TRUE(file.out.starts_with("uri: file://" + dir + "/x.txt\ntype: file\nsize: 6\n"))
+      << file.out;
+  RunResult folder = Lc({"stat", "file://" + dir});
+  ASSERT_EQ(folder.exit_code, 0) << folder.err;
+  EXPECT_EQ(folder.out, "uri: file://" + dir + "\ntype: directory\n");
+  RunResult missing = Lc({"stat", "file://" + dir + "/nope"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("file://" + dir + "/nope: no such key or prefix"), std::string::npos)
+      << missing.err;
+}
+
 TEST_F(CliTest, UnreachableEndpointExitsOneAfterRetries) {
   int port = testing::FreeLoopbackPort();
   RunResult r = Lc({"ls", "s3://cli/", "--path-style", "--endpoint",
