@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/mount_options.h"
+#include "cli/unknown_command.h"
 #include "common/idle_trim.h"
 #include "common/logging.h"
 
@@ -426,6 +427,11 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    std::string unknown = e.get_exit_code() != 0 ? UnknownCommandMessage(app) : "";
+    if (!unknown.empty()) {
+      std::fprintf(stderr, "lakecache: error: %s\n", unknown.c_str());
+      return kExitUsage;
+    }
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
