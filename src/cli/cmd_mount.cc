@@ -1,6 +1,5 @@
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -24,6 +23,7 @@
 #include "cli/metrics_listen.h"
 #include "cli/mount_options.h"
 #include "cli/mount_table.h"
+#include "cli/unmount.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/mount_admin.h"
@@ -53,22 +53,6 @@ int MountpointError(const std::string& message) {
 
 // A lakecache mount at `path` already: a live one, or the stale one a killed mount leaves (every
 // access fails with ENOTCONN until it is unmounted).
-// Unmounts the dead mount at `path` (lazily: a process still in it keeps its errors).
-bool ClearDeadMount(const std::string& path) {
-  if (::geteuid() == 0) return ::umount2(path.c_str(), MNT_DETACH) == 0;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, STDOUT_FILENO);
-    ::dup2(devnull, STDERR_FILENO);
-    ::execlp("fusermount3", "fusermount3", "-u", "-z", path.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-         WEXITSTATUS(status) == 0;
-}
-
 int CheckNotMounted(const std::string& path) {
   if (MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) return kExitOk;
   std::string fix = "unmount it with `lakecache umount " + path + "`, then mount again";
@@ -76,7 +60,9 @@ int CheckNotMounted(const std::string& path) {
   struct statvfs sv;
   if (::statvfs(path.c_str(), &sv) != 0 && errno == ENOTCONN) {
     // Its server and holder are gone: nothing can bring it back, so it is cleared.
-    if (ClearDeadMount(path) && MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) {
+    // Lazily: a process still in it keeps its errors.
+    if (UnmountFuse(path, Detach::kAlways).ok() &&
+        MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) {
       std::fprintf(stderr,
                    "lakecache: cleared the dead lakecache mount at %s (its server and holder "
                    "were gone)\n",
@@ -724,24 +710,6 @@ int RunHolder(const HolderRequest& req) {
   holder.mount = MountHeld;
   Status s = RunMountHolder(holder);
   return s.ok() ? kExitOk : ReportError(s);
-}
-
-int RunUmount(const std::string& mountpoint) {
-  std::string type = MountTypeAt(NormalizedPath(mountpoint));
-  if (type != kLakecacheFsType) {
-    return MountpointError(mountpoint + " is not a lakecache mount (" +
-                           (type.empty() ? "nothing is mounted there" : "a " + type + " mount") +
-                           ")");
-  }
-  if (::geteuid() == 0) {
-    if (::umount2(mountpoint.c_str(), 0) == 0) return kExitOk;
-    std::fprintf(stderr, "lakecache: error: unmounting %s: %s\n", mountpoint.c_str(),
-                 std::strerror(errno));
-    return errno == EINVAL || errno == ENOENT ? kExitUsage : kExitFailure;
-  }
-  ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
-  std::fprintf(stderr, "lakecache: error: cannot run fusermount3: %s\n", std::strerror(errno));
-  return kExitFailure;
 }
 
 }  // namespace lakecache::cli

@@ -2,9 +2,11 @@
 // (on stderr, in the mount's log at the default level) and the exit codes, for an empty prefix, a
 // missing bucket, a stale mount after a kill, control sockets, `report` and `load` output, and the
 // log lines of fetches, evictions and a full cache disk.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -123,6 +125,45 @@ TEST_F(CliMountTest, ADeadMountIsClearedByTheNextMountAndItsSocketReplaced) {
   ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
   EXPECT_TRUE(WaitFor([&] { return Sockets().empty(); }, std::chrono::seconds(10)))
       << "the socket outlived a clean unmount";
+}
+
+// `umount` returns once the mount's holder and server have exited: none is left with the
+// mountpoint in its command line, and a `mount` of the folder right after finds no holder still
+// listening there.
+TEST_F(CliMountTest, UmountReturnsOnceTheMountsProcessesAreGone) {
+  std::string mnt = Mountpoint();
+  std::string log = scratch_->path() + "/again.log";
+  for (int round = 0; round < 5; ++round) {
+    RunResult up = Lc({"--log-file", log, "mount", "s3://cli/data", mnt, "--background"});
+    ASSERT_EQ(up.exit_code, 0) << "round " << round << ": " << up.err;
+    ASSERT_FALSE(testing::ProcessesMentioning(mnt).empty()) << "round " << round;
+    RunResult down = Lc({"umount", mnt});
+    ASSERT_EQ(down.exit_code, 0) << "round " << round << ": " << down.err;
+    EXPECT_EQ(down.err, "");
+    EXPECT_EQ(testing::ProcessesMentioning(mnt), std::vector<pid_t>()) << "round " << round;
+    EXPECT_FALSE(testing::IsMounted(mnt));
+  }
+}
+
+// A busy mount stays mounted, and `umount` says who keeps it busy.
+TEST_F(CliMountTest, UmountOfABusyMountSaysWhoUsesIt) {
+  std::string mnt = Mountpoint();
+  RunResult up = Lc({"--log-file", scratch_->path() + "/busy.log", "mount", "s3://cli/data", mnt,
+                     "--background"});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  int fd = ::open((mnt + "/a.txt").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  RunResult busy = Lc({"umount", mnt});
+  EXPECT_EQ(busy.exit_code, 1) << busy.err;
+  EXPECT_NE(busy.err.find(mnt + " is busy: pid " + std::to_string(::getpid()) + " ("),
+            std::string::npos)
+      << busy.err;
+  EXPECT_NE(busy.err.find(") has a file open there"), std::string::npos) << busy.err;
+  EXPECT_TRUE(testing::IsMounted(mnt));
+  ::close(fd);
+  RunResult down = Lc({"umount", mnt});
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_EQ(testing::ProcessesMentioning(mnt), std::vector<pid_t>());
 }
 
 // One unit formatter (binary units) and nouns that agree with their numbers; `report` shows each

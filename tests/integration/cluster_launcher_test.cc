@@ -40,6 +40,7 @@ namespace lakecache {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ProcessesMentioning;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -155,18 +156,7 @@ PipedRun RunReadingToEof(const std::vector<std::string>& argv, std::chrono::seco
   return run;
 }
 
-// State letter of /proc/PID/stat ('R', 'S', 'Z'...); 0 when there is no such process.
-char ProcessState(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
-}
-
-bool Gone(pid_t pid) {
-  char state = ProcessState(pid);
-  return state == 0 || state == 'Z';
-}
+bool Gone(pid_t pid) { return testing::ProcessGone(pid); }
 
 bool GoneWithin(pid_t pid, std::chrono::seconds timeout) {
   auto deadline = Clock::now() + timeout;
@@ -175,22 +165,6 @@ bool GoneWithin(pid_t pid, std::chrono::seconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
-}
-
-// Live processes (not this one, not zombies) whose command line contains `text`.
-std::vector<pid_t> ProcessesMentioning(const std::string& text) {
-  std::vector<pid_t> pids;
-  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = std::stoi(name);
-    std::ifstream in("/proc/" + name + "/cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (pid != ::getpid() && cmdline.find(text) != std::string::npos && !Gone(pid)) {
-      pids.push_back(pid);
-    }
-  }
-  return pids;
 }
 
 // "NAME PID" lines of DIR/cluster.pids.
