@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +34,7 @@
 #include "client/node_tier.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
+#include "common/rendezvous.h"
 #include "fuse/fuse_connection.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
@@ -45,6 +47,8 @@ namespace {
 // The memory cache of a cluster-mode mount when --mem-cache is not given: the blocks being read
 // and those just read; the workers cache the rest.
 constexpr uint64_t kClusterMountMemCache = 256ull << 20;
+// The most of a mountpoint's name a default log file's name carries (its end).
+constexpr size_t kLogNameMax = 48;
 
 int MountpointError(const std::string& message) {
   std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
@@ -573,7 +577,7 @@ Result<std::vector<std::string>> ServerArgv(const CliContext& ctx, const MountRe
   LC_ASSIGN_OR_RETURN(std::string exe, SelfExecutable());
   std::vector<std::string> argv = {exe};
   if (req.background && ctx.flags().log_file.empty()) {
-    argv.insert(argv.end(), {"--log-file", DefaultMountLogFile()});
+    argv.insert(argv.end(), {"--log-file", DefaultMountLogFile(req.mountpoint)});
   }
   argv.insert(argv.end(), req.argv.begin() + (req.argv.empty() ? 0 : 1), req.argv.end());
   argv.insert(argv.end(), {"--holder", socket});
@@ -610,8 +614,18 @@ int RunForeground(const CliContext& ctx, const MountRequest& req) {
   });
 }
 
-// Forks a daemon that holds the mount; returns once its server serves (or failed).
+// What a mount shows, as `mount --background` says it: the URI, the cluster or the config.
+std::string MountSource(const CliContext& ctx, const MountRequest& req) {
+  if (!req.master.empty()) return "cluster " + req.master;
+  if (!req.uri.empty()) return req.uri;
+  return "the namespaces of " + ctx.flags().config_file;
+}
+
+// Forks a daemon that holds the mount; returns once its server serves (or failed), saying so on
+// stdout.
 int RunBackground(const CliContext& ctx, const MountRequest& req) {
+  std::string log_file =
+      ctx.flags().log_file.empty() ? DefaultMountLogFile(req.mountpoint) : ctx.flags().log_file;
   int fds[2];
   if (::pipe(fds) != 0) return ReportError(Status::IoError("pipe failed"));
   pid_t pid = ::fork();
@@ -626,13 +640,15 @@ int RunBackground(const CliContext& ctx, const MountRequest& req) {
       ::waitpid(pid, &status, 0);
       return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : kExitFailure;
     }
+    if (code == kExitOk) {
+      std::printf("mounted %s at %s (log: %s)\n", MountSource(ctx, req).c_str(),
+                  NormalizedPath(req.mountpoint).c_str(), log_file.c_str());
+    }
     return code;
   }
   ::close(fds[0]);
   ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);
   ::setsid();
-  std::string log_file =
-      ctx.flags().log_file.empty() ? DefaultMountLogFile() : ctx.flags().log_file;
   if (Status s = InitLogging(ctx.flags().log_level, log_file); !s.ok()) {
     std::fprintf(stderr, "lakecache: error: %s\n", s.message().c_str());
     ::_exit(kExitFailure);
@@ -667,8 +683,26 @@ int RunTakeover(const MountRequest& req) {
 
 }  // namespace
 
-std::string DefaultMountLogFile() {
-  return "/tmp/lakecache-mount-" + std::to_string(::getuid()) + ".log";
+std::string DefaultMountLogFile(const std::string& mountpoint) {
+  // Named after the mountpoint for whoever reads /tmp, and told apart by a hash of it (its
+  // characters beyond letters and digits all read as '-').
+  std::string path = NormalizedPath(mountpoint);
+  std::string name;
+  for (char c : path) {
+    bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
+    if (plain) {
+      name.push_back(c);
+    } else if (!name.empty() && name.back() != '-') {
+      name.push_back('-');
+    }
+  }
+  if (name.size() > kLogNameMax) name.erase(0, name.size() - kLogNameMax);
+  if (!name.empty() && name.back() == '-') name.pop_back();  // runs of others are one '-'
+  if (!name.empty() && name.front() == '-') name.erase(0, 1);
+  char hash[9];
+  std::snprintf(hash, sizeof(hash), "%08x", static_cast<unsigned>(RendezvousSeed(path)));
+  return "/tmp/lakecache-mount-" + std::to_string(::getuid()) + "-" +
+         (name.empty() ? "" : name + "-") + hash + ".log";
 }
 
 int RunMount(const GlobalFlags& flags, const MountRequest& req) {

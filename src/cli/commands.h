@@ -128,8 +128,9 @@ int RunHolder(const HolderRequest& request);
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.
 int RunMount(const GlobalFlags& flags, const MountRequest& request);
 int RunUmount(const std::string& mountpoint);
-// Where a background mount logs when --log-file is not given.
-std::string DefaultMountLogFile();
+// Where a background mount of `mountpoint` logs when --log-file is not given: a file of its own in
+// /tmp, named after the uid and the mountpoint.
+std::string DefaultMountLogFile(const std::string& mountpoint);
 
 // The admin commands (docs/admin.md). PATH picks the cache: a path inside a lakecache mount is
 // that mount, otherwise /NAMESPACE/PATH of the cluster at `master`.

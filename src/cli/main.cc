@@ -206,8 +206,8 @@ int Main(int argc, char** argv) {
                     "Memory for in-flight and prefetched blocks, all files together (default "
                     "512MiB)");
   mount->add_flag("--background", mount_req.background,
-                  "Return once the mount is ready; the daemon logs to --log-file (default " +
-                      DefaultMountLogFile() + ")");
+                  "Return once the mount is ready, saying where it logs: --log-file, by default "
+                  "/tmp/lakecache-mount-UID-MOUNTPOINT-HASH.log");
   mount
       ->add_option("--master", mount_req.master,
                    "Cluster mode: read through the workers of the master at HOST:PORT (or " +

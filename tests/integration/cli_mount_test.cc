@@ -17,6 +17,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "integration/cli_fixture.h"
@@ -164,6 +165,38 @@ TEST_F(CliMountTest, UmountOfABusyMountSaysWhoUsesIt) {
   RunResult down = Lc({"umount", mnt});
   EXPECT_EQ(down.exit_code, 0) << down.err;
   EXPECT_EQ(testing::ProcessesMentioning(mnt), std::vector<pid_t>());
+}
+
+// `mount --background` says what it mounted where, and where it logs: without --log-file, a file
+// of its own per mountpoint.
+TEST_F(CliMountTest, BackgroundMountSaysWhereItLogsInAFileOfItsOwn) {
+  std::string first = Mountpoint();
+  std::string second = Mountpoint();
+  std::vector<std::string> logs;
+  for (const auto& [uri, mnt] : {std::pair{std::string("s3://cli/data"), first},
+                                 std::pair{std::string("s3://cli"), second}}) {
+    RunResult up = Lc({"mount", uri, mnt, "--background"});
+    ASSERT_EQ(up.exit_code, 0) << up.err;
+    std::string said = "mounted " + uri + " at " + mnt + " (log: ";
+    ASSERT_TRUE(up.out.starts_with(said) && up.out.ends_with(".log)\n")) << up.out;
+    logs.push_back(up.out.substr(said.size(), up.out.size() - said.size() - 2));
+  }
+  for (const std::string& log : logs) {
+    EXPECT_TRUE(log.starts_with("/tmp/lakecache-mount-" + std::to_string(::getuid()) + "-")) << log;
+    EXPECT_NE(log.find(fs::path(first).parent_path().filename().string()), std::string::npos)
+        << "named after the mountpoint: " << log;
+    EXPECT_TRUE(WaitFor([&] { return fs::exists(log) && fs::file_size(log) > 0; },
+                        std::chrono::seconds(10)))
+        << log;
+  }
+  EXPECT_NE(logs[0], logs[1]);
+  EXPECT_NE(logs[0].find("mnt-0"), std::string::npos) << logs[0];
+  EXPECT_NE(logs[1].find("mnt-1"), std::string::npos) << logs[1];
+  // Logged at start by the server of each, in its own file.
+  EXPECT_NE(ReadAll(logs[0]).find(first), std::string::npos) << ReadAll(logs[0]);
+  EXPECT_EQ(ReadAll(logs[0]).find(second), std::string::npos) << ReadAll(logs[0]);
+  for (const std::string& mnt : {first, second}) EXPECT_EQ(Lc({"umount", mnt}).exit_code, 0);
+  for (const std::string& log : logs) fs::remove(log);
 }
 
 // One unit formatter (binary units) and nouns that agree with their numbers; `report` shows each
