@@ -1,6 +1,6 @@
 // `lakecache cluster up` / `cluster down`: a master and N workers on loopback, for trying cluster
 // mode and for tests. The servers are detached processes (see cluster_launcher.h); DIR/cluster.pids
-// is how `down` finds them again.
+// is how `down` finds them again, and DIR/master.addr the mounts it unmounts first.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cli/cluster_launcher.h"
+#include "cli/cluster_mounts.h"
 #include "cli/commands.h"
 #include "cli/credentials_flag.h"
 #include "rpc/credentials_dir.h"
@@ -434,8 +435,14 @@ int RunClusterDown(const std::string& dir_arg) {
     return kExitOk;
   }
   if (!processes.ok()) return ReportError(processes.status());
+  // The mounts first, while their servers still answer: each drains, and none is left to fail
+  // every access once the servers are gone.
+  bool unmount_failed = false;
+  if (std::string master = ReadAddress(AddressFilePath(dir, kMaster)); !master.empty()) {
+    unmount_failed = !UnmountClusterMounts(MountsOfCluster(master));
+  }
   std::vector<StopOutcome> outcomes = StopCluster(dir, *processes, kDownStopGrace);
-  bool failed = false;
+  bool stop_failed = false;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const char* name = (*processes)[i].name.c_str();
     int pid = (*processes)[i].pid;
@@ -452,13 +459,13 @@ int RunClusterDown(const std::string& dir_arg) {
         break;
       case StopOutcome::kFailed:
         std::fprintf(stderr, "lakecache: error: could not stop %s (pid %d)\n", name, pid);
-        failed = true;
+        stop_failed = true;
         break;
     }
   }
-  if (failed) return kExitFailure;  // keep cluster.pids: `down` again once it can be stopped
+  if (stop_failed) return kExitFailure;  // keep cluster.pids: `down` again once it can be stopped
   ForgetCluster(dir, *processes);
-  return kExitOk;
+  return unmount_failed ? kExitFailure : kExitOk;
 }
 
 }  // namespace lakecache::cli

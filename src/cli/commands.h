@@ -79,7 +79,8 @@ struct ClusterUpRequest {
 // Starts a master and N workers on loopback and returns once the master sees them all; prints
 // the master's HOST:PORT alone on the last line of stdout.
 int RunClusterUp(const GlobalFlags& flags, const ClusterUpRequest& request);
-// Stops what `cluster up --dir DIR` started.
+// Unmounts the mounts of the cluster `cluster up --dir DIR` started (cluster_mounts.h), then stops
+// its servers.
 int RunClusterDown(const std::string& dir);
 
 struct ClusterStatusRequest {

@@ -334,7 +334,8 @@ int Main(int argc, char** argv) {
   up->add_flag("--insecure", up_req.insecure,
                "Plain text, no tokens (loopback only); by default DIR gets a CA, certificates and "
                "role tokens, and clients take --credentials DIR");
-  CLI::App* down = cluster->add_subcommand("down", "Stop the cluster started in --dir");
+  CLI::App* down = cluster->add_subcommand(
+      "down", "Unmount the cluster's mounts on this host, then stop the cluster started in --dir");
   down->add_option("--dir", down_dir, "The folder given to `cluster up`")->required();
   ClusterStatusRequest status_req;
   CLI::App* cluster_status = cluster->add_subcommand(
