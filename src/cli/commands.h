@@ -75,6 +75,9 @@ struct ClusterUpRequest {
   int workers = 1;
   CacheFlags cache_flags;  // per worker; the cache dirs are DIR/worker-N/cache
   bool insecure = false;   // --insecure: plain text, no tokens (else DIR holds the credentials)
+  // --metrics-listen HOST:PORT: the master's /metrics and status page (the workers serve none:
+  // the status page shows them); with credentials, DIR/metrics.token is asked for.
+  std::string metrics_listen;
 };
 // Starts a master and N workers on loopback and returns once the master sees them all; prints
 // the master's HOST:PORT alone on the last line of stdout.

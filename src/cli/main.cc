@@ -334,6 +334,9 @@ int Main(int argc, char** argv) {
   up->add_flag("--insecure", up_req.insecure,
                "Plain text, no tokens (loopback only); by default DIR gets a CA, certificates and "
                "role tokens, and clients take --credentials DIR");
+  up->add_option("--metrics-listen", up_req.metrics_listen,
+                 "HOST:PORT where the master serves its status page (/) and /metrics (default: "
+                 "none); with credentials every request presents DIR/metrics.token");
   CLI::App* down = cluster->add_subcommand(
       "down", "Unmount the cluster's mounts on this host, then stop the cluster started in --dir");
   down->add_option("--dir", down_dir, "The folder given to `cluster up`")->required();

@@ -537,5 +537,57 @@ TEST_F(ClusterLauncherTest, DownUnmountsTheClustersMountsFirst) {
   EXPECT_EQ(Lc({"umount", other}, env).exit_code, 0);
 }
 
+// `up --metrics-listen` gives the master its status page and /metrics, and says where they are
+// and how to present the metrics token they ask for.
+TEST_F(ClusterLauncherTest, UpWithMetricsListenPrintsTheStatusPageAndHowToReadIt) {
+  std::string listen = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  PipedRun up =
+      RunReadingToEof({LAKECACHE_BINARY, "--config", config_, "cluster", "up", "--dir", dir_,
+                       "--cache-size", "64MiB", "--mem-cache", "32MiB", "--metrics-listen", listen},
+                      kUpTimeout);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  std::vector<std::string> lines = Lines(up.out);
+  ASSERT_EQ(lines.size(), 5u) << up.out;  // master, worker, credentials, status page, address
+  std::string token = dir_ + "/metrics.token";
+  EXPECT_EQ(lines[3], "status page http://" + listen + "/ and /metrics, with the token in " +
+                          token +
+                          " as the password (any user name) or as \"Authorization: Bearer "
+                          "TOKEN\"");
+  EXPECT_TRUE(std::regex_match(lines.back(), std::regex(R"(127\.0\.0\.1:[0-9]+)"))) << up.out;
+
+  auto curl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, {}, std::chrono::seconds(10)).out;
+  };
+  EXPECT_EQ(curl({"http://" + listen + "/"}), "401");
+  // The token goes to curl in files, never on a command line.
+  std::string secret;
+  std::ifstream(token) >> secret;
+  std::string basic = scratch_->path() + "/basic.curlrc";
+  std::string bearer = scratch_->path() + "/bearer.header";
+  ASSERT_TRUE(testing::WriteFile(basic, "user = \":" + secret + "\"\n").ok());
+  ASSERT_TRUE(testing::WriteFile(bearer, "Authorization: Bearer " + secret + "\n").ok());
+  EXPECT_EQ(curl({"-K", basic, "http://" + listen + "/"}), "200");
+  EXPECT_EQ(curl({"-H", "@" + bearer, "http://" + listen + "/metrics"}), "200");
+}
+
+// A --metrics-listen whose page could not be found (port 0) or guarded (--insecure beyond
+// loopback) is refused before anything starts.
+TEST_F(ClusterLauncherTest, UpRefusesAMetricsListenItCannotPrintOrGuard) {
+  RunResult any_port =
+      Lc({"--config", config_, "cluster", "up", "--dir", dir_, "--metrics-listen", "127.0.0.1:0"});
+  EXPECT_EQ(any_port.exit_code, 2);
+  EXPECT_NE(any_port.err.find("--metrics-listen 127.0.0.1:0: give a port"), std::string::npos)
+      << any_port.err;
+  RunResult open = Lc({"--config", config_, "cluster", "up", "--dir", dir_, "--insecure",
+                       "--metrics-listen", "0.0.0.0:9460"});
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_NE(open.err.find("`cluster up --insecure` serves on loopback only"), std::string::npos)
+      << open.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+  EXPECT_FALSE(fs::exists(dir_ + "/master.log"));
+}
+
 }  // namespace
 }  // namespace lakecache
