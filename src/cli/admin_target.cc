@@ -34,20 +34,9 @@ void SplitNamespace(std::string rel, AdminTarget* t) {
 Result<AdminTarget> MountTarget(const std::string& mountpoint, const std::string& abs) {
   AdminTarget t;
   t.kind = AdminTarget::Kind::kMount;
-  std::string socket = ControlSocketPath(mountpoint);
-  t.address = "unix:" + socket;
+  t.address = "unix:" + ControlSocketPath(mountpoint);
   t.shown = mountpoint;
-  auto stub = rpc::AdminService::NewStub(rpc::OpenChannel(t.address));
-  grpc::ClientContext ctx;
-  rpc::SetTimeout(&ctx, kHelloTimeout);
-  rpc::HelloResponse hello;
-  grpc::Status st = stub->Hello(&ctx, rpc::HelloRequest(), &hello);
-  if (!st.ok()) {
-    return Status::Unavailable("cannot reach the control socket of the mount at " + mountpoint +
-                               " (" + socket + "): " + st.error_message() +
-                               " (is its `lakecache mount` process running, and was it started "
-                               "with the same LAKECACHE_RUN_DIR / XDG_RUNTIME_DIR?)");
-  }
+  LC_ASSIGN_OR_RETURN(rpc::HelloResponse hello, MountHello(mountpoint, kHelloTimeout));
   std::string rel = abs.substr(std::min(abs.size(), mountpoint == "/" ? 0 : mountpoint.size()));
   while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
   if (!hello.root_namespace().empty()) {
@@ -64,6 +53,23 @@ Result<AdminTarget> MountTarget(const std::string& mountpoint, const std::string
 }
 
 }  // namespace
+
+Result<rpc::HelloResponse> MountHello(const std::string& mountpoint,
+                                      std::chrono::milliseconds timeout) {
+  std::string socket = ControlSocketPath(mountpoint);
+  auto stub = rpc::AdminService::NewStub(rpc::OpenChannel("unix:" + socket));
+  grpc::ClientContext ctx;
+  rpc::SetTimeout(&ctx, timeout);
+  rpc::HelloResponse hello;
+  grpc::Status st = stub->Hello(&ctx, rpc::HelloRequest(), &hello);
+  if (!st.ok()) {
+    return Status::Unavailable("cannot reach the control socket of the mount at " + mountpoint +
+                               " (" + socket + "): " + st.error_message() +
+                               " (is its `lakecache mount` process running, and was it started "
+                               "with the same LAKECACHE_RUN_DIR / XDG_RUNTIME_DIR?)");
+  }
+  return hello;
+}
 
 std::string AdminTarget::Display() const {
   if (ns.empty()) return "/";

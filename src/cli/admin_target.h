@@ -4,9 +4,11 @@
 // otherwise "/ns/path" names a namespace of the cluster at --master or LAKECACHE_MASTER.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "common/result.h"
+#include "rpc/lakecache.pb.h"
 
 namespace lakecache::cli {
 
@@ -26,5 +28,11 @@ struct AdminTarget {
 // `path` may be empty (report): then only the cluster at `master` (or a mount, never) qualifies.
 // Usage errors (no master, a URI where none is allowed) are kInvalidArgument.
 Result<AdminTarget> ResolveAdminTarget(const std::string& path, const std::string& master);
+
+// The Hello of the mount at `mountpoint` (its control socket, ControlSocketPath): its master (empty
+// for a standalone mount) and root namespace. kUnavailable saying what to check when it does not
+// answer within `timeout`.
+Result<rpc::HelloResponse> MountHello(const std::string& mountpoint,
+                                      std::chrono::milliseconds timeout);
 
 }  // namespace lakecache::cli

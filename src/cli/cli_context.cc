@@ -107,12 +107,13 @@ StoreOptions CliContext::MakeStoreOptions() const {
 Result<Target> CliContext::Open(const std::string& text) const {
   LC_ASSIGN_OR_RETURN(NamespaceConfig ns, NamespaceFor(text));
   ObjectUri uri = ns.location;
+  std::string shown = uri.ToString();
   if (uri.scheme == UriScheme::kFile) SplitLocalPath(&ns.location, &uri);
 
   LC_ASSIGN_OR_RETURN(Credentials creds, ResolveCredentials(ns));
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store,
                       OpenObjectStore(ns, creds, MakeStoreOptions()));
-  return Target{std::move(uri), std::move(store)};
+  return Target{std::move(uri), std::move(store), std::move(shown)};
 }
 
 std::string Iso8601(int64_t mtime) {

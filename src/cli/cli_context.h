@@ -36,8 +36,9 @@ struct GlobalFlags {
 
 // An object store opened for a URI, and the key (or prefix) the URI names within it.
 struct Target {
-  ObjectUri uri;
+  ObjectUri uri;  // its key is the store's: for a local store, relative to the store's folder
   std::shared_ptr<ObjectStore> store;
+  std::string shown;  // the whole URI, as the user reads it back ("file:///data/x")
 };
 
 class CliContext {

@@ -51,9 +51,9 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
   if (!info.ok()) return ReportError(info.status());
   if (info->size == 0 && range_text.empty()) return kExitOk;
   if (range.first >= info->size) {
-    return ReportError(Status::InvalidArgument(
-        "--range " + range_text + ": starts past the end of " + target->uri.ToString() + " (" +
-        std::to_string(info->size) + " bytes)"));
+    return ReportError(Status::InvalidArgument("--range " + range_text +
+                                               ": starts past the end of " + target->shown + " (" +
+                                               std::to_string(info->size) + " bytes)"));
   }
   uint64_t end = std::min<uint64_t>(range.last, info->size - 1) + 1;
   ReadOptions options;
@@ -64,7 +64,7 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
     auto n = store.Read(key, off, std::span<char>(buf.data(), want), options);
     if (!n.ok()) return ReportError(n.status());
     if (*n == 0) {
-      return ReportError(Status::Unavailable(target->uri.ToString() + ": object ended at " +
+      return ReportError(Status::Unavailable(target->shown + ": object ended at " +
                                              std::to_string(off) + " bytes, expected " +
                                              std::to_string(end)));
     }

@@ -1,6 +1,6 @@
 // `lakecache cluster up` / `cluster down`: a master and N workers on loopback, for trying cluster
 // mode and for tests. The servers are detached processes (see cluster_launcher.h); DIR/cluster.pids
-// is how `down` finds them again.
+// is how `down` finds them again, and DIR/master.addr the mounts it unmounts first.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -19,8 +19,11 @@
 #include <thread>
 
 #include "cli/cluster_launcher.h"
+#include "cli/cluster_mounts.h"
 #include "cli/commands.h"
 #include "cli/credentials_flag.h"
+#include "cli/metrics_listen.h"
+#include "cli/server_main.h"
 #include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -106,8 +109,9 @@ class ClusterStart {
   // Waits until every worker wrote its address and the master lists them all.
   Status WaitForWorkers(const std::string& master_address, const std::string& credentials,
                         Clock::time_point deadline);
-  // One line per server (and where the credentials are), then the master's address alone.
-  void PrintReady(const std::string& credentials) const;
+  // One line per server, where the credentials are and where the status page is (with
+  // --metrics-listen), then the master's address alone.
+  void PrintReady(const std::string& credentials, const std::string& metrics_listen) const;
   // Reports `why` with the log of the process to blame, stops everything, forgets the cluster.
   int Fail(const Status& why);
 
@@ -218,7 +222,8 @@ Status ClusterStart::WaitForWorkers(const std::string& master_address,
   }
 }
 
-void ClusterStart::PrintReady(const std::string& credentials) const {
+void ClusterStart::PrintReady(const std::string& credentials,
+                              const std::string& metrics_listen) const {
   for (const Started& s : started_) {
     std::printf("%s %s pid %d log %s\n", s.process.name.c_str(), s.address.c_str(), s.process.pid,
                 LogFilePath(dir_, s.process.name).c_str());
@@ -228,6 +233,16 @@ void ClusterStart::PrintReady(const std::string& credentials) const {
   } else {
     std::printf("TLS and role tokens on every call; clients take --credentials %s (or %s=%s)\n",
                 credentials.c_str(), kCredentialsEnv, credentials.c_str());
+  }
+  if (!metrics_listen.empty()) {
+    // The master asks for the token whenever the folder has one (metrics_listen.h).
+    std::string token = credentials + "/" + kMetricsTokenFile;
+    bool guarded = !credentials.empty() && ::access(token.c_str(), R_OK) == 0;
+    std::string how = guarded ? ", with the token in " + token +
+                                    " as the password (any user name) or as \"Authorization: "
+                                    "Bearer TOKEN\""
+                              : "";
+    std::printf("status page http://%s/ and /metrics%s\n", metrics_listen.c_str(), how.c_str());
   }
   std::printf("%s\n", started_.front().address.c_str());
   std::fflush(stdout);
@@ -316,9 +331,30 @@ int RefuseIfRunning(const std::string& dir) {
   return kExitFailure;
 }
 
-// Checks what can be checked before starting anything: the config and the cache flags.
+// --metrics-listen: a port of its own (the status page's address is printed), on loopback unless
+// the cluster has credentials, whose metrics token then guards it.
+Status CheckMetricsListen(const ClusterUpRequest& request) {
+  const std::string& listen = request.metrics_listen;
+  if (listen.empty()) return Status::Ok();
+  LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--metrics-listen", listen));
+  if (listen.ends_with(":0")) {
+    return Status::InvalidArgument("--metrics-listen " + listen +
+                                   ": give a port, e.g. 127.0.0.1:9460 (the status page's "
+                                   "address is printed, and port 0 would be known to nobody)");
+  }
+  if (request.insecure && !IsLoopbackListen(listen)) {
+    return Status::InvalidArgument(
+        "--metrics-listen " + listen +
+        " is not a loopback address, and `cluster up --insecure` serves on loopback only "
+        "(without --insecure, the status page asks for the token in DIR/metrics.token)");
+  }
+  return Status::Ok();
+}
+
+// Checks what can be checked before starting anything: the config and the flags.
 Status CheckRequest(const GlobalFlags& flags, const ClusterUpRequest& request,
                     const std::string& dir) {
+  LC_RETURN_IF_ERROR(CheckMetricsListen(request));
   LC_ASSIGN_OR_RETURN(Config config, CliContext(flags).LoadConfig());
   if (config.namespaces.empty()) {
     return Status::InvalidArgument(flags.config_file + ": no namespaces for the master to serve");
@@ -346,6 +382,9 @@ int StartCluster(ClusterStart& start, const ClusterUpRequest& request, const std
   std::vector<std::string> master_args = {kMaster, "--listen", kLoopbackAnyPort, "--address-file",
                                           AddressFilePath(dir, kMaster)};
   master_args.insert(master_args.end(), secure.begin(), secure.end());
+  if (!request.metrics_listen.empty()) {
+    master_args.insert(master_args.end(), {"--metrics-listen", request.metrics_listen});
+  }
   if (Status s = start.Start(kMaster, master_args); !s.ok()) return start.Fail(s);
   Result<std::string> master = start.WaitForAddress(kMaster, Clock::now() + kMasterStartTimeout);
   if (!master.ok()) return start.Fail(master.status());
@@ -374,7 +413,7 @@ int StartCluster(ClusterStart& start, const ClusterUpRequest& request, const std
       !s.ok()) {
     return start.Fail(s);
   }
-  start.PrintReady(credentials);
+  start.PrintReady(credentials, request.metrics_listen);
   return kExitOk;
 }
 
@@ -436,8 +475,14 @@ int RunClusterDown(const std::string& dir_arg) {
     return kExitOk;
   }
   if (!processes.ok()) return ReportError(processes.status());
+  // The mounts first, while their servers still answer: each drains, and none is left to fail
+  // every access once the servers are gone.
+  bool unmount_failed = false;
+  if (std::string master = ReadAddress(AddressFilePath(dir, kMaster)); !master.empty()) {
+    unmount_failed = !UnmountClusterMounts(MountsOfCluster(master));
+  }
   std::vector<StopOutcome> outcomes = StopCluster(dir, *processes, kDownStopGrace);
-  bool failed = false;
+  bool stop_failed = false;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     const char* name = (*processes)[i].name.c_str();
     int pid = (*processes)[i].pid;
@@ -454,13 +499,13 @@ int RunClusterDown(const std::string& dir_arg) {
         break;
       case StopOutcome::kFailed:
         std::fprintf(stderr, "lakecache: error: could not stop %s (pid %d)\n", name, pid);
-        failed = true;
+        stop_failed = true;
         break;
     }
   }
-  if (failed) return kExitFailure;  // keep cluster.pids: `down` again once it can be stopped
+  if (stop_failed) return kExitFailure;  // keep cluster.pids: `down` again once it can be stopped
   ForgetCluster(dir, *processes);
-  return kExitOk;
+  return unmount_failed ? kExitFailure : kExitOk;
 }
 
 }  // namespace lakecache::cli

@@ -31,7 +31,7 @@ int RunLs(const CliContext& ctx, const std::string& uri, bool recursive) {
   auto listing = ListAll(*target->store, prefix, recursive ? "" : "/", IoOptions{});
   if (!listing.ok()) return ReportError(listing.status());
   if (!prefix.empty() && listing->objects.empty() && listing->common_prefixes.empty()) {
-    return ReportError(Status::NotFound(target->uri.ToString() + ": no such key or prefix"));
+    return ReportError(Status::NotFound(target->shown + ": no such key or prefix"));
   }
   std::string base = BaseOf(prefix);
   for (const std::string& p : listing->common_prefixes) {

@@ -1,6 +1,5 @@
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -9,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +24,7 @@
 #include "cli/metrics_listen.h"
 #include "cli/mount_options.h"
 #include "cli/mount_table.h"
+#include "cli/unmount.h"
 #include "client/cluster_client.h"
 #include "client/cluster_store.h"
 #include "client/mount_admin.h"
@@ -33,6 +34,7 @@
 #include "client/node_tier.h"
 #include "common/cache_flags.h"
 #include "common/logging.h"
+#include "common/rendezvous.h"
 #include "fuse/fuse_connection.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
@@ -45,6 +47,8 @@ namespace {
 // The memory cache of a cluster-mode mount when --mem-cache is not given: the blocks being read
 // and those just read; the workers cache the rest.
 constexpr uint64_t kClusterMountMemCache = 256ull << 20;
+// The most of a mountpoint's name a default log file's name carries (its end).
+constexpr size_t kLogNameMax = 48;
 
 int MountpointError(const std::string& message) {
   std::fprintf(stderr, "lakecache: error: %s\n", message.c_str());
@@ -53,22 +57,6 @@ int MountpointError(const std::string& message) {
 
 // A lakecache mount at `path` already: a live one, or the stale one a killed mount leaves (every
 // access fails with ENOTCONN until it is unmounted).
-// Unmounts the dead mount at `path` (lazily: a process still in it keeps its errors).
-bool ClearDeadMount(const std::string& path) {
-  if (::geteuid() == 0) return ::umount2(path.c_str(), MNT_DETACH) == 0;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, STDOUT_FILENO);
-    ::dup2(devnull, STDERR_FILENO);
-    ::execlp("fusermount3", "fusermount3", "-u", "-z", path.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-         WEXITSTATUS(status) == 0;
-}
-
 int CheckNotMounted(const std::string& path) {
   if (MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) return kExitOk;
   std::string fix = "unmount it with `lakecache umount " + path + "`, then mount again";
@@ -76,7 +64,9 @@ int CheckNotMounted(const std::string& path) {
   struct statvfs sv;
   if (::statvfs(path.c_str(), &sv) != 0 && errno == ENOTCONN) {
     // Its server and holder are gone: nothing can bring it back, so it is cleared.
-    if (ClearDeadMount(path) && MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) {
+    // Lazily: a process still in it keeps its errors.
+    if (UnmountFuse(path, Detach::kAlways).ok() &&
+        MountTypeAt(NormalizedPath(path)) != kLakecacheFsType) {
       std::fprintf(stderr,
                    "lakecache: cleared the dead lakecache mount at %s (its server and holder "
                    "were gone)\n",
@@ -588,7 +578,7 @@ Result<std::vector<std::string>> ServerArgv(const CliContext& ctx, const MountRe
   LC_ASSIGN_OR_RETURN(std::string exe, SelfExecutable());
   std::vector<std::string> argv = {exe};
   if (req.background && ctx.flags().log_file.empty()) {
-    argv.insert(argv.end(), {"--log-file", DefaultMountLogFile()});
+    argv.insert(argv.end(), {"--log-file", DefaultMountLogFile(req.mountpoint)});
   }
   argv.insert(argv.end(), req.argv.begin() + (req.argv.empty() ? 0 : 1), req.argv.end());
   argv.insert(argv.end(), {"--holder", socket});
@@ -625,8 +615,18 @@ int RunForeground(const CliContext& ctx, const MountRequest& req) {
   });
 }
 
-// Forks a daemon that holds the mount; returns once its server serves (or failed).
+// What a mount shows, as `mount --background` says it: the URI, the cluster or the config.
+std::string MountSource(const CliContext& ctx, const MountRequest& req) {
+  if (!req.master.empty()) return "cluster " + req.master;
+  if (!req.uri.empty()) return req.uri;
+  return "the namespaces of " + ctx.flags().config_file;
+}
+
+// Forks a daemon that holds the mount; returns once its server serves (or failed), saying so on
+// stdout.
 int RunBackground(const CliContext& ctx, const MountRequest& req) {
+  std::string log_file =
+      ctx.flags().log_file.empty() ? DefaultMountLogFile(req.mountpoint) : ctx.flags().log_file;
   int fds[2];
   if (::pipe(fds) != 0) return ReportError(Status::IoError("pipe failed"));
   pid_t pid = ::fork();
@@ -641,13 +641,15 @@ int RunBackground(const CliContext& ctx, const MountRequest& req) {
       ::waitpid(pid, &status, 0);
       return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : kExitFailure;
     }
+    if (code == kExitOk) {
+      std::printf("mounted %s at %s (log: %s)\n", MountSource(ctx, req).c_str(),
+                  NormalizedPath(req.mountpoint).c_str(), log_file.c_str());
+    }
     return code;
   }
   ::close(fds[0]);
   ::fcntl(fds[1], F_SETFD, FD_CLOEXEC);
   ::setsid();
-  std::string log_file =
-      ctx.flags().log_file.empty() ? DefaultMountLogFile() : ctx.flags().log_file;
   if (Status s = InitLogging(ctx.flags().log_level, log_file); !s.ok()) {
     std::fprintf(stderr, "lakecache: error: %s\n", s.message().c_str());
     ::_exit(kExitFailure);
@@ -682,8 +684,26 @@ int RunTakeover(const MountRequest& req) {
 
 }  // namespace
 
-std::string DefaultMountLogFile() {
-  return "/tmp/lakecache-mount-" + std::to_string(::getuid()) + ".log";
+std::string DefaultMountLogFile(const std::string& mountpoint) {
+  // Named after the mountpoint for whoever reads /tmp, and told apart by a hash of it (its
+  // characters beyond letters and digits all read as '-').
+  std::string path = NormalizedPath(mountpoint);
+  std::string name;
+  for (char c : path) {
+    bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_';
+    if (plain) {
+      name.push_back(c);
+    } else if (!name.empty() && name.back() != '-') {
+      name.push_back('-');
+    }
+  }
+  if (name.size() > kLogNameMax) name.erase(0, name.size() - kLogNameMax);
+  if (!name.empty() && name.back() == '-') name.pop_back();  // runs of others are one '-'
+  if (!name.empty() && name.front() == '-') name.erase(0, 1);
+  char hash[9];
+  std::snprintf(hash, sizeof(hash), "%08x", static_cast<unsigned>(RendezvousSeed(path)));
+  return "/tmp/lakecache-mount-" + std::to_string(::getuid()) + "-" +
+         (name.empty() ? "" : name + "-") + hash + ".log";
 }
 
 int RunMount(const GlobalFlags& flags, const MountRequest& req) {
@@ -725,24 +745,6 @@ int RunHolder(const HolderRequest& req) {
   holder.mount = MountHeld;
   Status s = RunMountHolder(holder);
   return s.ok() ? kExitOk : ReportError(s);
-}
-
-int RunUmount(const std::string& mountpoint) {
-  std::string type = MountTypeAt(NormalizedPath(mountpoint));
-  if (type != kLakecacheFsType) {
-    return MountpointError(mountpoint + " is not a lakecache mount (" +
-                           (type.empty() ? "nothing is mounted there" : "a " + type + " mount") +
-                           ")");
-  }
-  if (::geteuid() == 0) {
-    if (::umount2(mountpoint.c_str(), 0) == 0) return kExitOk;
-    std::fprintf(stderr, "lakecache: error: unmounting %s: %s\n", mountpoint.c_str(),
-                 std::strerror(errno));
-    return errno == EINVAL || errno == ENOENT ? kExitUsage : kExitFailure;
-  }
-  ::execlp("fusermount3", "fusermount3", "-u", mountpoint.c_str(), static_cast<char*>(nullptr));
-  std::fprintf(stderr, "lakecache: error: cannot run fusermount3: %s\n", std::strerror(errno));
-  return kExitFailure;
 }
 
 }  // namespace lakecache::cli

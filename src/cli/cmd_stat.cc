@@ -27,7 +27,7 @@ int RunStat(const CliContext& ctx, const std::string& uri) {
     auto info = target->store->Head(key, IoOptions{});
     if (info.ok()) {
       std::printf("uri: %s\ntype: file\nsize: %llu\netag: %s\nlast_modified: %s\n",
-                  target->uri.ToString().c_str(), static_cast<unsigned long long>(info->size),
+                  target->shown.c_str(), static_cast<unsigned long long>(info->size),
                   info->etag.c_str(), Iso8601(info->mtime).c_str());
       return kExitOk;
     }
@@ -36,9 +36,9 @@ int RunStat(const CliContext& ctx, const std::string& uri) {
   auto folder = IsFolder(*target->store, key);
   if (!folder.ok()) return ReportError(folder.status());
   if (!*folder && !key.empty()) {
-    return ReportError(Status::NotFound(target->uri.ToString() + ": no such key or prefix"));
+    return ReportError(Status::NotFound(target->shown + ": no such key or prefix"));
   }
-  std::printf("uri: %s\ntype: directory\n", target->uri.ToString().c_str());
+  std::printf("uri: %s\ntype: directory\n", target->shown.c_str());
   return kExitOk;
 }
 

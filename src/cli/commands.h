@@ -75,11 +75,15 @@ struct ClusterUpRequest {
   int workers = 1;
   CacheFlags cache_flags;  // per worker; the cache dirs are DIR/worker-N/cache
   bool insecure = false;   // --insecure: plain text, no tokens (else DIR holds the credentials)
+  // --metrics-listen HOST:PORT: the master's /metrics and status page (the workers serve none:
+  // the status page shows them); with credentials, DIR/metrics.token is asked for.
+  std::string metrics_listen;
 };
 // Starts a master and N workers on loopback and returns once the master sees them all; prints
 // the master's HOST:PORT alone on the last line of stdout.
 int RunClusterUp(const GlobalFlags& flags, const ClusterUpRequest& request);
-// Stops what `cluster up --dir DIR` started.
+// Unmounts the mounts of the cluster `cluster up --dir DIR` started (cluster_mounts.h), then stops
+// its servers.
 int RunClusterDown(const std::string& dir);
 
 struct ClusterStatusRequest {
@@ -128,8 +132,9 @@ int RunHolder(const HolderRequest& request);
 // Mounts and serves until unmounted (foreground), or returns once the daemon's mount is ready.
 int RunMount(const GlobalFlags& flags, const MountRequest& request);
 int RunUmount(const std::string& mountpoint);
-// Where a background mount logs when --log-file is not given.
-std::string DefaultMountLogFile();
+// Where a background mount of `mountpoint` logs when --log-file is not given: a file of its own in
+// /tmp, named after the uid and the mountpoint.
+std::string DefaultMountLogFile(const std::string& mountpoint);
 
 // The admin commands (docs/admin.md). PATH picks the cache: a path inside a lakecache mount is
 // that mount, otherwise /NAMESPACE/PATH of the cluster at `master`.

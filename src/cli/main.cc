@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/mount_options.h"
+#include "cli/unknown_command.h"
 #include "common/idle_trim.h"
 #include "common/logging.h"
 
@@ -206,8 +207,8 @@ int Main(int argc, char** argv) {
                     "Memory for in-flight and prefetched blocks, all files together (default "
                     "512MiB)");
   mount->add_flag("--background", mount_req.background,
-                  "Return once the mount is ready; the daemon logs to --log-file (default " +
-                      DefaultMountLogFile() + ")");
+                  "Return once the mount is ready, saying where it logs: --log-file, by default "
+                  "/tmp/lakecache-mount-UID-MOUNTPOINT-HASH.log");
   mount
       ->add_option("--master", mount_req.master,
                    "Cluster mode: read through the workers of the master at HOST:PORT (or " +
@@ -334,7 +335,11 @@ int Main(int argc, char** argv) {
   up->add_flag("--insecure", up_req.insecure,
                "Plain text, no tokens (loopback only); by default DIR gets a CA, certificates and "
                "role tokens, and clients take --credentials DIR");
-  CLI::App* down = cluster->add_subcommand("down", "Stop the cluster started in --dir");
+  up->add_option("--metrics-listen", up_req.metrics_listen,
+                 "HOST:PORT where the master serves its status page (/) and /metrics (default: "
+                 "none); with credentials every request presents DIR/metrics.token");
+  CLI::App* down = cluster->add_subcommand(
+      "down", "Unmount the cluster's mounts on this host, then stop the cluster started in --dir");
   down->add_option("--dir", down_dir, "The folder given to `cluster up`")->required();
   ClusterStatusRequest status_req;
   CLI::App* cluster_status = cluster->add_subcommand(
@@ -427,6 +432,11 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    std::string unknown = e.get_exit_code() != 0 ? UnknownCommandMessage(app) : "";
+    if (!unknown.empty()) {
+      std::fprintf(stderr, "lakecache: error: %s\n", unknown.c_str());
+      return kExitUsage;
+    }
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }

@@ -36,8 +36,8 @@ std::vector<MountEntry> ReadMountTable() {
     for (std::string w; fields >> w;) f.push_back(w);
     size_t dash = 0;
     while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 1 >= f.size()) continue;
-    out.push_back({Unescape(f[4]), f[dash + 1]});
+    if (f.size() < 5 || dash + 2 >= f.size()) continue;
+    out.push_back({Unescape(f[4]), f[dash + 1], Unescape(f[dash + 2])});
   }
   return out;
 }

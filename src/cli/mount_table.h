@@ -14,6 +14,7 @@ inline constexpr char kLakecacheFsType[] = "fuse.lakecache";
 struct MountEntry {
   std::string mountpoint;  // unescaped
   std::string type;        // "fuse.lakecache", "ext4", ...
+  std::string source;  // unescaped; a lakecache mount's: "lakecache:URI", "lakecache:cluster:ADDR"
 };
 
 std::vector<MountEntry> ReadMountTable();

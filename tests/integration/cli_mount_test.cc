@@ -2,9 +2,11 @@
 // (on stderr, in the mount's log at the default level) and the exit codes, for an empty prefix, a
 // missing bucket, a stale mount after a kill, control sockets, `report` and `load` output, and the
 // log lines of fetches, evictions and a full cache disk.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "integration/cli_fixture.h"
@@ -123,6 +126,77 @@ TEST_F(CliMountTest, ADeadMountIsClearedByTheNextMountAndItsSocketReplaced) {
   ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
   EXPECT_TRUE(WaitFor([&] { return Sockets().empty(); }, std::chrono::seconds(10)))
       << "the socket outlived a clean unmount";
+}
+
+// `umount` returns once the mount's holder and server have exited: none is left with the
+// mountpoint in its command line, and a `mount` of the folder right after finds no holder still
+// listening there.
+TEST_F(CliMountTest, UmountReturnsOnceTheMountsProcessesAreGone) {
+  std::string mnt = Mountpoint();
+  std::string log = scratch_->path() + "/again.log";
+  for (int round = 0; round < 5; ++round) {
+    RunResult up = Lc({"--log-file", log, "mount", "s3://cli/data", mnt, "--background"});
+    ASSERT_EQ(up.exit_code, 0) << "round " << round << ": " << up.err;
+    ASSERT_FALSE(testing::ProcessesMentioning(mnt).empty()) << "round " << round;
+    RunResult down = Lc({"umount", mnt});
+    ASSERT_EQ(down.exit_code, 0) << "round " << round << ": " << down.err;
+    EXPECT_EQ(down.err, "");
+    EXPECT_EQ(testing::ProcessesMentioning(mnt), std::vector<pid_t>()) << "round " << round;
+    EXPECT_FALSE(testing::IsMounted(mnt));
+  }
+}
+
+// A busy mount stays mounted, and `umount` says who keeps it busy.
+TEST_F(CliMountTest, UmountOfABusyMountSaysWhoUsesIt) {
+  std::string mnt = Mountpoint();
+  RunResult up = Lc({"--log-file", scratch_->path() + "/busy.log", "mount", "s3://cli/data", mnt,
+                     "--background"});
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  int fd = ::open((mnt + "/a.txt").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  RunResult busy = Lc({"umount", mnt});
+  EXPECT_EQ(busy.exit_code, 1) << busy.err;
+  EXPECT_NE(busy.err.find(mnt + " is busy: pid " + std::to_string(::getpid()) + " ("),
+            std::string::npos)
+      << busy.err;
+  EXPECT_NE(busy.err.find(") has a file open there"), std::string::npos) << busy.err;
+  EXPECT_TRUE(testing::IsMounted(mnt));
+  ::close(fd);
+  RunResult down = Lc({"umount", mnt});
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_EQ(testing::ProcessesMentioning(mnt), std::vector<pid_t>());
+}
+
+// `mount --background` says what it mounted where, and where it logs: without --log-file, a file
+// of its own per mountpoint.
+TEST_F(CliMountTest, BackgroundMountSaysWhereItLogsInAFileOfItsOwn) {
+  std::string first = Mountpoint();
+  std::string second = Mountpoint();
+  std::vector<std::string> logs;
+  for (const auto& [uri, mnt] : {std::pair{std::string("s3://cli/data"), first},
+                                 std::pair{std::string("s3://cli"), second}}) {
+    RunResult up = Lc({"mount", uri, mnt, "--background"});
+    ASSERT_EQ(up.exit_code, 0) << up.err;
+    std::string said = "mounted " + uri + " at " + mnt + " (log: ";
+    ASSERT_TRUE(up.out.starts_with(said) && up.out.ends_with(".log)\n")) << up.out;
+    logs.push_back(up.out.substr(said.size(), up.out.size() - said.size() - 2));
+  }
+  for (const std::string& log : logs) {
+    EXPECT_TRUE(log.starts_with("/tmp/lakecache-mount-" + std::to_string(::getuid()) + "-")) << log;
+    EXPECT_NE(log.find(fs::path(first).parent_path().filename().string()), std::string::npos)
+        << "named after the mountpoint: " << log;
+    EXPECT_TRUE(WaitFor([&] { return fs::exists(log) && fs::file_size(log) > 0; },
+                        std::chrono::seconds(10)))
+        << log;
+  }
+  EXPECT_NE(logs[0], logs[1]);
+  EXPECT_NE(logs[0].find("mnt-0"), std::string::npos) << logs[0];
+  EXPECT_NE(logs[1].find("mnt-1"), std::string::npos) << logs[1];
+  // Logged at start by the server of each, in its own file.
+  EXPECT_NE(ReadAll(logs[0]).find(first), std::string::npos) << ReadAll(logs[0]);
+  EXPECT_EQ(ReadAll(logs[0]).find(second), std::string::npos) << ReadAll(logs[0]);
+  for (const std::string& mnt : {first, second}) EXPECT_EQ(Lc({"umount", mnt}).exit_code, 0);
+  for (const std::string& log : logs) fs::remove(log);
 }
 
 // One unit formatter (binary units) and nouns that agree with their numbers; `report` shows each

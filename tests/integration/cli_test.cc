@@ -83,6 +83,52 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
   EXPECT_NE(bad_uri.err.find("unsupported URI scheme 'gs'"), std::string::npos) << bad_uri.err;
 }
 
+// A mistyped command is named, with the nearest one there is, where CLI11 would say only that a
+// subcommand is required.
+TEST_F(CliTest, MistypedCommandIsNamedWithTheNearestOne) {
+  RunResult top = Lc({"mout", "s3://cli/data", "/mnt/x"});
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_NE(top.err.find("lakecache: error: unknown command 'mout'; did you mean 'mount'? "
+                         "(`lakecache --help` lists the commands)\n"),
+            std::string::npos)
+      << top.err;
+  EXPECT_EQ(top.err.find("subcommand is required"), std::string::npos) << top.err;
+
+  RunResult nested = Lc({"cluster", "upp", "--dir", scratch_->path()});
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_NE(nested.err.find("unknown command 'cluster upp'; did you mean 'cluster up'? "
+                            "(`lakecache cluster --help` lists the commands)"),
+            std::string::npos)
+      << nested.err;
+
+  RunResult far = Lc({"frobnicate"});
+  EXPECT_EQ(far.exit_code, 2);
+  EXPECT_NE(far.err.find("unknown command 'frobnicate' (`lakecache --help` lists the commands)"),
+            std::string::npos)
+      << far.err;
+  // No command at all is not a mistyped one.
+  RunResult none = Lc({"--log-level", "info"});
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.err.find("unknown command"), std::string::npos) << none.err;
+}
+
+// A local store is opened at the file's folder; `stat` still names the whole path.
+TEST_F(CliTest, StatOfALocalFileShowsItsWholeUri) {
+  std::string dir = Folder("local");
+  ASSERT_TRUE(testing::WriteFile(dir + "/x.txt", "local\n").ok());
+  RunResult file = Lc({"stat", "file://" + dir + "/x.txt"});
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_TRUE(file.out.starts_with("uri: file://" + dir + "/x.txt\ntype: file\nsize: 6\n"))
+      << file.out;
+  RunResult folder = Lc({"stat", "file://" + dir});
+  ASSERT_EQ(folder.exit_code, 0) << folder.err;
+  EXPECT_EQ(folder.out, "uri: file://" + dir + "\ntype: directory\n");
+  RunResult missing = Lc({"stat", "file://" + dir + "/nope"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("file://" + dir + "/nope: no such key or prefix"), std::string::npos)
+      << missing.err;
+}
+
 TEST_F(CliTest, UnreachableEndpointExitsOneAfterRetries) {
   int port = testing::FreeLoopbackPort();
   RunResult r = Lc({"ls", "s3://cli/", "--path-style", "--endpoint",

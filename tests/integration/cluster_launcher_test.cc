@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,6 +33,7 @@
 #include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
 extern char** environ;
@@ -40,6 +42,7 @@ namespace lakecache {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ProcessesMentioning;
 using testing::RunCommand;
 using testing::RunResult;
 using testing::TempDir;
@@ -155,18 +158,7 @@ PipedRun RunReadingToEof(const std::vector<std::string>& argv, std::chrono::seco
   return run;
 }
 
-// State letter of /proc/PID/stat ('R', 'S', 'Z'...); 0 when there is no such process.
-char ProcessState(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() ? 0 : stat[paren + 2];
-}
-
-bool Gone(pid_t pid) {
-  char state = ProcessState(pid);
-  return state == 0 || state == 'Z';
-}
+bool Gone(pid_t pid) { return testing::ProcessGone(pid); }
 
 bool GoneWithin(pid_t pid, std::chrono::seconds timeout) {
   auto deadline = Clock::now() + timeout;
@@ -175,22 +167,6 @@ bool GoneWithin(pid_t pid, std::chrono::seconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
-}
-
-// Live processes (not this one, not zombies) whose command line contains `text`.
-std::vector<pid_t> ProcessesMentioning(const std::string& text) {
-  std::vector<pid_t> pids;
-  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    pid_t pid = std::stoi(name);
-    std::ifstream in("/proc/" + name + "/cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (pid != ::getpid() && cmdline.find(text) != std::string::npos && !Gone(pid)) {
-      pids.push_back(pid);
-    }
-  }
-  return pids;
 }
 
 // "NAME PID" lines of DIR/cluster.pids.
@@ -244,8 +220,13 @@ class ClusterLauncherTest : public ::testing::Test {
     dir_ = fs::canonical(scratch_->path()).string() + "/cluster";
   }
 
-  // Whatever a failed case left running: `down`, then SIGKILL to anything still naming the folder.
+  // Whatever a failed case left mounted or running: the mounts, `down`, then SIGKILL to anything
+  // still naming the folder.
   void TearDown() override {
+    for (const std::string& mnt : mounts_) {
+      Status unmounted = testing::UnmountForTest(mnt);
+      EXPECT_TRUE(unmounted.ok()) << unmounted.ToString();
+    }
     if (fs::exists(dir_ + "/cluster.pids")) Lc({"cluster", "down", "--dir", dir_});
     for (pid_t pid : ProcessesMentioning(dir_)) {
       ADD_FAILURE() << "pid " << pid << " of " << dir_ << " still running after the test";
@@ -268,10 +249,13 @@ class ClusterLauncherTest : public ::testing::Test {
     return path;
   }
 
-  static RunResult Lc(const std::vector<std::string>& args) {
+  static RunResult Lc(const std::vector<std::string>& args,
+                      const std::vector<std::string>& extra_env = {}) {
     std::vector<std::string> argv = {LAKECACHE_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());
-    RunResult r = RunCommand(argv, CleanEnv(), kUpTimeout);
+    std::vector<std::string> env = CleanEnv();
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    RunResult r = RunCommand(argv, env, kUpTimeout);
     EXPECT_FALSE(r.timed_out) << testing::JoinArgv(argv) << "\n" << r.err;
     return r;
   }
@@ -284,8 +268,19 @@ class ClusterLauncherTest : public ::testing::Test {
         kUpTimeout);
   }
 
+  // A fresh empty folder in the scratch folder, unmounted by TearDown if still mounted.
+  std::string Mountpoint(const std::string& name) {
+    std::string path = fs::canonical(scratch_->path()).string() + "/" + name;
+    fs::create_directories(path);
+    mounts_.push_back(path);
+    return path;
+  }
+
+  static bool CanMount() { return ::geteuid() == 0 && fs::exists("/dev/fuse"); }
+
   std::string dir_;
   std::unique_ptr<TempDir> scratch_;
+  std::vector<std::string> mounts_;
   static inline testing::S3Server* server_ = nullptr;
   static inline std::string config_;
   static inline std::string missing_bucket_config_;
@@ -486,6 +481,112 @@ TEST_F(ClusterLauncherTest, StatusExitsOneNamingAnUnreachableMasterAndTwoWithout
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("--master"), std::string::npos) << none.err;
   EXPECT_NE(none.err.find("LAKECACHE_MASTER"), std::string::npos) << none.err;
+}
+
+// `down` unmounts the cluster's mounts before it stops the servers, waits for them and says so; a
+// mount of something else stays, and a busy mount of the cluster is detached lazily, naming who
+// keeps it busy. Once let go of, the detached mount ends with its processes.
+TEST_F(ClusterLauncherTest, DownUnmountsTheClustersMountsFirst) {
+  ASSERT_TRUE(CanMount()) << "needs root and /dev/fuse";
+  PipedRun up = Up(1, config_);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  std::string master = Lines(up.out).back();
+  std::vector<std::string> env = {"LAKECACHE_RUN_DIR=" + scratch_->path() + "/run"};
+  std::string log = scratch_->path() + "/mounts.log";
+  std::string idle = Mountpoint("idle");
+  std::string busy = Mountpoint("busy");
+  for (const std::string& mnt : {idle, busy}) {
+    RunResult m = Lc({"--log-file", log, "mount", "--master", master, "--credentials", dir_, mnt,
+                      "--background"},
+                     env);
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+  }
+  std::string local = scratch_->path() + "/local";
+  fs::create_directories(local);
+  ASSERT_TRUE(testing::WriteFile(local + "/x.txt", "x").ok());
+  std::string other = Mountpoint("other");
+  RunResult own = Lc({"--log-file", log, "mount", "file://" + local, other, "--background"}, env);
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  int fd = ::open((busy + "/lake/data/a.txt").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+
+  RunResult down = Lc({"cluster", "down", "--dir", dir_}, env);
+  EXPECT_EQ(down.exit_code, 0) << down.out << down.err;
+  size_t unmounted = down.out.find("unmounted " + idle + " (a mount of this cluster)\n");
+  EXPECT_NE(unmounted, std::string::npos) << down.out;
+  EXPECT_LT(unmounted, down.out.find("stopped master")) << down.out;
+  EXPECT_FALSE(testing::IsMounted(idle));
+  EXPECT_EQ(ProcessesMentioning(idle), std::vector<pid_t>()) << "down returned before they exited";
+  EXPECT_NE(
+      down.err.find("lakecache: warning: " + busy + " (a mount of this cluster) is busy: pid " +
+                    std::to_string(::getpid()) + " ("),
+      std::string::npos)
+      << down.err;
+  EXPECT_NE(down.err.find(") has a file open there; detached it lazily"), std::string::npos)
+      << down.err;
+  EXPECT_FALSE(testing::IsMounted(busy));
+  EXPECT_TRUE(testing::IsMounted(other)) << "not a mount of the cluster";
+  EXPECT_EQ(down.out.find(other), std::string::npos) << down.out;
+
+  ::close(fd);
+  auto deadline = Clock::now() + kGoneTimeout;
+  while (!ProcessesMentioning(busy).empty() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ProcessesMentioning(busy), std::vector<pid_t>());
+  EXPECT_EQ(Lc({"umount", other}, env).exit_code, 0);
+}
+
+// `up --metrics-listen` gives the master its status page and /metrics, and says where they are
+// and how to present the metrics token they ask for.
+TEST_F(ClusterLauncherTest, UpWithMetricsListenPrintsTheStatusPageAndHowToReadIt) {
+  std::string listen = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+  PipedRun up =
+      RunReadingToEof({LAKECACHE_BINARY, "--config", config_, "cluster", "up", "--dir", dir_,
+                       "--cache-size", "64MiB", "--mem-cache", "32MiB", "--metrics-listen", listen},
+                      kUpTimeout);
+  ASSERT_EQ(up.exit_code, 0) << up.err;
+  std::vector<std::string> lines = Lines(up.out);
+  ASSERT_EQ(lines.size(), 5u) << up.out;  // master, worker, credentials, status page, address
+  std::string token = dir_ + "/metrics.token";
+  EXPECT_EQ(lines[3], "status page http://" + listen + "/ and /metrics, with the token in " +
+                          token +
+                          " as the password (any user name) or as \"Authorization: Bearer "
+                          "TOKEN\"");
+  EXPECT_TRUE(std::regex_match(lines.back(), std::regex(R"(127\.0\.0\.1:[0-9]+)"))) << up.out;
+
+  auto curl = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, {}, std::chrono::seconds(10)).out;
+  };
+  EXPECT_EQ(curl({"http://" + listen + "/"}), "401");
+  // The token goes to curl in files, never on a command line.
+  std::string secret;
+  std::ifstream(token) >> secret;
+  std::string basic = scratch_->path() + "/basic.curlrc";
+  std::string bearer = scratch_->path() + "/bearer.header";
+  ASSERT_TRUE(testing::WriteFile(basic, "user = \":" + secret + "\"\n").ok());
+  ASSERT_TRUE(testing::WriteFile(bearer, "Authorization: Bearer " + secret + "\n").ok());
+  EXPECT_EQ(curl({"-K", basic, "http://" + listen + "/"}), "200");
+  EXPECT_EQ(curl({"-H", "@" + bearer, "http://" + listen + "/metrics"}), "200");
+}
+
+// A --metrics-listen whose page could not be found (port 0) or guarded (--insecure beyond
+// loopback) is refused before anything starts.
+TEST_F(ClusterLauncherTest, UpRefusesAMetricsListenItCannotPrintOrGuard) {
+  RunResult any_port =
+      Lc({"--config", config_, "cluster", "up", "--dir", dir_, "--metrics-listen", "127.0.0.1:0"});
+  EXPECT_EQ(any_port.exit_code, 2);
+  EXPECT_NE(any_port.err.find("--metrics-listen 127.0.0.1:0: give a port"), std::string::npos)
+      << any_port.err;
+  RunResult open = Lc({"--config", config_, "cluster", "up", "--dir", dir_, "--insecure",
+                       "--metrics-listen", "0.0.0.0:9460"});
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_NE(open.err.find("`cluster up --insecure` serves on loopback only"), std::string::npos)
+      << open.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/cluster.pids"));
+  EXPECT_FALSE(fs::exists(dir_ + "/master.log"));
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -232,6 +234,31 @@ RunResult RunCommand(const std::vector<std::string>& argv,
   }
   result.exit_code = result.timed_out ? -1 : ExitCodeOf(wait_status);
   return result;
+}
+
+bool ProcessGone(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  // The state letter follows the command name: 'R', 'S', 'Z'...
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+}
+
+std::vector<pid_t> ProcessesMentioning(const std::string& text) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    pid_t pid = std::stoi(name);
+    std::ifstream in("/proc/" + name + "/cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (pid != ::getpid() && cmdline.find(text) != std::string::npos && !ProcessGone(pid)) {
+      pids.push_back(pid);
+    }
+  }
+  return pids;
 }
 
 }  // namespace lakecache::testing

@@ -91,4 +91,10 @@ int ExitCodeOf(int wait_status);
 // when it read or closed something.
 bool DrainPipes(pollfd fds[2], std::string* sinks[2], int timeout_ms);
 
+// True when `pid` has exited: no /proc entry, or a zombie (an orphan where PID 1 does not reap).
+bool ProcessGone(pid_t pid);
+
+// Live processes (not this one, not zombies) whose command line contains `text`.
+std::vector<pid_t> ProcessesMentioning(const std::string& text);
+
 }  // namespace lakecache::testing
