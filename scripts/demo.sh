@@ -110,9 +110,8 @@ mount_bucket() {  # mount_bucket LOGFILE
   "$LAKECACHE" mount "s3://$BUCKET" "$MNT" --endpoint "$ENDPOINT" --path-style \
     --cache-dir "$WORK/cache" --cache-size 2GiB --mem-cache 512MiB \
     --log-file "$1" --log-level info --background
-  find_mount_pids
-  echo "mounted s3://$BUCKET at $MNT (holder pid ${HOLDER_PID:-?}, server pid ${SERVER_PID:-?}," \
-    "cache dir $WORK/cache)"
+  find_mount_pids  # `mount --background` printed "mounted ... (log: ...)"
+  echo "its holder pid ${HOLDER_PID:-?}, server pid ${SERVER_PID:-?}; cache dir $WORK/cache"
 }
 
 drop_page_cache() {
