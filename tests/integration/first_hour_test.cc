@@ -45,6 +45,63 @@ class FirstHourTest : public testing::CliFixture {
   std::string dir_;
 };
 
+TEST_F(FirstHourTest, UpMountLoadIdleReportStatusDown) {
+  ASSERT_TRUE(CanMount()) << "the walkthrough mounts: needs root and /dev/fuse";
+  dir_ = fs::canonical(Folder("cluster")).string();
+  std::string config = BucketConfig("    metadata_ttl: 10m\n");
+
+  RunResult up = Lc({"--config", config, "cluster", "up", "--dir", dir_, "--workers", "2",
+                     "--cache-size", "64MiB", "--mem-cache", "32MiB"},
+                    {kKeepalive}, std::chrono::seconds(90));
+  ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+  std::string master = LastLine(up.out);
+
+  std::string mnt = Mountpoint();
+  RunResult mounted = Lc({"mount", mnt, "--master", master, "--credentials", dir_, "--background",
+                          "--log-file", Folder("logs") + "/mount.log"},
+                         {kKeepalive});
+  ASSERT_EQ(mounted.exit_code, 0) << mounted.out << mounted.err;
+  // The mount and the master have listed the namespace root before the dataset is staged.
+  ASSERT_TRUE(fs::is_directory(mnt + "/cli/data"));
+
+  ASSERT_TRUE(server_
+                  ->PutObjects(kBucket, {{"staged/x.bin", std::string(300 * 1024, 'x')},
+                                         {"staged/sub/y.bin", "why"}})
+                  .ok());
+  // A path inside the cluster mount: the mount's credentials are used, the store is asked.
+  RunResult load = Lc({"load", "-R", mnt + "/cli/staged"}, {kKeepalive});
+  EXPECT_EQ(load.exit_code, 0) << load.out << load.err;
+  EXPECT_NE(load.out.find("2 files"), std::string::npos) << load.out;
+
+  // Idle: no call from anyone but the keepalive pings and the heartbeats.
+  std::this_thread::sleep_for(kIdle);
+
+  RunResult report =
+      Lc({"report", "--json", "--master", master, "--credentials", dir_}, {kKeepalive});
+  ASSERT_EQ(report.exit_code, 0) << report.out << report.err;
+  nlohmann::json parsed = nlohmann::json::parse(report.out, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << report.out;
+  EXPECT_EQ(report.out.find("unreachable"), std::string::npos) << report.out;
+  EXPECT_EQ(report.out.find("Too many pings"), std::string::npos) << report.out;
+
+  RunResult status =
+      Lc({"cluster", "status", "--master", master}, {kKeepalive, "-LAKECACHE_CREDENTIALS"});
+  EXPECT_NE(status.exit_code, 0) << status.out;
+  EXPECT_NE(status.err.find("--credentials"), std::string::npos) << status.err;
+
+  RunResult down = Lc({"cluster", "down", "--dir", dir_}, {kKeepalive});
+  EXPECT_EQ(down.exit_code, 0) << down.out << down.err;
+  EXPECT_NE(down.out.find(mnt), std::string::npos)
+      << "`cluster down` names the mount it unmounted\n"
+      << down.out;
+  EXPECT_FALSE(testing::IsMounted(mnt)) << down.out << down.err;
+  // The master's log names no idle worker as failed.
+  std::string master_log = testing::ReadFileTail(dir_ + "/master.log", 1 << 20);
+  for (const char* refused : {"Too many pings", "too_many_pings"}) {
+    EXPECT_EQ(master_log.find(refused), std::string::npos) << master_log;
+  }
+}
+
 // A cache bigger than its disk is said where the user looks: on the terminal, not only in a log.
 TEST_F(FirstHourTest, ACacheLargerThanItsDiskIsWarnedOnTheTerminal) {
   ASSERT_TRUE(CanMount()) << "needs root and /dev/fuse";
