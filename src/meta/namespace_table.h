@@ -29,11 +29,13 @@ struct Namespace {
 
 class NamespaceTable {
  public:
-  // Opens every namespace of `config`. With `probe`, lists each namespace root once (max-keys 1):
-  // a missing bucket fails (kNotFound, naming it); a prefix with nothing under it only sets
-  // probed_empty, since writes will fill it.
-  static Result<std::unique_ptr<NamespaceTable>> Open(const Config& config,
-                                                      const StoreOptions& options, bool probe);
+  // Opens every namespace of `config`. With `probe`, lists each namespace root once (max-keys 1),
+  // within `probe_timeout` (retries included): a missing bucket fails (kNotFound, naming it), a
+  // store that does not answer in time fails (kDeadlineExceeded); a prefix with nothing under it
+  // only sets probed_empty, since writes will fill it.
+  static Result<std::unique_ptr<NamespaceTable>> Open(
+      const Config& config, const StoreOptions& options, bool probe,
+      Clock::duration probe_timeout = std::chrono::seconds(60));
 
   // A table over stores the caller opened (cluster mode: stores that read through the cluster).
   // Each namespace's metadata cache uses its config's TTL and immutability.
