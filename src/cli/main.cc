@@ -14,6 +14,7 @@
 #include "cli/mount_options.h"
 #include "common/idle_trim.h"
 #include "common/logging.h"
+#include "rpc/grpc_log.h"
 
 namespace lakecache::cli {
 namespace {
@@ -430,6 +431,7 @@ int Main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (Status s = InitLogging(flags.log_level, flags.log_file); !s.ok()) return ReportError(s);
+  rpc::RouteGrpcLogs();
   if (Status s = RejectSecretOverrides(flags.overrides); !s.ok()) return ReportError(s);
   if (Status s = RejectSecretOverrides(mount_o); !s.ok()) return ReportError(s);
   if (*mount) {

@@ -1,15 +1,25 @@
 // What speaks at an address (rpc/transport_probe.h), against real gRPC servers on loopback, plain
-// and TLS, and the hints a MasterSet gives a client of the other kind.
+// and TLS; the hints a MasterSet gives a client of the other kind; and a server's log line naming
+// a client of the other kind (rpc/client_transport_check.h).
 #include "rpc/transport_probe.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/server.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "rpc/auth.h"
+#include "rpc/client_transport_check.h"
 #include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -103,6 +113,66 @@ TEST_F(TransportProbeTest, MasterSetOfTheOtherTransportFailsAtOnceSayingWhatToPa
       Transport::kPlainText);
   Status waited = again.WaitForAny(std::chrono::system_clock::now() + std::chrono::minutes(2));
   EXPECT_EQ(waited.code(), StatusCode::kInvalidArgument) << waited.ToString();
+}
+
+TEST(ClientTransportCheckTest, NamesAClientOfTheOtherKindOnly) {
+  std::string plain_at_tls = ClientTransportMismatch("PRI", Transport::kTls, "10.0.0.7");
+  EXPECT_EQ(plain_at_tls.rfind("a plain-text client at 10.0.0.7 called this TLS server: it needs "
+                               "--credentials DIR",
+                               0),
+            0u)
+      << plain_at_tls;
+  std::string tls_at_plain =
+      ClientTransportMismatch(std::string("\x16\x03\x01", 3), Transport::kPlainText, "10.0.0.7");
+  EXPECT_EQ(tls_at_plain.rfind("a TLS client at 10.0.0.7 called this plain-text server", 0), 0u)
+      << tls_at_plain;
+  EXPECT_EQ(ClientTransportMismatch("PRI", Transport::kPlainText, "10.0.0.7"), "");
+  EXPECT_EQ(ClientTransportMismatch(std::string("\x16\x03\x01", 3), Transport::kTls, "10.0.0.7"),
+            "");
+  EXPECT_EQ(ClientTransportMismatch("P", Transport::kTls, "10.0.0.7"), "");
+}
+
+// Sends HTTP/2's preface in plain text to `address` from 127.0.0.2 (an address no other test
+// calls from, as the server's log is quiet about one it named lately) and keeps the connection
+// until the server closes it.
+void PlainTextHello(const std::string& address) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(0x7f000002);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  ASSERT_EQ(::send(fd, preface.data(), preface.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(preface.size()));
+  char buf[64];
+  while (::recv(fd, buf, sizeof(buf), 0) > 0) {
+  }
+  ::close(fd);
+}
+
+// The server's log names a plain-text client of a TLS server, once for several connections (gRPC's
+// own line names none).
+TEST_F(TransportProbeTest, ATlsServerLogsAPlainTextClientOnceNamingIt) {
+  auto out = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*out);
+  auto before = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  {
+    Server tls(credentials_);
+    for (int i = 0; i < 3; ++i) PlainTextHello(tls.address());
+  }  // the server is shut down: every connection's check is done
+  spdlog::default_logger()->flush();
+  std::string log = out->str();
+  spdlog::set_default_logger(before);
+  std::string line = "a plain-text client at 127.0.0.2 called this TLS server";
+  size_t first = log.find(line);
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find(line, first + 1), std::string::npos) << "more than once:\n" << log;
 }
 
 }  // namespace
