@@ -248,7 +248,8 @@ RetryPolicy MountRetryPolicy() {
 // Cluster mode: every namespace of the master, each read through the workers. The mount keeps only
 // a small memory cache of its own (the workers hold the data) and needs no object-store
 // credentials.
-Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Config* config,
+Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Duration timeout,
+                                                          Config* config,
                                                           std::shared_ptr<ClusterClient>* out) {
   if (!req.uri.empty()) {
     return Status::InvalidArgument(
@@ -269,8 +270,11 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
                                  : ClusterClientOptions::Transport::kBulk;
   LC_ASSIGN_OR_RETURN(client_options.credentials,
                       OpenCredentials(req.credentials, rpc::Role::kClient, "lakecache mount"));
+  client_options.connect_timeout = timeout;
+  auto notice = NoticeWaitFor("the master at " + req.master, timeout);
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
                       ClusterClient::Connect(req.master, client_options));
+  notice.reset();
   *out = client;
   std::vector<NamespaceTable::Source> sources;
   for (const ClusterNamespace& ns : client->namespaces()) {
@@ -292,6 +296,27 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
     return Status::InvalidArgument("the master at " + req.master + " serves no namespaces");
   }
   return NamespaceTable::FromStores(std::move(sources));
+}
+
+// The stores of `config` opened, each namespace's root listed within `timeout` (a line on a
+// terminal says which endpoint is still awaited); a store that does not answer in time fails the
+// mount before anything is mounted.
+Result<std::unique_ptr<NamespaceTable>> ProbeNamespaces(const Config& config,
+                                                        const StoreOptions& store_options,
+                                                        Duration timeout) {
+  std::string endpoints;
+  for (const auto& [name, ns] : config.namespaces) {
+    std::string endpoint = StoreEndpoint(ns);
+    if (endpoint.empty() || endpoints.find(endpoint) != std::string::npos) continue;
+    endpoints += (endpoints.empty() ? "" : ", ") + endpoint;
+  }
+  auto notice = NoticeWaitFor(endpoints, timeout);
+  auto table = NamespaceTable::Open(config, store_options, /*probe=*/true, timeout);
+  notice.reset();
+  if (!table.ok()) {
+    return ExplainTimeout(table.status(), endpoints, "listing the namespaces to mount", timeout);
+  }
+  return table;
 }
 
 // What a mount is built from before it touches its FUSE connection: the config, and the
@@ -316,7 +341,8 @@ Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req,
       LC_ASSIGN_OR_RETURN(p.config, LoadConfigText("", "the mount command line",
                                                    ConfigFormat::kYaml, ctx.flags().overrides));
     }
-    LC_ASSIGN_OR_RETURN(p.namespaces, ClusterNamespaces(req, &p.config, &p.client));
+    LC_ASSIGN_OR_RETURN(p.namespaces,
+                        ClusterNamespaces(req, ctx.flags().timeout, &p.config, &p.client));
   } else {
     LC_ASSIGN_OR_RETURN(p.config, MountConfig(ctx, req.uri));
   }
@@ -327,7 +353,7 @@ Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req,
     store_options.retry = MountRetryPolicy();
     store_options.metrics = registry;
     LC_ASSIGN_OR_RETURN(p.namespaces,
-                        NamespaceTable::Open(p.config, store_options, /*probe=*/true));
+                        ProbeNamespaces(p.config, store_options, ctx.flags().timeout));
     WarnEmptyNamespaces(*p.namespaces);
   }
   return p;
