@@ -61,6 +61,24 @@ Result<AdminTarget> CacheTarget(const std::string& command, const std::string& p
   return target;
 }
 
+// --credentials, else those of the cluster mount PATH is in: the cluster is called as the admin
+// role either way. A mount's folder without admin.token is named, with what to pass instead.
+Result<std::shared_ptr<const rpc::ClusterCredentials>> AdminCredentials(
+    const AdminTarget& target, const AdminCommand& cmd, const std::string& command) {
+  if (!cmd.credentials.empty() || target.mount_credentials.empty()) {
+    return OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command);
+  }
+  auto opened =
+      OpenCredentials(target.mount_credentials, rpc::Role::kAdmin, "lakecache " + command);
+  if (opened.ok()) return opened;
+  return Status(opened.status().code(),
+                "the mount at " + target.mountpoint + " calls its master with the credentials in " +
+                    target.mount_credentials + ", which " + command +
+                    " uses when given no --credentials: " + opened.status().message() +
+                    "; pass --credentials DIR (or " + kCredentialsEnv +
+                    ") naming a folder with the cluster's admin.token");
+}
+
 // Where an admin command's calls go: a mount's control socket, plain (its peer's uid is the
 // check), or a cluster's masters over TLS as the admin role when the command has credentials,
 // following the leader (rpc/master_set.h).
@@ -80,9 +98,8 @@ class AdminPeer {
     }
     LC_ASSIGN_OR_RETURN(std::vector<std::string> list,
                         rpc::ParseMasterList("--master", target.address));
-    LC_ASSIGN_OR_RETURN(
-        std::shared_ptr<const rpc::ClusterCredentials> credentials,
-        OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
+    LC_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::ClusterCredentials> credentials,
+                        AdminCredentials(target, cmd, command));
     peer.masters_ = std::make_shared<rpc::MasterSet>(
         std::move(list),
         [credentials](const std::string& address) {

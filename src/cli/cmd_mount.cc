@@ -494,6 +494,11 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   admin_options.mountpoint = NormalizedPath(req.mountpoint);
   admin_options.socket_path = ControlSocketPath(admin_options.mountpoint);
   admin_options.master = req.master;
+  if (!req.credentials.empty()) {
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::absolute(req.credentials, ec);
+    admin_options.credentials = ec ? req.credentials : dir.lexically_normal().string();
+  }
   // --allow-uid adds to client.allow_uids.
   admin_options.allow_uids.assign(config.client.allow_uids.begin(), config.client.allow_uids.end());
   admin_options.allow_uids.insert(admin_options.allow_uids.end(), req.allow_uids.begin(),
