@@ -739,12 +739,13 @@ int RunMount(const GlobalFlags& flags, const MountRequest& req) {
     Status s = Serve(*mounted);
     return s.ok() ? kExitOk : ReportError(s);
   }
-  // A --metrics-listen that may not be served fails here, before anything is mounted.
-  if (auto m = MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials,
-                                      req.insecure, !flags.log_file.empty());
-      !m.ok()) {
-    return ReportError(m.status());
-  }
+  // A --metrics-listen that may not be served, or is in use, fails here, before anything is
+  // mounted.
+  auto metrics_options =
+      MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials, req.insecure,
+                             !flags.log_file.empty());
+  if (!metrics_options.ok()) return ReportError(metrics_options.status());
+  if (Status s = CheckMetricsListen(*metrics_options); !s.ok()) return ReportError(s);
   if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
   return req.background ? RunBackground(ctx, req) : RunForeground(ctx, req);
 }
