@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 namespace lakecache::rpc {
@@ -108,62 +109,82 @@ bool Receive(int fd, size_t want, Deadline deadline, std::string* out) {
   return true;
 }
 
-// Whether the server at `address` completes (or gets well into) a TLS handshake. Through memory
-// buffers, so no write of OpenSSL's can raise SIGPIPE.
-bool SpeaksTls(const std::string& address, Deadline deadline) {
+bool LooksLikeHttp2Frame(std::string_view bytes) {
+  return bytes.size() >= 4 && static_cast<unsigned char>(bytes[3]) == kSettingsFrame;
+}
+
+// Starts a TLS handshake: kTls when the server completes it (or gets as far as its certificate),
+// kPlainText when it answers with an HTTP/2 frame in plain text. Through memory buffers, so no
+// write of OpenSSL's can raise SIGPIPE.
+ProbeResult TlsProbe(const std::string& address, Deadline deadline) {
   std::unique_ptr<Socket> s = Connect(address, deadline);
-  if (s == nullptr) return false;
+  if (s == nullptr) return ProbeResult::kUnreachable;
   std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
-  if (ctx == nullptr) return false;
+  if (ctx == nullptr) return ProbeResult::kOther;
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_NONE, nullptr);  // only whether it speaks TLS
   std::unique_ptr<SSL, void (*)(SSL*)> ssl(SSL_new(ctx.get()), SSL_free);
-  if (ssl == nullptr) return false;
+  if (ssl == nullptr) return ProbeResult::kOther;
   BIO* in = BIO_new(BIO_s_mem());
   BIO* out = BIO_new(BIO_s_mem());
   SSL_set_bio(ssl.get(), in, out);  // owned by ssl from here
   SSL_set_connect_state(ssl.get());
+  std::string first;  // the server's first bytes
+  auto not_tls = [&] {
+    return LooksLikeHttp2Frame(first) ? ProbeResult::kPlainText : ProbeResult::kOther;
+  };
   for (;;) {
     int rc = SSL_do_handshake(ssl.get());
     char* pending = nullptr;
     long n = BIO_get_mem_data(out, &pending);
     if (n > 0 && !SendAll(s->fd(), std::string_view(pending, static_cast<size_t>(n)), deadline)) {
-      return false;
+      return not_tls();
     }
     (void)BIO_reset(out);
-    if (rc == 1) return true;
+    if (rc == 1) return ProbeResult::kTls;
     if (SSL_get_error(ssl.get(), rc) != SSL_ERROR_WANT_READ) {
       // Refused later in the handshake (a certificate it wants): it spoke TLS all the same.
-      return SSL_get0_peer_certificate(ssl.get()) != nullptr;
+      return SSL_get0_peer_certificate(ssl.get()) != nullptr ? ProbeResult::kTls : not_tls();
     }
-    if (!WaitFor(s->fd(), POLLIN, deadline)) return false;
+    if (!WaitFor(s->fd(), POLLIN, deadline)) {
+      return first.empty() ? ProbeResult::kSilent : ProbeResult::kOther;
+    }
     char buf[16384];
     ssize_t got = ::recv(s->fd(), buf, sizeof(buf), 0);
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return false;
-    if (got > 0) BIO_write(in, buf, static_cast<int>(got));
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) return not_tls();
+    if (got <= 0) continue;
+    if (first.size() < 9) first.append(buf, std::min<size_t>(9 - first.size(), got));
+    BIO_write(in, buf, static_cast<int>(got));
   }
+}
+
+// Sends HTTP/2's preface in plain text: kPlainText when a SETTINGS frame comes back, kTls for a
+// TLS alert; none when the server closed the connection without a word (a TLS server does).
+std::optional<ProbeResult> PlainProbe(const std::string& address, Deadline deadline) {
+  std::unique_ptr<Socket> s = Connect(address, deadline);
+  if (s == nullptr) return ProbeResult::kUnreachable;
+  if (!SendAll(s->fd(), kPreface, deadline)) return std::nullopt;
+  std::string reply;
+  bool open = Receive(s->fd(), 9, deadline, &reply);
+  if (LooksLikeHttp2Frame(reply)) return ProbeResult::kPlainText;
+  if (!reply.empty() && static_cast<unsigned char>(reply[0]) == kTlsAlert) return ProbeResult::kTls;
+  if (!reply.empty()) return ProbeResult::kOther;
+  if (open) return ProbeResult::kSilent;
+  return std::nullopt;
 }
 
 }  // namespace
 
-ProbeResult ProbeServer(const std::string& address, std::chrono::milliseconds timeout) {
+ProbeResult ProbeServer(const std::string& address, Transport first,
+                        std::chrono::milliseconds timeout) {
   Deadline deadline = SteadyClock::now() + timeout;
-  std::unique_ptr<Socket> s = Connect(address, deadline);
-  if (s == nullptr) return ProbeResult::kUnreachable;
-  if (!SendAll(s->fd(), kPreface, deadline)) return ProbeResult::kOther;
-  std::string reply;
-  bool open = Receive(s->fd(), 9, deadline, &reply);
-  if (reply.size() >= 4 && static_cast<unsigned char>(reply[3]) == kSettingsFrame) {
-    return ProbeResult::kPlainText;
-  }
-  if (!reply.empty() && static_cast<unsigned char>(reply[0]) == kTlsAlert) return ProbeResult::kTls;
-  if (open && reply.empty()) return ProbeResult::kSilent;
-  if (!reply.empty()) return ProbeResult::kOther;
-  return SpeaksTls(address, deadline) ? ProbeResult::kTls : ProbeResult::kOther;
+  if (first == Transport::kTls) return TlsProbe(address, deadline);
+  if (std::optional<ProbeResult> plain = PlainProbe(address, deadline)) return *plain;
+  return TlsProbe(address, deadline) == ProbeResult::kTls ? ProbeResult::kTls : ProbeResult::kOther;
 }
 
 std::string TransportMismatch(const std::string& address, Transport client,
                               std::chrono::milliseconds timeout) {
-  ProbeResult server = ProbeServer(address, timeout);
+  ProbeResult server = ProbeServer(address, client, timeout);
   if (client == Transport::kPlainText && server == ProbeResult::kTls) {
     return "serves TLS (a cluster with credentials), and this client called it in plain text: "
            "pass --credentials DIR or set LAKECACHE_CREDENTIALS=DIR, DIR the cluster's "

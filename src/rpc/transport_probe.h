@@ -3,11 +3,13 @@
 // client at a cluster with credentials, a client with credentials at a plain-text cluster) is told
 // at once what to pass instead of "Socket closed", or a wait that runs out.
 //
-// The probe connects, sends HTTP/2's client preface in plain text and reads the answer: a
-// plain-text gRPC server sends its SETTINGS frame; a TLS server closes the connection on bytes that
-// are no TLS record. A server that closed is then asked to start a TLS handshake (no certificate
-// checked: only whether it speaks TLS). Stateless and thread-safe; each probe is bounded by its
-// timeout.
+// The probe speaks what its client speaks, so that a server of the same kind sees nothing amiss
+// (and logs nothing: rpc/client_transport_check.h). In plain text it sends HTTP/2's client preface
+// and reads the answer: a plain-text gRPC server sends its SETTINGS frame, a TLS server closes
+// the connection on bytes that are no TLS record, and is then asked to start a TLS handshake. Over
+// TLS it starts a handshake (no certificate checked: only whether the server speaks TLS), which a
+// plain-text server answers with its SETTINGS frame. Stateless and thread-safe; each probe is
+// bounded by its timeout.
 #pragma once
 
 #include <chrono>
@@ -26,7 +28,9 @@ enum class ProbeResult {
   kOther,        // something else answered
 };
 
-ProbeResult ProbeServer(const std::string& address, std::chrono::milliseconds timeout);
+// What the server at `address` speaks, asked first in `first`.
+ProbeResult ProbeServer(const std::string& address, Transport first,
+                        std::chrono::milliseconds timeout);
 
 // For a client speaking `client` whose calls to `address` failed: when the server there speaks
 // the other, what it speaks and what to pass ("serves TLS: pass --credentials DIR ..."), to follow

@@ -71,11 +71,14 @@ TEST_F(TransportProbeTest, TellsPlainTextFromTlsFromSilenceFromNothing) {
   Server tls(credentials_);
   auto silent = testing::SilentListener::Start();
   ASSERT_TRUE(silent.ok());
-  EXPECT_EQ(ProbeServer(plain.address(), kProbe), ProbeResult::kPlainText);
-  EXPECT_EQ(ProbeServer(tls.address(), kProbe), ProbeResult::kTls);
-  EXPECT_EQ(ProbeServer((*silent)->address(), milliseconds(300)), ProbeResult::kSilent);
   std::string nowhere = "127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
-  EXPECT_EQ(ProbeServer(nowhere, kProbe), ProbeResult::kUnreachable);
+  for (Transport first : {Transport::kPlainText, Transport::kTls}) {
+    SCOPED_TRACE(first == Transport::kTls ? "asked over TLS first" : "asked in plain text first");
+    EXPECT_EQ(ProbeServer(plain.address(), first, kProbe), ProbeResult::kPlainText);
+    EXPECT_EQ(ProbeServer(tls.address(), first, kProbe), ProbeResult::kTls);
+    EXPECT_EQ(ProbeServer((*silent)->address(), first, milliseconds(300)), ProbeResult::kSilent);
+    EXPECT_EQ(ProbeServer(nowhere, first, kProbe), ProbeResult::kUnreachable);
+  }
 }
 
 TEST_F(TransportProbeTest, MismatchSaysWhatToPassOnlyToAClientOfTheOtherKind) {
