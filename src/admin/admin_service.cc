@@ -30,6 +30,8 @@ grpc::Status AdminServiceImpl::Load(grpc::ServerContext* context, const rpc::Loa
   if (grpc::Status elsewhere = backend_->LeaderOnly(context); !elsewhere.ok()) return elsewhere;
   Result<Job> job = StartJob(request->ns(), request->path(), request->replicas());
   if (!job.ok()) return ToGrpcStatus(job.status());
+  // The caller learns that the load started (its first report may be a long listing away).
+  writer->SendInitialMetadata();
   LoadOptions options;
   options.recursive = request->recursive();
   options.metadata_only = request->metadata_only();

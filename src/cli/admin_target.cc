@@ -44,10 +44,12 @@ Result<AdminTarget> MountTarget(const std::string& mountpoint, const std::string
   } else {
     SplitNamespace(rel, &t);
   }
+  t.mountpoint = mountpoint;
   if (!hello.master().empty()) {
     t.kind = AdminTarget::Kind::kCluster;
     t.address = hello.master();
     t.shown = hello.master();
+    t.mount_credentials = hello.credentials();
   }
   return t;
 }

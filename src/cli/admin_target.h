@@ -19,6 +19,10 @@ struct AdminTarget {
   std::string shown;    // the master's HOST:PORT or the mountpoint, for messages and reports
   std::string ns;       // empty: the PATH named no namespace (a mount's root; report)
   std::string path;     // relative to the namespace root
+  // A path in a cluster mount: the mount's --credentials folder (empty: it calls its master in
+  // plain text), which the command uses when given none of its own.
+  std::string mount_credentials;
+  std::string mountpoint;  // the mount a path was in (also once kind is kCluster); else empty
 
   bool mount() const { return kind == Kind::kMount; }
   // "/ns/path" as the user reads it back.

@@ -49,6 +49,15 @@ const char* EnvOrNull(const char* name) {
 
 }  // namespace
 
+std::string StoreEndpoint(const NamespaceConfig& ns) {
+  const ObjectUri& loc = ns.location;
+  if (loc.scheme == UriScheme::kFile) return "";
+  if (!ns.endpoint.empty()) return ns.endpoint;
+  if (!loc.endpoint_host.empty()) return "https://" + loc.endpoint_host;
+  return "https://s3." + (ns.region.empty() ? std::string("us-east-1") : ns.region) +
+         ".amazonaws.com";
+}
+
 Result<Config> CliContext::LoadConfig() const {
   if (flags_.config_file.empty()) {
     if (!flags_.overrides.empty()) {
@@ -113,7 +122,7 @@ Result<Target> CliContext::Open(const std::string& text) const {
   LC_ASSIGN_OR_RETURN(Credentials creds, ResolveCredentials(ns));
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store,
                       OpenObjectStore(ns, creds, MakeStoreOptions()));
-  return Target{std::move(uri), std::move(store), std::move(shown)};
+  return Target{std::move(uri), std::move(store), std::move(shown), StoreEndpoint(ns)};
 }
 
 std::string Iso8601(int64_t mtime) {
@@ -152,6 +161,23 @@ int ReportError(const Status& status) {
     default:
       return kExitFailure;
   }
+}
+
+std::unique_ptr<WaitNotice> NoticeWaitFor(const std::string& peer, Duration limit) {
+  if (peer.empty()) return nullptr;
+  WaitNoticeOptions options;
+  options.limit = limit;
+  return std::make_unique<WaitNotice>(peer, std::move(options));
+}
+
+Status ExplainTimeout(const Status& status, const std::string& peer, const std::string& what,
+                      Duration limit) {
+  if (status.code() != StatusCode::kDeadlineExceeded) return status;
+  return Status::DeadlineExceeded(
+      "no answer from " + peer + " within " + FormatDuration(limit) + " while " + what + " (" +
+      status.message() +
+      "): a server that accepts connections and never answers is often a proxy or load "
+      "balancer that drops requests; --timeout DURATION waits longer");
 }
 
 }  // namespace lakecache::cli

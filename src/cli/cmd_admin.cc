@@ -34,7 +34,6 @@ using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
 constexpr int kExitInterrupted = 130;
-constexpr auto kCallTimeout = std::chrono::minutes(2);  // report, free, stat
 constexpr auto kPlainProgressEvery = std::chrono::seconds(2);
 // How long a command waits for a new leader when the cluster's masters are changing theirs: two
 // election leases of the default 10 s, and some.
@@ -62,6 +61,24 @@ Result<AdminTarget> CacheTarget(const std::string& command, const std::string& p
   return target;
 }
 
+// --credentials, else those of the cluster mount PATH is in: the cluster is called as the admin
+// role either way. A mount's folder without admin.token is named, with what to pass instead.
+Result<std::shared_ptr<const rpc::ClusterCredentials>> AdminCredentials(
+    const AdminTarget& target, const AdminCommand& cmd, const std::string& command) {
+  if (!cmd.credentials.empty() || target.mount_credentials.empty()) {
+    return OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command);
+  }
+  auto opened =
+      OpenCredentials(target.mount_credentials, rpc::Role::kAdmin, "lakecache " + command);
+  if (opened.ok()) return opened;
+  return Status(opened.status().code(),
+                "the mount at " + target.mountpoint + " calls its master with the credentials in " +
+                    target.mount_credentials + ", which " + command +
+                    " uses when given no --credentials: " + opened.status().message() +
+                    "; pass --credentials DIR (or " + kCredentialsEnv +
+                    ") naming a folder with the cluster's admin.token");
+}
+
 // Where an admin command's calls go: a mount's control socket, plain (its peer's uid is the
 // check), or a cluster's masters over TLS as the admin role when the command has credentials,
 // following the leader (rpc/master_set.h).
@@ -81,13 +98,14 @@ class AdminPeer {
     }
     LC_ASSIGN_OR_RETURN(std::vector<std::string> list,
                         rpc::ParseMasterList("--master", target.address));
-    LC_ASSIGN_OR_RETURN(
-        std::shared_ptr<const rpc::ClusterCredentials> credentials,
-        OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command));
+    LC_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::ClusterCredentials> credentials,
+                        AdminCredentials(target, cmd, command));
     peer.masters_ = std::make_shared<rpc::MasterSet>(
-        std::move(list), [credentials](const std::string& address) {
+        std::move(list),
+        [credentials](const std::string& address) {
           return rpc::MasterChannel(address, credentials.get());
-        });
+        },
+        credentials != nullptr ? rpc::Transport::kTls : rpc::Transport::kPlainText);
     return peer;
   }
 
@@ -109,10 +127,23 @@ class AdminPeer {
         timeout, std::chrono::system_clock::now() + timeout + kLeaderChangeWait);
   }
 
+  // A unary call as Run makes it, waiting up to `timeout` for the answer (a line on a terminal
+  // says it still waits); a wait that ran out says for whom, while `what` was asked.
+  Status RunWithin(const Call& call, std::chrono::milliseconds timeout, const std::string& what) {
+    auto notice = NoticeWaitFor(Peers(), timeout);
+    Status status = Run(call, timeout);
+    notice.reset();
+    return ExplainTimeout(status, Peers(), what, timeout);
+  }
+
   rpc::MasterSet& masters() { return *masters_; }
   // "mount /mnt/lake" or "master HOST:PORT": who gave `status`.
   std::string Name(const std::string& address) const {
     return target_.mount() ? "mount " + target_.shown : "master " + address;
+  }
+  // "mount /mnt/lake", "master at HOST:PORT" or "masters A,B": whom the command waits for.
+  std::string Peers() const {
+    return target_.mount() ? "mount " + target_.shown : masters_->Describe();
   }
 
  private:
@@ -226,6 +257,45 @@ class InterruptWatcher {
     grpc::ClientContext* context GUARDED_BY(mu) = nullptr;
   };
   const std::shared_ptr<State> state_;
+};
+
+// Cancels a call whose peer has not begun to answer (its initial metadata) within `timeout`: a
+// load may run for hours, but it must start within --timeout.
+class StartWatchdog {
+ public:
+  StartWatchdog(grpc::ClientContext* context, std::chrono::milliseconds timeout)
+      : thread_([this, context, deadline = SteadyClock::now() + timeout] {
+          MutexLock lock(&mu_);
+          while (!disarmed_ && SteadyClock::now() < deadline) cv_.WaitUntil(&mu_, deadline);
+          if (disarmed_) return;
+          fired_ = true;
+          context->TryCancel();
+        }) {}
+  ~StartWatchdog() { Disarm(); }
+  StartWatchdog(const StartWatchdog&) = delete;
+  StartWatchdog& operator=(const StartWatchdog&) = delete;
+
+  // The call answered (or ended): no cancel after this returns.
+  void Disarm() {
+    {
+      MutexLock lock(&mu_);
+      disarmed_ = true;
+    }
+    cv_.SignalAll();
+    if (thread_.joinable()) thread_.join();
+  }
+  // Whether the call was cancelled for want of an answer.
+  bool fired() {
+    MutexLock lock(&mu_);
+    return fired_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar cv_;
+  bool disarmed_ GUARDED_BY(mu_) = false;
+  bool fired_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: it uses the members above
 };
 
 void PrintLoadSummary(const AdminTarget& target, const LoadCommand& cmd, const rpc::LoadProgress& p,
@@ -449,7 +519,8 @@ int RunLoad(const LoadCommand& cmd) {
   std::string asked;  // the master (or mount) that ran the load
   // The load runs on the cluster's leader: a follower's redirect, or a master that does not answer
   // before the load starts, moves it to another; one that goes away mid-load ends it (rerun).
-  bool gave_up = false;  // every master asked, none ran the load: attempts says why
+  bool gave_up = false;       // every master asked, none ran the load: attempts says why
+  bool started_late = false;  // cancelled: no answer within --timeout
   rpc::MasterSet::Attempts attempts(peer->masters(),
                                     std::chrono::system_clock::now() + kLeaderChangeWait);
   for (;;) {
@@ -458,6 +529,13 @@ int RunLoad(const LoadCommand& cmd) {
     grpc::ClientContext ctx;
     interrupts.Watch(&ctx);
     auto reader = rpc::AdminService::NewStub(master.channel)->Load(&ctx, request);
+    {
+      auto notice = NoticeWaitFor(peer->Name(asked), cmd.timeout);
+      StartWatchdog watchdog(&ctx, cmd.timeout);
+      reader->WaitForInitialMetadata();
+      watchdog.Disarm();
+      started_late = watchdog.fired();
+    }
     for (rpc::LoadProgress p; reader->Read(&p);) {
       printer.Update(p);
       last = p;
@@ -465,6 +543,11 @@ int RunLoad(const LoadCommand& cmd) {
     }
     status = reader->Finish();
     interrupts.Unwatch();
+    if (started_late && !interrupts.interrupted()) {
+      return ReportError(ExplainTimeout(
+          Status::DeadlineExceeded(peer->Name(asked) + ": the load did not start"),
+          peer->Name(asked), "starting the load of " + target->Display(), cmd.timeout));
+    }
     if (status.ok() || got_any || interrupts.interrupted() || target->mount()) break;
     if (!attempts.Again(master, status, ctx)) {
       gave_up = true;
@@ -510,11 +593,11 @@ int RunReport(const AdminCommand& cmd) {
   auto peer = AdminPeer::Open(*target, cmd, "report");
   if (!peer.ok()) return ReportError(peer.status());
   rpc::Report report;
-  Status status = peer->Run(
+  Status status = peer->RunWithin(
       [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
         return stub.GetReport(ctx, rpc::ReportRequest(), &report);
       },
-      kCallTimeout);
+      cmd.timeout, "asking for the report");
   if (!status.ok()) return ReportError(status);
   ReportTotals totals(report);
   if (cmd.json) {
@@ -535,10 +618,11 @@ int RunFree(const AdminCommand& cmd) {
   request.set_path(target->path);
   request.set_recursive(cmd.recursive);
   rpc::FreePathResponse response;
-  Status status =
-      peer->Run([&](rpc::AdminService::Stub& stub,
-                    grpc::ClientContext* ctx) { return stub.FreePath(ctx, request, &response); },
-                kCallTimeout);
+  Status status = peer->RunWithin(
+      [&](rpc::AdminService::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.FreePath(ctx, request, &response);
+      },
+      cmd.timeout, "freeing " + target->Display());
   if (!status.ok()) return ReportError(status);
   if (cmd.json) {
     json out{{"path", target->Display()},
@@ -564,9 +648,9 @@ int RunPathStat(const AdminCommand& cmd) {
   request.set_path(target->path);
   rpc::StatPathResponse r;
   Status status =
-      peer->Run([&](rpc::AdminService::Stub& stub,
-                    grpc::ClientContext* ctx) { return stub.StatPath(ctx, request, &r); },
-                kCallTimeout);
+      peer->RunWithin([&](rpc::AdminService::Stub& stub,
+                          grpc::ClientContext* ctx) { return stub.StatPath(ctx, request, &r); },
+                      cmd.timeout, "asking for " + target->Display());
   if (!status.ok()) return ReportError(status);
   const char* type = r.is_dir() ? "directory" : "file";
   if (cmd.json) {

@@ -7,7 +7,25 @@
 namespace lakecache::cli {
 namespace {
 
-constexpr size_t kChunk = 8 << 20;
+// Each chunk is one read that must arrive within --timeout: a store that stops sending fails `cat`
+// in that time, while a big object takes as long as it needs. Chunks start at 1 MiB, grow to 8 MiB
+// while they arrive in under an eighth of the timeout and shrink (to 64 KiB) when one takes over a
+// quarter of it, so a slow but steady store never meets the bound.
+class ChunkSize {
+ public:
+  explicit ChunkSize(Duration limit) : limit_(limit) {}
+  size_t bytes() const { return bytes_; }
+  void Took(Clock::duration took) {
+    if (took < limit_ / 8) bytes_ = std::min(bytes_ * 2, kMax);
+    if (took > limit_ / 4) bytes_ = std::max(bytes_ / 2, kMin);
+  }
+
+ private:
+  static constexpr size_t kMin = 64 << 10;
+  static constexpr size_t kMax = 8 << 20;
+  const Duration limit_;
+  size_t bytes_ = 1 << 20;
+};
 
 struct ByteRange {
   uint64_t first = 0;
@@ -47,8 +65,14 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
   if (!target.ok()) return ReportError(target.status());
   ObjectStore& store = *target->store;
   const std::string& key = target->uri.key;
-  auto info = store.Head(key, IoOptions{});
-  if (!info.ok()) return ReportError(info.status());
+  Duration limit = ctx.flags().timeout;
+  auto explain = [&](const Status& status, const std::string& what) {
+    return ReportError(ExplainTimeout(status, target->endpoint, what, limit));
+  };
+  auto notice = NoticeWaitFor(target->endpoint, limit);
+  auto info = store.Head(key, IoOptions::WithTimeout(limit));
+  notice.reset();
+  if (!info.ok()) return explain(info.status(), "asking for " + target->uri.ToString());
   if (info->size == 0 && range_text.empty()) return kExitOk;
   if (range.first >= info->size) {
     return ReportError(Status::InvalidArgument("--range " + range_text +
@@ -58,11 +82,21 @@ int RunCat(const CliContext& ctx, const std::string& uri, const std::string& ran
   uint64_t end = std::min<uint64_t>(range.last, info->size - 1) + 1;
   ReadOptions options;
   options.if_match = info->etag;  // every chunk from the same version of the object
-  std::vector<char> buf(std::min<uint64_t>(kChunk, end - range.first));
+  ChunkSize chunk(limit);
+  std::vector<char> buf;
   for (uint64_t off = range.first; off < end;) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), end - off));
+    size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.bytes(), end - off));
+    if (buf.size() < want) buf.resize(want);
+    auto start = Clock::now();
+    options.deadline = start + limit;
+    notice = NoticeWaitFor(target->endpoint, limit);
     auto n = store.Read(key, off, std::span<char>(buf.data(), want), options);
-    if (!n.ok()) return ReportError(n.status());
+    notice.reset();
+    if (!n.ok()) {
+      return explain(n.status(),
+                     "reading " + target->uri.ToString() + " at byte " + std::to_string(off));
+    }
+    chunk.Took(Clock::now() - start);
     if (*n == 0) {
       return ReportError(Status::Unavailable(target->shown + ": object ended at " +
                                              std::to_string(off) + " bytes, expected " +

@@ -25,10 +25,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;  // keys in the documented order
 
-// Each call: a status is most wanted when something is down, so a silent peer must not hang it.
+// Each worker: a status is most wanted when something is down, so a silent worker must not hang
+// it. The master's view gets --timeout (a new TLS connection to a busy host may take seconds).
 constexpr auto kStatusCallTimeout = std::chrono::seconds(3);
-// The master's view: a new connection (TLS included) to a master on a busy host may take seconds.
-constexpr auto kViewCallTimeout = std::chrono::seconds(10);
 
 // One worker: as the master lists it, with capacity and usage replaced by the worker's own when
 // it answered.
@@ -223,17 +222,27 @@ int RunClusterStatus(const ClusterStatusRequest& request) {
   auto credentials =
       OpenCredentials(request.credentials, rpc::Role::kAdmin, "lakecache cluster status");
   if (!credentials.ok()) return ReportError(credentials.status());
-  // Every master serves the view: the first that answers does.
-  rpc::MasterSet masters(std::move(*list), [c = *credentials](const std::string& address) {
-    return rpc::MasterChannel(address, c.get());
-  });
+  // Every master serves the view: the first that answers does (each gets --timeout, two at most).
+  rpc::MasterSet masters(
+      std::move(*list),
+      [c = *credentials](const std::string& address) {
+        return rpc::MasterChannel(address, c.get());
+      },
+      *credentials != nullptr ? rpc::Transport::kTls : rpc::Transport::kPlainText);
   rpc::ClusterView view;
+  auto notice = NoticeWaitFor(masters.Describe(), request.timeout);
   Status s = masters.Call(
       [&](const rpc::MasterSet::Master& m, grpc::ClientContext* context) {
         return rpc::MasterService::NewStub(m.channel)->GetClusterView(
             context, rpc::ClusterViewRequest(), &view);
       },
-      kViewCallTimeout, std::chrono::system_clock::now() + 2 * kViewCallTimeout);
+      request.timeout, std::chrono::system_clock::now() + 2 * request.timeout);
+  notice.reset();
+  if (s.code() == StatusCode::kInvalidArgument) return ReportError(s);  // says what to pass
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    return ReportError(
+        ExplainTimeout(s, masters.Describe(), "asking for the cluster's view", request.timeout));
+  }
   if (!s.ok()) {
     // Whatever the gRPC code, the master could not be asked: a failure (1), not a usage error.
     std::fprintf(stderr, "lakecache: error: cluster status: no answer from the %s: %s\n",

@@ -28,8 +28,14 @@ int RunLs(const CliContext& ctx, const std::string& uri, bool recursive) {
   auto target = ctx.Open(uri);
   if (!target.ok()) return ReportError(target.status());
   const std::string& prefix = target->uri.key;
-  auto listing = ListAll(*target->store, prefix, recursive ? "" : "/", IoOptions{});
-  if (!listing.ok()) return ReportError(listing.status());
+  Duration limit = ctx.flags().timeout;
+  auto notice = NoticeWaitFor(target->endpoint, limit);
+  // Each page within --timeout: a long listing goes on while pages keep coming.
+  auto listing = ListAll(*target->store, prefix, recursive ? "" : "/", IoOptions{}, limit);
+  notice.reset();
+  if (!listing.ok()) {
+    return ReportError(ExplainTimeout(listing.status(), target->endpoint, "listing " + uri, limit));
+  }
   if (!prefix.empty() && listing->objects.empty() && listing->common_prefixes.empty()) {
     return ReportError(Status::NotFound(target->shown + ": no such key or prefix"));
   }

@@ -238,7 +238,8 @@ RetryPolicy MountRetryPolicy() {
 // Cluster mode: every namespace of the master, each read through the workers. The mount keeps only
 // a small memory cache of its own (the workers hold the data) and needs no object-store
 // credentials.
-Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Config* config,
+Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& req, Duration timeout,
+                                                          Config* config,
                                                           std::shared_ptr<ClusterClient>* out) {
   if (!req.uri.empty()) {
     return Status::InvalidArgument(
@@ -259,8 +260,11 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
                                  : ClusterClientOptions::Transport::kBulk;
   LC_ASSIGN_OR_RETURN(client_options.credentials,
                       OpenCredentials(req.credentials, rpc::Role::kClient, "lakecache mount"));
+  client_options.connect_timeout = timeout;
+  auto notice = NoticeWaitFor("the master at " + req.master, timeout);
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
                       ClusterClient::Connect(req.master, client_options));
+  notice.reset();
   *out = client;
   std::vector<NamespaceTable::Source> sources;
   for (const ClusterNamespace& ns : client->namespaces()) {
@@ -282,6 +286,27 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
     return Status::InvalidArgument("the master at " + req.master + " serves no namespaces");
   }
   return NamespaceTable::FromStores(std::move(sources));
+}
+
+// The stores of `config` opened, each namespace's root listed within `timeout` (a line on a
+// terminal says which endpoint is still awaited); a store that does not answer in time fails the
+// mount before anything is mounted.
+Result<std::unique_ptr<NamespaceTable>> ProbeNamespaces(const Config& config,
+                                                        const StoreOptions& store_options,
+                                                        Duration timeout) {
+  std::string endpoints;
+  for (const auto& [name, ns] : config.namespaces) {
+    std::string endpoint = StoreEndpoint(ns);
+    if (endpoint.empty() || endpoints.find(endpoint) != std::string::npos) continue;
+    endpoints += (endpoints.empty() ? "" : ", ") + endpoint;
+  }
+  auto notice = NoticeWaitFor(endpoints, timeout);
+  auto table = NamespaceTable::Open(config, store_options, /*probe=*/true, timeout);
+  notice.reset();
+  if (!table.ok()) {
+    return ExplainTimeout(table.status(), endpoints, "listing the namespaces to mount", timeout);
+  }
+  return table;
 }
 
 // What a mount is built from before it touches its FUSE connection: the config, and the
@@ -306,7 +331,8 @@ Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req,
       LC_ASSIGN_OR_RETURN(p.config, LoadConfigText("", "the mount command line",
                                                    ConfigFormat::kYaml, ctx.flags().overrides));
     }
-    LC_ASSIGN_OR_RETURN(p.namespaces, ClusterNamespaces(req, &p.config, &p.client));
+    LC_ASSIGN_OR_RETURN(p.namespaces,
+                        ClusterNamespaces(req, ctx.flags().timeout, &p.config, &p.client));
   } else {
     LC_ASSIGN_OR_RETURN(p.config, MountConfig(ctx, req.uri));
   }
@@ -318,7 +344,7 @@ Result<Prepared> Prepare(const CliContext& ctx, const MountRequest& req,
     store_options.retry = MountRetryPolicy();
     store_options.metrics = registry;
     LC_ASSIGN_OR_RETURN(p.namespaces,
-                        NamespaceTable::Open(p.config, store_options, /*probe=*/true));
+                        ProbeNamespaces(p.config, store_options, ctx.flags().timeout));
     WarnEmptyNamespaces(*p.namespaces);
   }
   return p;
@@ -459,6 +485,11 @@ Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& 
   admin_options.mountpoint = NormalizedPath(req.mountpoint);
   admin_options.socket_path = ControlSocketPath(admin_options.mountpoint);
   admin_options.master = req.master;
+  if (!req.credentials.empty()) {
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::absolute(req.credentials, ec);
+    admin_options.credentials = ec ? req.credentials : dir.lexically_normal().string();
+  }
   // --allow-uid adds to client.allow_uids.
   admin_options.allow_uids.assign(config.client.allow_uids.begin(), config.client.allow_uids.end());
   admin_options.allow_uids.insert(admin_options.allow_uids.end(), req.allow_uids.begin(),
@@ -729,12 +760,13 @@ int RunMount(const GlobalFlags& flags, const MountRequest& req) {
     Status s = Serve(*mounted);
     return s.ok() ? kExitOk : ReportError(s);
   }
-  // A --metrics-listen that may not be served fails here, before anything is mounted.
-  if (auto m = MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials,
-                                      req.insecure, !flags.log_file.empty());
-      !m.ok()) {
-    return ReportError(m.status());
-  }
+  // A --metrics-listen that may not be served, or is in use, fails here, before anything is
+  // mounted.
+  auto metrics_options =
+      MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials, req.insecure,
+                             !flags.log_file.empty());
+  if (!metrics_options.ok()) return ReportError(metrics_options.status());
+  if (Status s = CheckMetricsListen(*metrics_options); !s.ok()) return ReportError(s);
   if (int rc = CheckMountpoint(req.mountpoint); rc != kExitOk) return rc;
   return req.background ? RunBackground(ctx, req) : RunForeground(ctx, req);
 }

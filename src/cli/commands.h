@@ -90,6 +90,8 @@ struct ClusterStatusRequest {
   std::string master;       // HOST:PORT of the master (--master or LAKECACHE_MASTER)
   bool json = false;        // one JSON object instead of a table
   std::string credentials;  // --credentials DIR: calls as the admin role
+  // --timeout: for the master's answer.
+  Duration timeout = kDefaultTimeout;
 };
 // The master's view (epoch, live workers) and each worker's Stats: capacity, usage, blocks per
 // tier, object-store fetches, blocks served. A worker that does not answer is listed as
@@ -144,6 +146,8 @@ struct AdminCommand {
   std::string credentials;  // --credentials DIR: a cluster is called as the admin role
   bool recursive = false;
   bool json = false;
+  // --timeout: each call's answer (a load's: its start).
+  Duration timeout = kDefaultTimeout;
 };
 struct LoadCommand : AdminCommand {
   bool metadata_only = false;

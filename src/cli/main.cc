@@ -15,6 +15,7 @@
 #include "cli/unknown_command.h"
 #include "common/idle_trim.h"
 #include "common/logging.h"
+#include "rpc/grpc_log.h"
 
 namespace lakecache::cli {
 namespace {
@@ -51,7 +52,7 @@ Status SplitMountArgs(const std::string& first, const std::string& second, Mount
   return Status::Ok();
 }
 
-void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
+void AddGlobalFlags(CLI::App& app, GlobalFlags& f, std::string& timeout) {
   app.add_option("--config", f.config_file, "Configuration file (YAML or JindoFS .properties)");
   app.add_option("-o", f.overrides, "Override a config key: -o namespaces.NS.metadata_ttl=5m")
       ->type_name("KEY=VALUE")
@@ -66,6 +67,24 @@ void AddGlobalFlags(CLI::App& app, GlobalFlags& f) {
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   app.add_option("--log-file", f.log_file, "Write logs to this file instead of stderr");
+  app.add_option("--timeout", timeout,
+                 "How long to wait for an answer from an object store or a cluster, e.g. 10s, "
+                 "2m: each request of ls, stat, cat and the admin commands, and a mount's "
+                 "start-up; a long listing, cat or load goes on while answers keep coming. On a "
+                 "terminal a line on stderr says what is still awaited")
+      ->type_name("DURATION")
+      ->capture_default_str();
+}
+
+// --timeout: a duration above zero.
+Status ParseTimeout(const std::string& text, Duration* out) {
+  Result<Duration> parsed = ParseDuration(text);
+  if (!parsed.ok() || parsed->count() <= 0) {
+    return Status::InvalidArgument("--timeout '" + text +
+                                   "': expected a duration above zero, e.g. 30s, 2m or 500ms");
+  }
+  *out = *parsed;
+  return Status::Ok();
 }
 
 void AddCredentialsFlag(CLI::App* cmd, std::string& dir, const std::string& what) {
@@ -157,7 +176,8 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   GlobalFlags flags;
-  AddGlobalFlags(app, flags);
+  std::string timeout = FormatDuration(kDefaultTimeout);
+  AddGlobalFlags(app, flags, timeout);
 
   std::string uri, range;
   bool recursive = false;
@@ -194,7 +214,10 @@ int Main(int argc, char** argv) {
                    "Mount options (comma-separated) or a config override KEY=VALUE; listed below")
       ->type_name("OPTION")
       ->allow_extra_args(false);
-  mount->footer("Mount options (-o):\n" + MountOptionsHelp());
+  mount->footer("Mount options (-o):\n" + MountOptionsHelp() +
+                "\nStart-up: each namespace's store (or, with --master, the master) must answer "
+                "within --timeout (a global flag, default 30s), or the mount fails before anything "
+                "is mounted; on a terminal a line says what it still waits for.\n");
   mount->add_option("--cache-dir", mount_req.cache_flags.cache_dir,
                     "Disk cache directory, e.g. /var/cache/lakecache (default: memory only)");
   mount->add_option("--cache-size", mount_req.cache_flags.cache_size,
@@ -441,6 +464,8 @@ int Main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
   if (Status s = InitLogging(flags.log_level, flags.log_file); !s.ok()) return ReportError(s);
+  rpc::RouteGrpcLogs();
+  if (Status s = ParseTimeout(timeout, &flags.timeout); !s.ok()) return ReportError(s);
   if (Status s = RejectSecretOverrides(flags.overrides); !s.ok()) return ReportError(s);
   if (Status s = RejectSecretOverrides(mount_o); !s.ok()) return ReportError(s);
   if (*mount) {
@@ -459,7 +484,12 @@ int Main(int argc, char** argv) {
   if (*worker) return RunWorker(flags, worker_req);
   if (*up) return RunClusterUp(flags, up_req);
   if (*down) return RunClusterDown(down_dir);
+  status_req.timeout = flags.timeout;
   if (*cluster_status) return RunClusterStatus(status_req);
+  for (AdminCommand* c :
+       {static_cast<AdminCommand*>(&load_cmd), &report_cmd, &free_cmd, &stat_cmd}) {
+    c->timeout = flags.timeout;
+  }
   if (*load) return RunLoad(load_cmd);
   if (*report) return RunReport(report_cmd);
   if (*free_path) return RunFree(free_cmd);

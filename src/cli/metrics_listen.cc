@@ -38,6 +38,12 @@ Result<rpc::HttpEndpointOptions> MetricsEndpointOptions(const std::string& comma
   return options;
 }
 
+Status CheckMetricsListen(const rpc::HttpEndpointOptions& options) {
+  if (options.listen.empty()) return Status::Ok();
+  metrics::Registry registry;
+  return rpc::HttpEndpoint::Start(options, &registry).status();  // and closed again at once
+}
+
 std::unique_ptr<metrics::Registry> MakeMetricsRegistry(const std::string& listen) {
   if (listen.empty()) return nullptr;
   auto registry = std::make_unique<metrics::Registry>();

@@ -27,6 +27,10 @@ Result<rpc::HttpEndpointOptions> MetricsEndpointOptions(const std::string& comma
                                                         const std::string& credentials,
                                                         bool insecure, bool log_file);
 
+// Whether the endpoint of `options` can listen now: a mount checks before it mounts, so that a
+// port in use fails the command at once, not once mounted (its server starts the endpoint later).
+Status CheckMetricsListen(const rpc::HttpEndpointOptions& options);
+
 // A registry with lakecache_build_info, for a daemon given --metrics-listen; null without one
 // (metrics off: nothing recorded).
 std::unique_ptr<metrics::Registry> MakeMetricsRegistry(const std::string& listen);

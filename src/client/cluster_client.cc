@@ -166,11 +166,15 @@ Result<std::shared_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
     LC_ASSIGN_OR_RETURN(client->bulk_tls_, rpc::TlsContext::Client(options.credentials->ca_path()));
   }
   client->stub_->masters = std::make_unique<rpc::MasterSet>(
-      std::move(masters), [credentials = options.credentials](const std::string& address) {
+      std::move(masters),
+      [credentials = options.credentials](const std::string& address) {
         return rpc::MasterChannel(address, credentials.get());
-      });
-  if (!client->stub_->masters->WaitForAny(std::chrono::system_clock::now() +
-                                          options.connect_timeout)) {
+      },
+      options.credentials != nullptr ? rpc::Transport::kTls : rpc::Transport::kPlainText);
+  Status connected = client->stub_->masters->WaitForAny(std::chrono::system_clock::now() +
+                                                        options.connect_timeout);
+  if (connected.code() == StatusCode::kInvalidArgument) return connected;  // says what to pass
+  if (!connected.ok()) {
     return Status::Unavailable(
         "cannot reach the " + client->stub_->masters->Describe() + " within " +
         FormatDuration(options.connect_timeout) +

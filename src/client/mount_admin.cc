@@ -74,6 +74,7 @@ class MountAdmin::Backend final : public AdminBackend {
     hello.set_master(options_.master);
     hello.set_root_namespace(options_.root_namespace);
     hello.set_mountpoint(options_.mountpoint);
+    hello.set_credentials(options_.credentials);
     return hello;
   }
 

@@ -1,8 +1,8 @@
 // MountAdmin: the admin commands of one mount, served on its control socket (a Unix socket outside
 // the mounted tree; see ControlSocketPath), so that `lakecache load /mnt/lake/ds/train` reaches
 // the mount the path is in. A standalone mount loads into, frees from and reports its own
-// BlockStore (StoreSink); a cluster mount answers Hello with its master's address, and the CLI
-// takes the command there.
+// BlockStore (StoreSink); a cluster mount answers Hello with its master's address and its
+// credentials folder, and the CLI takes the command there.
 #pragma once
 
 #include <sys/types.h>
@@ -30,7 +30,10 @@ class UnixServer;
 struct MountAdminOptions {
   std::string socket_path;
   std::string mountpoint;
-  std::string master;          // cluster mount: HOST:PORT of the master
+  std::string master;  // cluster mount: HOST:PORT of the master
+  // Cluster mount: its --credentials folder, an absolute path (empty: plain text). Hello names
+  // it, never what is in it, so that admin commands on paths in the mount call as it does.
+  std::string credentials;
   std::string root_namespace;  // quick form: the namespace shown at the mountpoint's root
   // Uids whose commands the control socket serves besides the mount's own and root's
   // (--allow-uid, client.allow_uids); others are refused.

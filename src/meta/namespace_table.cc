@@ -16,12 +16,12 @@ MetadataCacheOptions MetaOptions(const NamespaceConfig& nsc) {
 
 }  // namespace
 
-Status ProbeNamespace(Namespace& ns) {
+Status ProbeNamespace(Namespace& ns, Clock::duration timeout) {
   ListRequest req;
   req.prefix = ns.prefix;
   req.delimiter = "/";
   req.max_keys = 1;
-  auto page = ns.store->List(req, IoOptions::WithTimeout(std::chrono::seconds(60)));
+  auto page = ns.store->List(req, IoOptions::WithTimeout(timeout));
   if (!page.ok()) return page.status().WithContext("namespace '" + ns.name + "'");
   ns.probed_empty = page->objects.empty() && page->common_prefixes.empty();
   return Status::Ok();
@@ -36,7 +36,8 @@ std::string NormalizePrefix(const std::string& key) {
 
 Result<std::unique_ptr<NamespaceTable>> NamespaceTable::Open(const Config& config,
                                                              const StoreOptions& options,
-                                                             bool probe) {
+                                                             bool probe,
+                                                             Clock::duration probe_timeout) {
   auto table = std::make_unique<NamespaceTable>();
   for (const auto& [name, nsc] : config.namespaces) {
     auto ns = std::make_unique<Namespace>();
@@ -50,7 +51,7 @@ Result<std::unique_ptr<NamespaceTable>> NamespaceTable::Open(const Config& confi
     if (!store.ok()) return store.status().WithContext("namespace '" + name + "'");
     ns->store = *store;
     ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetaOptions(nsc));
-    if (probe) LC_RETURN_IF_ERROR(ProbeNamespace(*ns));
+    if (probe) LC_RETURN_IF_ERROR(ProbeNamespace(*ns, probe_timeout));
     table->Add(std::move(ns));
   }
   return table;

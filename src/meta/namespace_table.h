@@ -27,17 +27,19 @@ struct Namespace {
   bool probed_empty = false;  // Open's probe found nothing under the prefix (not an error)
 };
 
-// Lists the namespace's root once (max-keys 1): a missing bucket, a refused credential or a store
-// out of reach fails, naming the namespace; a prefix with nothing under it only sets
+// Lists the namespace's root once (max-keys 1) within `timeout` (retries included): a missing
+// bucket (kNotFound, naming it), a refused credential or a store that does not answer in time
+// (kDeadlineExceeded) fails, naming the namespace; a prefix with nothing under it only sets
 // probed_empty, since writes will fill it.
-Status ProbeNamespace(Namespace& ns);
+Status ProbeNamespace(Namespace& ns, Clock::duration timeout = std::chrono::seconds(60));
 
 class NamespaceTable {
  public:
-  // Opens every namespace of `config`. With `probe`, probes each (ProbeNamespace), and fails on
-  // the first that fails.
-  static Result<std::unique_ptr<NamespaceTable>> Open(const Config& config,
-                                                      const StoreOptions& options, bool probe);
+  // Opens every namespace of `config`. With `probe`, probes each (ProbeNamespace) within
+  // `probe_timeout`, and fails on the first that fails.
+  static Result<std::unique_ptr<NamespaceTable>> Open(
+      const Config& config, const StoreOptions& options, bool probe,
+      Clock::duration probe_timeout = std::chrono::seconds(60));
 
   // A table over stores the caller opened (cluster mode: stores that read through the cluster).
   // Each namespace's metadata cache uses its config's TTL and immutability.

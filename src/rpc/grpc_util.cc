@@ -1,7 +1,12 @@
 #include "rpc/grpc_util.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -18,6 +23,7 @@
 #include <map>
 
 #include "common/mutex.h"
+#include "rpc/client_transport_check.h"
 #include "rpc/keepalive.h"
 
 namespace lakecache::rpc {
@@ -192,6 +198,31 @@ class TimingFactory final : public grpc::experimental::ServerInterceptorFactoryI
   std::map<std::string, metrics::Histogram, std::less<>> cells_ GUARDED_BY(mu_);
 };
 
+// Why `address` could not be bound, as bind(2) says it now: gRPC's own error is logged at debug
+// level only (rpc/grpc_log.h).
+std::string BindFailure(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  std::string port = address.substr(address.rfind(':') + 1);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return "not an address of this host";
+  }
+  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int err = ::bind(fd, found->ai_addr, found->ai_addrlen) == 0 ? 0 : errno;
+  ::close(fd);
+  ::freeaddrinfo(found);
+  if (err == EADDRINUSE) return "address in use: another process listens there";
+  if (err == EADDRNOTAVAIL) return "not an address of this host";
+  if (err != 0) return std::strerror(err);
+  return "address in use, or not an address of this host";
+}
+
 }  // namespace
 
 Result<StartedServer> StartServer(const std::string& address,
@@ -209,6 +240,9 @@ Result<StartedServer> StartServer(const std::string& address,
   // is not (gRPC sets SO_REUSEPORT by default, which would let two servers share it).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   AcceptKeepalivePings(builder);
+  // A client of the other transport is named in the log (gRPC's own line names none).
+  AddClientTransportCheck(builder,
+                          credentials != nullptr ? Transport::kTls : Transport::kPlainText);
   for (grpc::Service* service : services) builder.RegisterService(service);
   if (rpc_metrics.registry != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
@@ -218,8 +252,7 @@ Result<StartedServer> StartServer(const std::string& address,
   StartedServer started;
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || port == 0) {
-    return Status::Unavailable("cannot listen on " + address +
-                               " (address in use, or not an address of this host)");
+    return Status::Unavailable("cannot listen on " + address + " (" + BindFailure(address) + ")");
   }
   started.address = address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
   return started;

@@ -15,6 +15,8 @@ constexpr auto kLongestPause = std::chrono::milliseconds(1000);
 // until it answers again or this long has passed: longer than a mount's call, and than the lease
 // the followers' views go on naming a dead leader for.
 constexpr auto kDownFor = std::chrono::seconds(30);
+// A probe of a master's transport: a few round trips to a server that answers at once.
+constexpr auto kProbeTimeout = std::chrono::milliseconds(1000);
 
 // The leader a redirect names: true with `leader` set (maybe empty) when `status` is one.
 bool RedirectLeader(const grpc::Status& status, const grpc::ClientContext& context,
@@ -67,8 +69,9 @@ Result<std::vector<std::string>> ParseMasterList(std::string_view flag, std::str
   return out;
 }
 
-MasterSet::MasterSet(std::vector<std::string> addresses, ChannelFn open)
-    : addresses_(std::move(addresses)), open_(std::move(open)) {
+MasterSet::MasterSet(std::vector<std::string> addresses, ChannelFn open,
+                     std::optional<Transport> transport)
+    : addresses_(std::move(addresses)), open_(std::move(open)), transport_(transport) {
   for (const std::string& a : addresses_) known_.push_back({a, nullptr});
   down_until_.resize(known_.size());
 }
@@ -110,28 +113,44 @@ void MasterSet::Answered(const Master& master) {
   }
 }
 
-bool MasterSet::WaitForAny(std::chrono::system_clock::time_point deadline) {
+Status MasterSet::WaitForAny(std::chrono::system_clock::time_point deadline) {
   std::vector<Master> all;
   {
     MutexLock lock(&mu_);
     for (size_t i = 0; i < known_.size(); ++i) all.push_back(At(i));
   }
-  if (all.size() == 1) return all[0].channel->WaitForConnected(deadline);
+  std::vector<bool> probed(all.size(), false);
   for (;;) {
-    for (const Master& m : all) {
-      if (m.channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      grpc_connectivity_state state = all[i].channel->GetState(/*try_to_connect=*/true);
+      if (state == GRPC_CHANNEL_READY) {
         MutexLock lock(&mu_);
-        current_ = IndexOf(m.address);
-        return true;
+        current_ = IndexOf(all[i].address);
+        return Status::Ok();
+      }
+      // A connection that failed: at a server of the other transport it always will.
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && transport_ && !probed[i]) {
+        probed[i] = true;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::system_clock::now());
+        LC_RETURN_IF_ERROR(CheckTransport(all[i].address, std::clamp(left, {}, kProbeTimeout)));
       }
     }
     auto now = std::chrono::system_clock::now();
-    if (now >= deadline) return false;
+    if (now >= deadline) return Status::Unavailable("no connection to the " + Describe());
     // Wakes on any change of the first channel's state, or after a tenth of a second to look at
     // the others.
     all[0].channel->WaitForStateChange(all[0].channel->GetState(false),
                                        std::min(deadline, now + std::chrono::milliseconds(100)));
   }
+}
+
+Status MasterSet::CheckTransport(const std::string& address,
+                                 std::chrono::milliseconds timeout) const {
+  if (!transport_) return Status::Ok();
+  std::string mismatch = TransportMismatch(address, *transport_, timeout);
+  if (mismatch.empty()) return Status::Ok();
+  return Status::InvalidArgument("master " + address + " " + mismatch);
 }
 
 MasterSet::Master MasterSet::Current() {
@@ -188,6 +207,16 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
     return false;
   }
   last_ = FromGrpcStatus(status, "master " + master.address);
+  // No connection: a master of the other transport never gives one, whatever the wait.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      std::find(probed_.begin(), probed_.end(), master.address) == probed_.end()) {
+    probed_.push_back(master.address);
+    if (Status mismatch = set_.CheckTransport(master.address, kProbeTimeout); !mismatch.ok()) {
+      answers_.clear();
+      last_ = mismatch;
+      return false;
+    }
+  }
   std::erase_if(answers_, [&](const Answer& a) { return a.master == master.address; });
   answers_.push_back({master.address, status.error_message()});
   if (answers_.size() > 4) answers_.erase(answers_.begin());

@@ -10,7 +10,10 @@
 // answer (refused, reset, silent past the attempt's deadline) is passed over for the next one, a
 // redirect moves the call to the leader it names, and "no leader yet" is asked again after a
 // short pause until the call's deadline. It gives up early when every master is out of reach, so
-// a dead single master fails a call at once, as it always did. Thread-safe.
+// a dead single master fails a call at once, as it always did. A set that knows what its channels
+// speak (TLS or plain text) probes a master that does not answer, once (rpc/transport_probe.h):
+// one that speaks the other fails the call at once (kInvalidArgument), saying what to pass.
+// Thread-safe.
 #pragma once
 
 #include <grpcpp/channel.h>
@@ -20,12 +23,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/mutex.h"
 #include "common/result.h"
+#include "rpc/transport_probe.h"
 
 namespace lakecache::rpc {
 
@@ -53,8 +58,10 @@ class MasterSet {
   using Attempt = std::function<grpc::Status(const Master& master, grpc::ClientContext* context)>;
 
   // `addresses` from ParseMasterList (at least one); `open` makes a channel to one (TLS and the
-  // caller's role). Channels are opened when first needed.
-  MasterSet(std::vector<std::string> addresses, ChannelFn open);
+  // caller's role), speaking `transport` when that is given. Channels are opened when first
+  // needed.
+  MasterSet(std::vector<std::string> addresses, ChannelFn open,
+            std::optional<Transport> transport = std::nullopt);
 
   // Calls `attempt` as the header says: each attempt gets at most `per_attempt`, all of them end
   // by `deadline`. The status names the master that gave it ("master a:7400: ...") and, when
@@ -62,9 +69,10 @@ class MasterSet {
   Status Call(const Attempt& attempt, std::chrono::milliseconds per_attempt,
               std::chrono::system_clock::time_point deadline);
 
-  // Waits until a channel to some master connects (it becomes the current one): false when none
-  // did by `deadline`.
-  bool WaitForAny(std::chrono::system_clock::time_point deadline);
+  // Waits until a channel to some master connects (it becomes the current one). kUnavailable
+  // when none did by `deadline`; kInvalidArgument, before it, when a master that failed to
+  // connect speaks the other transport (the message names it and says what to pass).
+  Status WaitForAny(std::chrono::system_clock::time_point deadline);
 
   // The retries of one call made by hand (a stream, say), as Call makes them.
   class Attempts {
@@ -89,7 +97,8 @@ class MasterSet {
     std::vector<Answer> answers_;  // each master's latest answer, the last one last (four at most)
     std::string last_leader_;      // the leader the last redirect named
     std::chrono::milliseconds pause_{100};
-    Status last_;  // the last answer, naming its master
+    Status last_;                      // the last answer, naming its master
+    std::vector<std::string> probed_;  // masters whose transport was probed
   };
 
   // The master calls go to now.
@@ -105,6 +114,11 @@ class MasterSet {
   // "master at a:7400" for one, "masters a:7400,b:7400" for several: for messages.
   std::string Describe() const;
 
+  // When the master at `address` speaks the other transport than this set's channels: a status
+  // naming it and what to pass (kInvalidArgument); OK otherwise, or when the set's transport is
+  // unknown. Probes the address (a few round trips, at most `timeout`).
+  Status CheckTransport(const std::string& address, std::chrono::milliseconds timeout) const;
+
  private:
   Master At(size_t i) REQUIRES(mu_);
   size_t IndexOf(const std::string& address) REQUIRES(mu_);
@@ -115,6 +129,7 @@ class MasterSet {
 
   std::vector<std::string> addresses_;  // as given; known_ adds one slot for a leader outside them
   const ChannelFn open_;
+  const std::optional<Transport> transport_;
   Mutex mu_;
   std::vector<Master> known_ GUARDED_BY(mu_);
   // Per known_ entry: until when a master that did not answer is not made current by NoteLeader.

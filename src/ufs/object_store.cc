@@ -112,13 +112,17 @@ bool IsObjectOfUpload(const ObjectInfo& object, const std::vector<CompletedPart>
 }
 
 Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
-                           const IoOptions& options) {
+                           const IoOptions& options, Clock::duration page_timeout) {
   ListResult result;
   ListRequest req;
   req.prefix = std::string(prefix);
   req.delimiter = std::string(delimiter);
   for (;;) {
-    LC_ASSIGN_OR_RETURN(ListPage page, store.List(req, options));
+    IoOptions page_options = options;
+    if (page_timeout != Clock::duration::max()) {
+      page_options.deadline = std::min(options.deadline, Clock::now() + page_timeout);
+    }
+    LC_ASSIGN_OR_RETURN(ListPage page, store.List(req, page_options));
     for (auto& o : page.objects) result.objects.push_back(std::move(o));
     for (auto& p : page.common_prefixes) result.common_prefixes.push_back(std::move(p));
     if (!page.truncated) break;

@@ -258,8 +258,11 @@ int EtagPartCount(std::string_view etag);
 bool IsObjectOfUpload(const ObjectInfo& object, const std::vector<CompletedPart>& parts);
 
 // Lists every page of `prefix`, merging pages and dropping duplicates (some servers repeat common
-// prefixes across pages).
+// prefixes across pages). `options` bounds the whole listing; `page_timeout`, when given, also
+// bounds each page from the moment it is asked for, so that a listing of any length goes on while
+// pages keep coming and a store that stops answering fails it within that time.
 Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
-                           const IoOptions& options);
+                           const IoOptions& options,
+                           Clock::duration page_timeout = Clock::duration::max());
 
 }  // namespace lakecache

@@ -101,6 +101,40 @@ TEST_F(CliMountTest, EmptyPrefixMountsWithAWarningAndMissingBucketExitsTwo) {
   EXPECT_FALSE(testing::IsMounted(other));
 }
 
+// A mount's start-up is bounded by --timeout: a store that accepts connections and never answers
+// fails the mount, naming its endpoint, before anything is mounted (it waited 60 s).
+TEST_F(CliMountTest, MountAtAStoreThatNeverAnswersFailsWithinTheTimeoutUnmounted) {
+  auto silent = testing::SilentListener::Start();
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  std::string endpoint = "http://" + (*silent)->address();
+  std::string mnt = Mountpoint();
+  RunResult r = Lc(
+      {"--timeout", "2s", "--endpoint", endpoint, "mount", "s3://cli/data", mnt, "--background"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("no answer from " + endpoint + " within 2s while listing the namespaces"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(testing::IsMounted(mnt));
+}
+
+// A --metrics-listen port in use fails the mount at once, before it mounts (it used to mount, and
+// fail 10 s later).
+TEST_F(CliMountTest, MetricsListenOnAPortInUseFailsBeforeMounting) {
+  auto busy = testing::SilentListener::Start();
+  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  std::string mnt = Mountpoint();
+  std::string log = scratch_->path() + "/busy.log";
+  RunResult r = Lc({"--log-file", log, "mount", "s3://cli/data", mnt, "--background",
+                    "--metrics-listen", (*busy)->address()});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--metrics-listen " + (*busy)->address() + ": cannot listen there"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(testing::IsMounted(mnt));
+  // No holder was started, so nothing was ever mounted.
+  EXPECT_EQ(ReadAll(log).find("holder: started server"), std::string::npos) << ReadAll(log);
+}
+
 // A SIGKILLed mount (its holder and its server) leaves a dead FUSE mount and its control socket:
 // the next mount clears the dead one itself and replaces the socket. A clean unmount removes it.
 TEST_F(CliMountTest, ADeadMountIsClearedByTheNextMountAndItsSocketReplaced) {

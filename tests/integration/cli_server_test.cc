@@ -104,6 +104,18 @@ TEST_F(CliServerTest, MasterLogsEachJoinAndExpiryOnceAtTheDefaultLevel) {
   EXPECT_EQ(log.find("INSECURE"), std::string::npos) << log;
 }
 
+// A master whose port is taken says so in one line of ours: no gRPC core output before it.
+TEST_F(CliServerTest, MasterOnAPortInUseSaysSoWithoutGrpcsOwnLines) {
+  auto busy = testing::SilentListener::Start();
+  ASSERT_TRUE(busy.ok()) << busy.status().ToString();
+  RunResult r = Lc({"--config", config_, "master", "--listen", (*busy)->address()});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("cannot listen on " + (*busy)->address()), std::string::npos) << r.err;
+  // gRPC core's lines name their source file (chttp2_server.cc:NNN) or dump an error's JSON.
+  EXPECT_EQ(r.err.find(".cc:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("{\"created\""), std::string::npos) << r.err;
+}
+
 // Without --credentials, a server beyond loopback would serve anyone in plain text: it exits 2
 // before starting anything, saying how to fix it (0.0.0.0:0: nothing is bound).
 TEST_F(CliServerTest, NonLoopbackListenWithoutCredentialsExitsTwoSayingHow) {

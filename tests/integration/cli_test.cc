@@ -2,7 +2,9 @@
 // handling, and that secrets never reach stdout or stderr. Mounts: cli_mount_test.cc.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -135,6 +137,61 @@ TEST_F(CliTest, UnreachableEndpointExitsOneAfterRetries) {
                     "http://127.0.0.1:" + std::to_string(port)});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << r.err;
+}
+
+// An endpoint that accepts connections and never answers (a proxy that drops requests, a
+// half-open load balancer): `ls` gives up within its default --timeout of 30 s, naming the
+// endpoint and what it waited for (it used to wait 151 s: five attempts of curl's 30 s stall
+// limit, and say nothing meanwhile).
+TEST_F(CliTest, LsAtAnEndpointThatNeverAnswersFailsWithinTheDefaultTimeoutNamingIt) {
+  auto silent = testing::SilentListener::Start();
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  std::string endpoint = "http://" + (*silent)->address();
+  auto start = Clock::now();
+  RunResult r = Lc({"ls", "s3://cli/", "--endpoint", endpoint}, {}, std::chrono::seconds(120));
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("no answer from " + endpoint + " within 30s while listing s3://cli/"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("--timeout"), std::string::npos) << r.err;
+  EXPECT_LT(took, 90.0) << r.err;
+  std::cout << "ls of an endpoint that never answers failed after " << took << " s\n";
+}
+
+// The same bound, set by --timeout, for `stat` and `cat` of the store, and for the admin commands
+// and `cluster status` at a master that never answers.
+TEST_F(CliTest, EveryCommandAtAPeerThatNeverAnswersEndsWithinItsTimeout) {
+  auto silent = testing::SilentListener::Start();
+  ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  std::string endpoint = "http://" + (*silent)->address();
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"stat", "s3://cli/data/a.txt"}, {"cat", "s3://cli/data/a.txt"}}) {
+    std::vector<std::string> argv = {"--timeout", "2s", "--endpoint", endpoint};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = Lc(argv, {}, std::chrono::seconds(60));
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("no answer from " + endpoint +
+                         " within 2s while asking for "
+                         "s3://cli/data/a.txt"),
+              std::string::npos)
+        << args[0] << ": " << r.err;
+  }
+  std::string master = (*silent)->address();
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"report", "--master", master},
+                                             {"stat", "/ns/a.txt", "--master", master},
+                                             {"load", "/ns/a.txt", "--master", master},
+                                             {"cluster", "status", "--master", master}}) {
+    std::vector<std::string> argv = {"--timeout", "2s"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = Lc(argv, {}, std::chrono::seconds(60));
+    EXPECT_NE(r.exit_code, 0) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(master), std::string::npos) << args[0] << ": " << r.err;
+  }
+  RunResult zero = Lc({"--timeout", "0s", "ls", "s3://cli/"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--timeout '0s'"), std::string::npos) << zero.err;
 }
 
 TEST_F(CliTest, HelpAndVersion) {

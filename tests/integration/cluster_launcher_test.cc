@@ -428,9 +428,11 @@ TEST_F(ClusterLauncherTest, StatusListsEveryWorkerAndAKilledOneAsUnreachable) {
     started.insert(address);
   }
 
-  // TLS by default: without the folder `up` wrote, the master cannot be asked.
+  // TLS by default: without the folder `up` wrote, the master cannot be asked, and the command
+  // says which flag it lacks (a usage error).
   RunResult plain = Lc({"cluster", "status", "--json", "--master", master});
-  EXPECT_EQ(plain.exit_code, 1) << plain.out << plain.err;
+  EXPECT_EQ(plain.exit_code, 2) << plain.out << plain.err;
+  EXPECT_NE(plain.err.find("pass --credentials DIR"), std::string::npos) << plain.err;
   RunResult r = Lc({"cluster", "status", "--json", "--master", master, "--credentials", dir_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json status = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);

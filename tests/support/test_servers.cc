@@ -68,6 +68,23 @@ int FreeLoopbackPort() {
   return port;
 }
 
+Result<std::unique_ptr<SilentListener>> SilentListener::Start() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    return Status::IoError("cannot listen on 127.0.0.1");
+  }
+  return std::unique_ptr<SilentListener>(new SilentListener(fd, ntohs(addr.sin_port)));
+}
+
+SilentListener::~SilentListener() { close(fd_); }
+
 TempDir::TempDir(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
   std::string base = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";

@@ -24,6 +24,25 @@ namespace lakecache::testing {
 // A port that was free on 127.0.0.1 a moment ago (bind to port 0, read it, close); -1 on error.
 int FreeLoopbackPort();
 
+// A TCP listener on 127.0.0.1 that never accepts: the kernel completes connections into its backlog
+// and nothing ever answers them, as behind a proxy that drops requests or a half-open load
+// balancer. Also a port in use. Closed by its destructor.
+class SilentListener {
+ public:
+  static Result<std::unique_ptr<SilentListener>> Start();
+  ~SilentListener();
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  SilentListener(int fd, int port) : fd_(fd), port_(port) {}
+  int fd_;
+  int port_;
+};
+
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
 class TempDir {
  public:
