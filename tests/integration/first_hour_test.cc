@@ -57,8 +57,8 @@ TEST_F(FirstHourTest, UpMountLoadIdleReportStatusDown) {
   std::string master = LastLine(up.out);
 
   std::string mnt = Mountpoint();
-  RunResult mounted = Lc({"mount", mnt, "--master", master, "--credentials", dir_, "--background",
-                          "--log-file", Folder("logs") + "/mount.log"},
+  RunResult mounted = Lc({"--log-file", Folder("logs") + "/mount.log", "mount", mnt, "--master",
+                          master, "--credentials", dir_, "--background"},
                          {kKeepalive});
   ASSERT_EQ(mounted.exit_code, 0) << mounted.out << mounted.err;
   // The mount and the master have listed the namespace root before the dataset is staged.
