@@ -207,7 +207,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!Parse(data, size, &m)) break;
       ClientTable clients(std::chrono::seconds(30));
       clients.Note(m.client());
-      if (clients.Live().size() != (m.client().id().empty() ? 0u : 1u)) __builtin_trap();
+      // Kept when its id and names are within ClientTable's bounds (an id of 1 to 64 bytes, names
+      // of at most 4 KiB), dropped otherwise.
+      const rpc::ClientReport& c = m.client();
+      bool kept = !c.id().empty() && c.id().size() <= 64 && c.host().size() <= 4096 &&
+                  c.mountpoint().size() <= 4096;
+      if (clients.Live().size() != (kept ? 1u : 0u)) __builtin_trap();
       break;
     }
     case 10: {  // MasterService/ListDir
