@@ -31,9 +31,10 @@ std::string Join(const std::string& dir, const std::string& name) {
 
 // An open file: one version of one object, pinned at open.
 struct FileSystem::Handle {
-  Handle(Namespace* n, std::string key, std::string tag, uint64_t bytes, uint64_t block,
-         const ReadAheadOptions& read_ahead_options)
-      : ns(n),
+  Handle(uint64_t inode, Namespace* n, std::string key, std::string tag, uint64_t bytes,
+         uint64_t block, const ReadAheadOptions& read_ahead_options)
+      : ino(inode),
+        ns(n),
         object_key(std::move(key)),
         etag(std::move(tag)),
         size(bytes),
@@ -41,6 +42,7 @@ struct FileSystem::Handle {
         content(MakeContentId(n->name, object_key, etag, block)),
         read_ahead(read_ahead_options) {}
 
+  uint64_t ino;
   Namespace* ns;
   std::string object_key;
   std::string etag;
@@ -113,8 +115,9 @@ void FileSystem::RestoreFromJournal() {
     read_ahead.file_size = f.size;
     read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
     // The version it was opened at: the reader goes on reading the same bytes.
-    handles_.emplace(f.fh, std::make_unique<Handle>(info->ns, info->ns->meta->ObjectKey(info->path),
-                                                    f.etag, f.size, nsc.block_size, read_ahead));
+    handles_.emplace(
+        f.fh, std::make_unique<Handle>(f.ino, info->ns, info->ns->meta->ObjectKey(info->path),
+                                       f.etag, f.size, nsc.block_size, read_ahead));
     ++files;
   }
   spdlog::info("restored {} inodes and {} open files of the previous server",
@@ -240,7 +243,7 @@ Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
   read_ahead.file_size = entry.size;
   read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
   if (hints_ != nullptr) hints_->Opened(MountPath(info->ns, info->path));
-  auto* h = new Handle(info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
+  auto* h = new Handle(ino, info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
   contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
   {
@@ -348,6 +351,23 @@ Status FileSystem::UnknownHandle(uint64_t fh) {
                                  " is not open in this mount (opened before it restarted?)");
 }
 
+Status FileSystem::CheckNotSuperseded(Handle& h) {
+  {
+    MutexLock lock(&etag_mu_);
+    auto it = opened_etag_.find(h.ino);
+    if (it == opened_etag_.end() || it->second.empty() || it->second == h.etag) {
+      return Status::Ok();
+    }
+  }
+  // The kernel keeps one page cache per file: once an open of the new version dropped it, the
+  // old version's bytes read now would land there and be read by the new version's readers.
+  Status changed = Status::PreconditionFailed(
+      h.object_key + ": a newer version (not ETag " + h.etag +
+      ") was opened in this mount since this file was: open it again to read the new version");
+  NoteReadError(h, changed);
+  return changed;
+}
+
 Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> dst) {
   Handle* found = FindHandle(fh);
   if (found == nullptr) {
@@ -362,6 +382,7 @@ Result<size_t> FileSystem::Read(uint64_t fh, uint64_t offset, std::span<char> ds
   }
   Handle& h = *found;
   if (offset >= h.size || dst.empty()) return size_t{0};
+  LC_RETURN_IF_ERROR(CheckNotSuperseded(h));
   ReadAhead(h, offset, std::min<uint64_t>(dst.size(), h.size - offset));
   Result<size_t> n = ReadBlocks(h, offset, dst);
   if (!n.ok()) NoteReadError(h, n.status());
@@ -384,6 +405,7 @@ Result<std::span<const char>> FileSystem::ReadPinned(uint64_t fh, uint64_t offse
     return UnknownHandle(fh);
   }
   Handle& h = *found;
+  LC_RETURN_IF_ERROR(CheckNotSuperseded(h));
   Result<std::span<const char>> out = ReadPinnedSpan(h, offset, scratch, pin);
   if (!out.ok()) NoteReadError(h, out.status());
   if (out.ok()) bytes_read_.fetch_add(out->size(), std::memory_order_relaxed);

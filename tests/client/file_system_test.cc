@@ -748,6 +748,33 @@ TEST_F(FileSystemTest, OpenHandleNeverMixesVersions) {
   fs_->Release(opened->fh);
 }
 
+// The kernel keeps one page cache per file, which an open of a new version drops: the old
+// handle's reads would fill it again with the old bytes, read then by the new version's readers.
+// So once this mount opened a newer version, the old handle reads nothing, cached or not.
+TEST_F(FileSystemTest, AHandleOfAVersionAnOpenSupersededReadsNothing) {
+  std::string old_bytes(2 * kBlockSize, 'o');
+  WriteFile("lake/f", old_bytes);
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  uint64_t ino = InoOf("lake/f");
+  auto old_handle = fs_->Open(ino);
+  ASSERT_TRUE(old_handle.ok());
+  EXPECT_EQ(ReadAll(old_handle->fh, old_bytes.size()), old_bytes);  // every block cached
+
+  std::string new_bytes(old_bytes.size(), 'n');
+  WriteFile("lake/f", new_bytes);
+  clock_.Advance(kTtl);
+  auto new_handle = fs_->Open(ino);
+  ASSERT_TRUE(new_handle.ok());
+  EXPECT_FALSE(new_handle->keep_cache);
+  std::string buf(10, '\0');
+  auto stale = fs_->Read(old_handle->fh, 0, std::span<char>(buf.data(), buf.size()));
+  ASSERT_FALSE(stale.ok()) << "read bytes of a superseded version: " << buf;
+  EXPECT_EQ(stale.status().code(), StatusCode::kPreconditionFailed);
+  EXPECT_EQ(ReadAll(new_handle->fh, new_bytes.size()), new_bytes);
+  fs_->Release(old_handle->fh);
+  fs_->Release(new_handle->fh);
+}
+
 // The store said the object changed: its folder is listed again at once (within the TTL), so a
 // fresh open reads the new version whole.
 TEST_F(FileSystemTest, ChangedObjectIsListedAgainAndReopenReadsTheNewVersion) {
