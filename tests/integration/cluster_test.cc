@@ -200,19 +200,8 @@ TEST_F(ClusterProcessTest, BlocksSpreadByCapacityAndASecondReadFetchesNothing) {
 // worker with its own certificate, the mount with LAKECACHE_CREDENTIALS reads exactly over the
 // TLS bulk path; a mount without credentials cannot reach the master and says how to fix it.
 TEST_F(ClusterProcessTest, CredentialsPutTheClusterUnderTlsAndPlainMountsAreRefused) {
-  credentials_ = dir_->path() + "/credentials";
-  testing::RunResult made = testing::RunCommand({LAKECACHE_BINARY, "cert", "--dir", credentials_});
-  ASSERT_EQ(made.exit_code, 0) << made.err;
-  StartMaster();
-  WorkerProcess w;
-  w.name = "worker-1";
-  w.cache_dir = dir_->path() + "/" + w.name;
-  w.mem_cache = "64MiB";
-  w.cache_size = "256MiB";
-  w.extra_args = {"--credentials", credentials_};
-  workers_.push_back(std::move(w));
-  StartWorker(workers_.back());
-  WaitForView(1, std::chrono::seconds(20));
+  StartTlsCluster();
+  ASSERT_FALSE(HasFatalFailure());
   // Not short-circuit: the worker's cache files on this host would be read directly.
   const std::vector<std::string> remote = {"-o", "client.short_circuit=false"};
   Mount(remote, {"LAKECACHE_CREDENTIALS=" + credentials_});

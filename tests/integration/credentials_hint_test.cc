@@ -42,14 +42,6 @@ class CredentialsHintTest : public testing::ClusterProcessFixture {
     WriteConfig({{kBucket, server_->endpoint(), "64KiB"}});
   }
 
-  // A credentials folder from `lakecache cert` at DIR/NAME.
-  std::string MakeCredentials(const std::string& name) {
-    std::string folder = dir_->path() + "/" + name;
-    RunResult made = RunCommand({LAKECACHE_BINARY, "cert", "--dir", folder});
-    EXPECT_EQ(made.exit_code, 0) << made.err;
-    return folder;
-  }
-
   // `lakecache ARGS` without LAKECACHE_CREDENTIALS or LAKECACHE_MASTER from the environment.
   static RunResult Lc(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {LAKECACHE_BINARY};
@@ -62,22 +54,6 @@ class CredentialsHintTest : public testing::ClusterProcessFixture {
 
   std::string MasterLog() const {
     return testing::ReadFileTail(dir_->path() + "/master.log", 1 << 20);
-  }
-
-  // A master and one worker with credentials_.
-  void StartTlsCluster() {
-    credentials_ = MakeCredentials("credentials");
-    StartMaster();
-    ASSERT_FALSE(master_address_.empty());
-    WorkerProcess w;
-    w.name = "worker-1";
-    w.cache_dir = dir_->path() + "/" + w.name;
-    w.mem_cache = "64MiB";
-    w.cache_size = "256MiB";
-    w.extra_args = {"--credentials", credentials_};
-    workers_.push_back(std::move(w));
-    StartWorker(workers_.back());
-    WaitForView(1, std::chrono::seconds(20));
   }
 };
 

@@ -128,6 +128,30 @@ class ClusterProcessFixture : public ::testing::Test {
     return "";
   }
 
+  // A credentials folder from `lakecache cert` at DIR/NAME.
+  std::string MakeCredentials(const std::string& name) {
+    std::string folder = dir_->path() + "/" + name;
+    RunResult made = RunCommand({LAKECACHE_BINARY, "cert", "--dir", folder});
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    return folder;
+  }
+
+  // A master and one worker under TLS, with the credentials folder DIR/credentials (credentials_).
+  void StartTlsCluster() {
+    credentials_ = MakeCredentials("credentials");
+    StartMaster();
+    ASSERT_FALSE(master_address_.empty());
+    WorkerProcess w;
+    w.name = "worker-1";
+    w.cache_dir = dir_->path() + "/" + w.name;
+    w.mem_cache = "64MiB";
+    w.cache_size = "256MiB";
+    w.extra_args = {"--credentials", credentials_};
+    workers_.push_back(std::move(w));
+    StartWorker(workers_.back());
+    WaitForView(1, std::chrono::seconds(20));
+  }
+
   void StartMaster(const std::string& listen = "127.0.0.1:0") {
     std::vector<std::string> argv = Lakecache("master");
     std::string addr_file = dir_->path() + "/master.addr";
