@@ -196,6 +196,9 @@ TEST_P(WriteTest, ShellToolsWriteFilesAndTrees) {
   ASSERT_FALSE(mnt.empty());
   Sh("echo hello > '" + mnt + "/greeting.txt' && touch '" + mnt + "/empty'");
   EXPECT_EQ(Object("greeting.txt"), "hello\n");
+  // A file closed with nothing written is made at its release, which the kernel sends after
+  // `touch` returned: a moment later (docs/semantics.md).
+  EXPECT_TRUE(WaitFor([&] { return Exists("empty"); }, std::chrono::seconds(30)));
   EXPECT_EQ(Object("empty"), "");
   // touch, then a redirect: an empty object is replaced without allow_overwrite.
   Sh("echo again > '" + mnt + "/empty'");
