@@ -62,6 +62,7 @@ struct FileSystem::Handle {
   uint64_t pinned_index GUARDED_BY(pin_mu) = UINT64_MAX;
   int pinned_tier GUARDED_BY(pin_mu) = -1;  // the tier it came from (its reads are its hits)
   std::atomic<bool> saw_change{false};      // the store sent another version (warned once)
+  std::atomic<bool> superseded{false};      // this mount opened another version since: no reads
 };
 
 FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
@@ -256,10 +257,23 @@ Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
   }
   // While this mount writes the file, its pages hold the new bytes: none are kept.
   bool writing = WriterOf(ino) != nullptr;
-  MutexLock lock(&etag_mu_);
-  std::string& last = opened_etag_[ino];
-  opened.keep_cache = last == entry.etag && !writing;
-  last = writing ? "" : entry.etag;
+  {
+    MutexLock lock(&etag_mu_);
+    std::string& last = opened_etag_[ino];
+    opened.keep_cache = last == entry.etag && !writing;
+    last = writing ? "" : entry.etag;
+  }
+  // The kernel drops the file's page cache at this open: the handles of another version read
+  // nothing from now on, or their bytes would fill it again for this version's readers. Marked
+  // before the open is answered, so before the kernel drops anything.
+  if (!opened.keep_cache) {
+    ReaderMutexLock lock(&handles_mu_);
+    for (const auto& [fh, other] : handles_) {
+      if (other->ino == ino && other->etag != entry.etag) {
+        other->superseded.store(true, std::memory_order_release);
+      }
+    }
+  }
   return opened;
 }
 
@@ -352,13 +366,7 @@ Status FileSystem::UnknownHandle(uint64_t fh) {
 }
 
 Status FileSystem::CheckNotSuperseded(Handle& h) {
-  {
-    MutexLock lock(&etag_mu_);
-    auto it = opened_etag_.find(h.ino);
-    if (it == opened_etag_.end() || it->second.empty() || it->second == h.etag) {
-      return Status::Ok();
-    }
-  }
+  if (!h.superseded.load(std::memory_order_acquire)) return Status::Ok();
   // The kernel keeps one page cache per file: once an open of the new version dropped it, the
   // old version's bytes read now would land there and be read by the new version's readers.
   Status changed = Status::PreconditionFailed(

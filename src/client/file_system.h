@@ -230,7 +230,7 @@ class FileSystem {
   // After a failed read: an object that changed under `h` gets its folder listed again.
   void NoteReadError(Handle& h, const Status& error);
   // kPreconditionFailed once an open in this mount found a newer version of the handle's file.
-  Status CheckNotSuperseded(Handle& h) EXCLUDES(etag_mu_);
+  Status CheckNotSuperseded(Handle& h);
   // Tells the handle's window of a read and starts the prefetches it asks for.
   void ReadAhead(Handle& h, uint64_t offset, uint64_t length);
   // Starts prefetching blocks [first, end) of one object version into staging, consecutive ones
