@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -121,7 +122,31 @@ void EtcdCluster::Kill(int member) {
   m.process.reset();
 }
 
-void EtcdCluster::Pause(int member) { ::kill(members_[member].process->pid(), SIGSTOP); }
+namespace {
+
+// True once every thread of `pid` is stopped: SIGSTOP is delivered to each thread on its own, and one
+// still running may answer a call after kill() returned.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code ec;
+  for (const auto& task : fs::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos || close + 2 >= line.size()) return false;
+    if (line[close + 2] != 'T' && line[close + 2] != 't') return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
+void EtcdCluster::Pause(int member) {
+  pid_t pid = members_[member].process->pid();
+  ::kill(pid, SIGSTOP);
+  while (members_[member].process->Running() && !AllThreadsStopped(pid))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
 void EtcdCluster::Resume(int member) { ::kill(members_[member].process->pid(), SIGCONT); }
 
 Status EtcdCluster::Restart(int member) {
