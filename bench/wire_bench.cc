@@ -12,9 +12,9 @@
 //                 sender writes the header and the block with one sendmsg, the receiver reads
 //                 straight into its buffer;
 // each plain and with TLS 1.3 (gRPC: SslCredentials; framed: OpenSSL, rpc/tls.h), mutual, with a
-// CA and certificate made in a temp dir by rpc::MakeCredentials (as `lakecache cert` makes them).
-// Prints MB/s (10^6 B/s), and CPU-s per GB (10^9 B) of the receiver (this process: getrusage) and
-// of the sender (the server: /proc/PID/stat).
+// CA and certificate made in a temp dir by security::MakeCredentials (as `lakecache cert` makes
+// them). Prints MB/s (10^6 B/s), and CPU-s per GB (10^9 B) of the receiver (this process:
+// getrusage) and of the sender (the server: /proc/PID/stat).
 #include <fcntl.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -42,9 +42,9 @@
 #include "cache/block.h"
 #include "rpc/block_chunk.h"
 #include "rpc/bulk_protocol.h"
-#include "rpc/credentials_dir.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/tls.h"
+#include "security/credentials_dir.h"
 
 namespace lakecache {
 namespace {
@@ -379,7 +379,7 @@ int Main(int argc, char** argv) {
   char tmpl[] = "/tmp/wire-bench-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) return 1;
   std::string tmp = tmpl;
-  if (Status made = rpc::MakeCredentials(tmp); !made.ok()) {
+  if (Status made = security::MakeCredentials(tmp); !made.ok()) {
     std::fprintf(stderr, "wire_bench: %s\n", made.ToString().c_str());
     return 1;
   }

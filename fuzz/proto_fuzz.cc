@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <string>
 
+#include "admin/convert.h"
 #include "jobs/store_sink.h"
 #include "master/client_table.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
-#include "rpc/convert.h"
 #include "rpc/lakecache.pb.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"

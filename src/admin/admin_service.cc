@@ -1,6 +1,6 @@
 #include "admin/admin_service.h"
 
-#include "rpc/convert.h"
+#include "admin/convert.h"
 #include "rpc/grpc_util.h"
 
 namespace lakecache {

@@ -12,8 +12,8 @@
 #include "common/result.h"
 #include "jobs/load_job.h"
 #include "meta/namespace_table.h"
-#include "rpc/auth.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "security/auth.h"
 
 namespace lakecache {
 
@@ -26,7 +26,7 @@ class AdminBackend {
   virtual Result<rpc::Report> GetReport() = 0;
   virtual rpc::HelloResponse Hello() = 0;
   // OK where loads and frees may run here; else the status that says where they run (a master
-  // that follows the cluster's leader redirects to it: rpc/master_set.h).
+  // that follows the cluster's leader redirects to it: master_client/master_set.h).
   virtual grpc::Status LeaderOnly(grpc::ServerContext*) { return grpc::Status::OK; }
   // A load pinned the listings of `path` (and below, `recursive`) in namespace `ns`; a free
   // unpinned them. A cluster keeps the list, so another master that comes to lead pins them too.
@@ -39,7 +39,7 @@ class AdminServiceImpl final : public rpc::AdminService::Service {
   // `authorizer`: every call needs the admin role's token; null (a mount's control socket, where
   // the peer's uid is the check, or a loopback master without credentials): none.
   explicit AdminServiceImpl(AdminBackend* backend,
-                            std::shared_ptr<const rpc::Authorizer> authorizer = nullptr)
+                            std::shared_ptr<const security::Authorizer> authorizer = nullptr)
       : backend_(backend), authorizer_(std::move(authorizer)) {}
 
   grpc::Status Hello(grpc::ServerContext*, const rpc::HelloRequest*,
@@ -66,11 +66,12 @@ class AdminServiceImpl final : public rpc::AdminService::Service {
   Result<Job> StartJob(const std::string& ns, const std::string& path, uint32_t replicas) const;
 
   grpc::Status Allow(const grpc::ServerContext* context, std::string_view method) const {
-    return rpc::Authorize(authorizer_.get(), context, rpc::Roles(rpc::Role::kAdmin), method);
+    return security::Authorize(authorizer_.get(), context, security::Roles(security::Role::kAdmin),
+                               method);
   }
 
   AdminBackend* backend_;
-  std::shared_ptr<const rpc::Authorizer> authorizer_;
+  std::shared_ptr<const security::Authorizer> authorizer_;
   LoadJobTable load_jobs_;
 };
 

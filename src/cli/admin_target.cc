@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/mount_table.h"
-#include "client/mount_admin.h"
+#include "mount/mount_admin.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 

@@ -23,9 +23,9 @@
 #include "cli/credentials_flag.h"
 #include "common/mutex.h"
 #include "common/units.h"
+#include "master_client/master_set.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
-#include "rpc/master_set.h"
 
 namespace lakecache::cli {
 namespace {
@@ -63,13 +63,13 @@ Result<AdminTarget> CacheTarget(const std::string& command, const std::string& p
 
 // --credentials, else those of the cluster mount PATH is in: the cluster is called as the admin
 // role either way. A mount's folder without admin.token is named, with what to pass instead.
-Result<std::shared_ptr<const rpc::ClusterCredentials>> AdminCredentials(
+Result<std::shared_ptr<const security::ClusterCredentials>> AdminCredentials(
     const AdminTarget& target, const AdminCommand& cmd, const std::string& command) {
   if (!cmd.credentials.empty() || target.mount_credentials.empty()) {
-    return OpenCredentials(cmd.credentials, rpc::Role::kAdmin, "lakecache " + command);
+    return OpenCredentials(cmd.credentials, security::Role::kAdmin, "lakecache " + command);
   }
   auto opened =
-      OpenCredentials(target.mount_credentials, rpc::Role::kAdmin, "lakecache " + command);
+      OpenCredentials(target.mount_credentials, security::Role::kAdmin, "lakecache " + command);
   if (opened.ok()) return opened;
   return Status(opened.status().code(),
                 "the mount at " + target.mountpoint + " calls its master with the credentials in " +
@@ -81,7 +81,7 @@ Result<std::shared_ptr<const rpc::ClusterCredentials>> AdminCredentials(
 
 // Where an admin command's calls go: a mount's control socket, plain (its peer's uid is the
 // check), or a cluster's masters over TLS as the admin role when the command has credentials,
-// following the leader (rpc/master_set.h).
+// following the leader (master_client/master_set.h).
 class AdminPeer {
  public:
   using Call = std::function<grpc::Status(rpc::AdminService::Stub&, grpc::ClientContext*)>;
@@ -91,19 +91,18 @@ class AdminPeer {
     AdminPeer peer;
     peer.target_ = target;
     if (target.mount()) {
-      peer.masters_ = std::make_shared<rpc::MasterSet>(
+      peer.masters_ = std::make_shared<MasterSet>(
           std::vector<std::string>{target.address},
           [](const std::string& address) { return rpc::OpenChannel(address); });
       return peer;
     }
-    LC_ASSIGN_OR_RETURN(std::vector<std::string> list,
-                        rpc::ParseMasterList("--master", target.address));
-    LC_ASSIGN_OR_RETURN(std::shared_ptr<const rpc::ClusterCredentials> credentials,
+    LC_ASSIGN_OR_RETURN(std::vector<std::string> list, ParseMasterList("--master", target.address));
+    LC_ASSIGN_OR_RETURN(std::shared_ptr<const security::ClusterCredentials> credentials,
                         AdminCredentials(target, cmd, command));
-    peer.masters_ = std::make_shared<rpc::MasterSet>(
+    peer.masters_ = std::make_shared<MasterSet>(
         std::move(list),
         [credentials](const std::string& address) {
-          return rpc::MasterChannel(address, credentials.get());
+          return security::MasterChannel(address, credentials.get());
         },
         credentials != nullptr ? rpc::Transport::kTls : rpc::Transport::kPlainText);
     return peer;
@@ -113,14 +112,14 @@ class AdminPeer {
   // out a change of leader.
   Status Run(const Call& call, std::chrono::milliseconds timeout) {
     if (target_.mount()) {
-      rpc::MasterSet::Master mount = masters_->Current();
+      MasterSet::Master mount = masters_->Current();
       grpc::ClientContext ctx;
       rpc::SetTimeout(&ctx, timeout);
       auto stub = rpc::AdminService::NewStub(mount.channel);
       return rpc::FromGrpcStatus(call(*stub, &ctx), "mount " + target_.shown);
     }
     return masters_->Call(
-        [&](const rpc::MasterSet::Master& m, grpc::ClientContext* ctx) {
+        [&](const MasterSet::Master& m, grpc::ClientContext* ctx) {
           auto stub = rpc::AdminService::NewStub(m.channel);
           return call(*stub, ctx);
         },
@@ -136,7 +135,7 @@ class AdminPeer {
     return ExplainTimeout(status, Peers(), what, timeout);
   }
 
-  rpc::MasterSet& masters() { return *masters_; }
+  MasterSet& masters() { return *masters_; }
   // "mount /mnt/lake" or "master HOST:PORT": who gave `status`.
   std::string Name(const std::string& address) const {
     return target_.mount() ? "mount " + target_.shown : "master " + address;
@@ -148,7 +147,7 @@ class AdminPeer {
 
  private:
   AdminTarget target_;
-  std::shared_ptr<rpc::MasterSet> masters_;
+  std::shared_ptr<MasterSet> masters_;
 };
 
 std::string TargetKind(const AdminTarget& target) { return target.mount() ? "mount" : "cluster"; }
@@ -521,10 +520,10 @@ int RunLoad(const LoadCommand& cmd) {
   // before the load starts, moves it to another; one that goes away mid-load ends it (rerun).
   bool gave_up = false;       // every master asked, none ran the load: attempts says why
   bool started_late = false;  // cancelled: no answer within --timeout
-  rpc::MasterSet::Attempts attempts(peer->masters(),
-                                    std::chrono::system_clock::now() + kLeaderChangeWait);
+  MasterSet::Attempts attempts(peer->masters(),
+                               std::chrono::system_clock::now() + kLeaderChangeWait);
   for (;;) {
-    rpc::MasterSet::Master master = peer->masters().Current();
+    MasterSet::Master master = peer->masters().Current();
     asked = master.address;
     grpc::ClientContext ctx;
     interrupts.Watch(&ctx);

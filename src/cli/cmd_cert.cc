@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "rpc/x509.h"
+#include "security/x509.h"
 
 namespace lakecache::cli {
 namespace {
@@ -16,7 +16,7 @@ std::string DescribeCertificate(const std::string& path) {
   std::ifstream in(path);
   std::stringstream pem;
   pem << in.rdbuf();
-  Result<rpc::CertificateInfo> info = rpc::ParseCertificate(pem.str());
+  Result<security::CertificateInfo> info = security::ParseCertificate(pem.str());
   if (!info.ok()) return "";
   std::string names;
   for (const std::string& name : info->dns_names) names += (names.empty() ? "" : ", ") + name;
@@ -27,11 +27,11 @@ std::string DescribeCertificate(const std::string& path) {
 }  // namespace
 
 int RunCert(const CertRequest& req) {
-  Result<rpc::CredentialsChange> change = rpc::UpdateCredentials(req.dir, req.options);
+  Result<security::CredentialsChange> change = security::UpdateCredentials(req.dir, req.options);
   if (!change.ok()) return ReportError(change.status());
   for (const std::string& name : change->written) {
     std::string path = req.dir + "/" + name;
-    std::string about = name == rpc::kTlsCertFile ? DescribeCertificate(path) : "";
+    std::string about = name == security::kTlsCertFile ? DescribeCertificate(path) : "";
     std::printf("wrote %s%s\n", path.c_str(), about.c_str());
   }
   for (const std::string& name : change->kept) {

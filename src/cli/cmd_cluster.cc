@@ -24,9 +24,9 @@
 #include "cli/credentials_flag.h"
 #include "cli/metrics_listen.h"
 #include "cli/server_main.h"
-#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "security/credentials_dir.h"
 
 namespace lakecache::cli {
 namespace {
@@ -190,8 +190,8 @@ Status ClusterStart::WaitForWorkers(const std::string& master_address,
                                     const std::string& credentials, Clock::time_point deadline) {
   // Opened after the last fork: gRPC's threads and forking do not mix.
   LC_ASSIGN_OR_RETURN(auto admin,
-                      OpenCredentials(credentials, rpc::Role::kAdmin, "lakecache cluster up"));
-  auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_address, admin.get()));
+                      OpenCredentials(credentials, security::Role::kAdmin, "lakecache cluster up"));
+  auto stub = rpc::MasterService::NewStub(security::MasterChannel(master_address, admin.get()));
   int workers = static_cast<int>(started_.size()) - 1;
   std::string last;  // what the last look found, for the timeout message
   while (true) {
@@ -373,8 +373,8 @@ int StartCluster(ClusterStart& start, const ClusterUpRequest& request, const std
   std::vector<std::string> secure;
   if (!request.insecure) {
     credentials = dir;
-    rpc::CredentialOptions options;
-    if (Status s = rpc::MakeCredentials(credentials, options); !s.ok()) {
+    security::CredentialOptions options;
+    if (Status s = security::MakeCredentials(credentials, options); !s.ok()) {
       return start.Fail(s.WithContext("credentials in " + credentials));
     }
     secure = {"--credentials", credentials};

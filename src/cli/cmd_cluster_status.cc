@@ -13,10 +13,10 @@
 #include "cli/commands.h"
 #include "cli/credentials_flag.h"
 #include "common/units.h"
-#include "rpc/auth.h"
+#include "master_client/master_set.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
-#include "rpc/master_set.h"
+#include "security/auth.h"
 
 namespace lakecache::cli {
 namespace {
@@ -37,10 +37,11 @@ struct WorkerStatus {
   std::string error;                      // why, when it did not
 };
 
-WorkerStatus AskWorker(const rpc::WorkerInfo& listed, const rpc::ClusterCredentials* credentials) {
+WorkerStatus AskWorker(const rpc::WorkerInfo& listed,
+                       const security::ClusterCredentials* credentials) {
   WorkerStatus out{listed, std::nullopt, ""};
-  auto stub =
-      rpc::WorkerService::NewStub(rpc::WorkerChannel(listed.address(), listed.id(), credentials));
+  auto stub = rpc::WorkerService::NewStub(
+      security::WorkerChannel(listed.address(), listed.id(), credentials));
   grpc::ClientContext context;
   rpc::SetTimeout(&context, kStatusCallTimeout);
   rpc::WorkerStats stats;
@@ -58,7 +59,7 @@ WorkerStatus AskWorker(const rpc::WorkerInfo& listed, const rpc::ClusterCredenti
 
 // All workers at once: N silent workers cost one timeout, not N.
 std::vector<WorkerStatus> AskWorkers(const rpc::ClusterView& view,
-                                     const rpc::ClusterCredentials* credentials) {
+                                     const security::ClusterCredentials* credentials) {
   std::vector<std::future<WorkerStatus>> pending;
   for (const rpc::WorkerInfo& w : view.workers()) {
     pending.push_back(std::async(std::launch::async, AskWorker, w, credentials));
@@ -217,22 +218,22 @@ int RunClusterStatus(const ClusterStatusRequest& request) {
         "=HOST:PORT (the address `lakecache cluster up` prints on its last line, or the master's "
         "--listen)"));
   }
-  auto list = rpc::ParseMasterList("--master", request.master);
+  auto list = ParseMasterList("--master", request.master);
   if (!list.ok()) return ReportError(list.status());
   auto credentials =
-      OpenCredentials(request.credentials, rpc::Role::kAdmin, "lakecache cluster status");
+      OpenCredentials(request.credentials, security::Role::kAdmin, "lakecache cluster status");
   if (!credentials.ok()) return ReportError(credentials.status());
   // Every master serves the view: the first that answers does (each gets --timeout, two at most).
-  rpc::MasterSet masters(
+  MasterSet masters(
       std::move(*list),
       [c = *credentials](const std::string& address) {
-        return rpc::MasterChannel(address, c.get());
+        return security::MasterChannel(address, c.get());
       },
       *credentials != nullptr ? rpc::Transport::kTls : rpc::Transport::kPlainText);
   rpc::ClusterView view;
   auto notice = NoticeWaitFor(masters.Describe(), request.timeout);
   Status s = masters.Call(
-      [&](const rpc::MasterSet::Master& m, grpc::ClientContext* context) {
+      [&](const MasterSet::Master& m, grpc::ClientContext* context) {
         return rpc::MasterService::NewStub(m.channel)->GetClusterView(
             context, rpc::ClusterViewRequest(), &view);
       },

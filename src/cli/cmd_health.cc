@@ -15,8 +15,8 @@
 
 #include "cli/commands.h"
 #include "cli/mount_table.h"
-#include "client/mount_admin.h"
 #include "common/units.h"
+#include "mount/mount_admin.h"
 #include "rpc/health.h"
 
 namespace lakecache::cli {

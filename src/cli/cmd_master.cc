@@ -104,7 +104,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
       "list every namespace and its metadata and join workers to the cluster",
       !flags.log_file.empty());
   if (!exposed.ok()) return fail(exposed.status());
-  Result<rpc::HttpEndpointOptions> metrics_options =
+  Result<HttpEndpointOptions> metrics_options =
       MetricsEndpointOptions("lakecache master", req.metrics_listen, req.credentials, req.insecure,
                              !flags.log_file.empty());
   if (!metrics_options.ok()) return fail(metrics_options.status());
@@ -154,7 +154,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return fail(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;
-  std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;
+  std::unique_ptr<HttpEndpoint> metrics_endpoint;
   if (registry != nullptr) {
     auto endpoint = ServeMetrics(*metrics_options, registry.get(), master.StatusPages());
     if (!endpoint.ok()) {

@@ -18,6 +18,7 @@
 
 #include "cache/block_store.h"
 #include "cache/memory_tier.h"
+#include "cli/cache_flags.h"
 #include "cli/cluster_launcher.h"
 #include "cli/commands.h"
 #include "cli/credentials_flag.h"
@@ -25,20 +26,19 @@
 #include "cli/mount_options.h"
 #include "cli/mount_table.h"
 #include "cli/unmount.h"
-#include "client/cluster_client.h"
-#include "client/cluster_store.h"
-#include "client/mount_admin.h"
-#include "client/mount_holder.h"
-#include "client/mount_journal.h"
-#include "client/mount_metrics.h"
-#include "client/node_tier.h"
-#include "common/cache_flags.h"
+#include "cluster_client/cluster_client.h"
+#include "cluster_client/cluster_store.h"
+#include "cluster_client/node_tier.h"
 #include "common/logging.h"
 #include "common/rendezvous.h"
+#include "fs/mount_journal.h"
 #include "fuse/fuse_connection.h"
 #include "fuse/fuse_mount.h"
 #include "meta/namespace_table.h"
-#include "rpc/x509.h"
+#include "mount/mount_admin.h"
+#include "mount/mount_holder.h"
+#include "mount/mount_metrics.h"
+#include "security/x509.h"
 #include "ufs/retrying_store.h"
 
 namespace lakecache::cli {
@@ -214,7 +214,7 @@ struct Mounted {
   std::shared_ptr<BlockStore> blocks;
   std::unique_ptr<MountAdmin> admin;  // the control socket
   metrics::Registry::Registration collector;
-  std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;  // destroyed first
+  std::unique_ptr<HttpEndpoint> metrics_endpoint;  // destroyed first
 };
 
 // 16 random hex digits: a name for this server process in its reports to the master.
@@ -259,7 +259,7 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
                                  ? ClusterClientOptions::Transport::kGrpc
                                  : ClusterClientOptions::Transport::kBulk;
   LC_ASSIGN_OR_RETURN(client_options.credentials,
-                      OpenCredentials(req.credentials, rpc::Role::kClient, "lakecache mount"));
+                      OpenCredentials(req.credentials, security::Role::kClient, "lakecache mount"));
   client_options.connect_timeout = timeout;
   auto notice = NoticeWaitFor("the master at " + req.master, timeout);
   LC_ASSIGN_OR_RETURN(std::shared_ptr<ClusterClient> client,
@@ -397,7 +397,7 @@ Status AdoptConnection(FuseMount& mount, const MountRequest& req, HolderLink* li
   if (!std::filesystem::exists(req.fuse_init, ec)) {
     std::string path = req.fuse_init;
     return mount.Adopt(req.fuse_fd, req.mountpoint, nullptr, [path](const FuseInit& init) {
-      Status s = rpc::WriteFileAtomically(path, EncodeFuseInit(init), 0600);
+      Status s = security::WriteFileAtomically(path, EncodeFuseInit(init), 0600);
       if (!s.ok()) spdlog::error("cannot save the FUSE INIT: {}", s.message());
     });
   }
@@ -412,7 +412,7 @@ Status AdoptConnection(FuseMount& mount, const MountRequest& req, HolderLink* li
 Result<Mounted> Finish(Prepared p, const MountRequest& req, const MountOptions& options,
                        HolderLink* link, std::unique_ptr<metrics::Registry> registry) {
   Config& config = p.config;
-  LC_ASSIGN_OR_RETURN(rpc::HttpEndpointOptions metrics_options,
+  LC_ASSIGN_OR_RETURN(HttpEndpointOptions metrics_options,
                       MetricsEndpointOptions("lakecache mount", req.metrics_listen, req.credentials,
                                              req.insecure, true));
   auto budget = std::make_shared<MemoryBudget>(config.client.memory_budget);
@@ -623,7 +623,7 @@ Result<std::unique_ptr<HeldConnection>> MountHeld(const std::string& mountpoint,
   return std::unique_ptr<HeldConnection>(std::move(conn));
 }
 
-// `lakecache mount`: this process holds the mount (client/mount_holder.h) and supervises its
+// `lakecache mount`: this process holds the mount (mount/mount_holder.h) and supervises its
 // server; `on_serving` runs once the first server serves.
 int RunSupervised(const CliContext& ctx, const MountRequest& req,
                   std::function<void()> on_serving) {

@@ -3,10 +3,10 @@
 
 #include <cstdio>
 
+#include "cli/cache_flags.h"
 #include "cli/commands.h"
 #include "cli/metrics_listen.h"
 #include "cli/server_main.h"
-#include "common/cache_flags.h"
 #include "rpc/grpc_util.h"
 #include "worker/worker_server.h"
 
@@ -35,7 +35,7 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
       CheckPlainTextExposure("lakecache worker", listens, !req.credentials.empty(), req.insecure,
                              "read every cached byte", !flags.log_file.empty());
   if (!exposed.ok()) return fail(exposed.status());
-  Result<rpc::HttpEndpointOptions> metrics_options =
+  Result<HttpEndpointOptions> metrics_options =
       MetricsEndpointOptions("lakecache worker", req.metrics_listen, req.credentials, req.insecure,
                              !flags.log_file.empty());
   if (!metrics_options.ok()) return fail(metrics_options.status());
@@ -59,7 +59,7 @@ int RunWorker(const GlobalFlags& flags, const WorkerRequest& req) {
   BlockTerminationSignals();  // before any thread starts
   Result<std::unique_ptr<WorkerServer>> worker = WorkerServer::Start(*config, options);
   if (!worker.ok()) return fail(worker.status());
-  std::unique_ptr<rpc::HttpEndpoint> metrics_endpoint;
+  std::unique_ptr<HttpEndpoint> metrics_endpoint;
   if (registry != nullptr) {
     auto endpoint = ServeMetrics(*metrics_options, registry.get());
     if (!endpoint.ok()) return fail(endpoint.status());

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/cache_flags.h"
 #include "cli/cli_context.h"
-#include "common/cache_flags.h"
-#include "rpc/credentials_dir.h"
+#include "security/credentials_dir.h"
 
 namespace lakecache::cli {
 
@@ -31,7 +31,8 @@ constexpr char kDefaultMasterListen[] = "127.0.0.1:7400";
 constexpr char kDefaultWorkerListen[] = "127.0.0.1:0";  // any free port; registered with the master
 constexpr char kEtcdPasswordEnv[] = "LAKECACHE_ETCD_PASSWORD";  // --etcd-user's password
 constexpr char kMasterEnv[] = "LAKECACHE_MASTER";               // stands in for --master everywhere
-// Stands in for --credentials DIR (the cluster's CA, certificates and role tokens: rpc/auth.h).
+// Stands in for --credentials DIR (the cluster's CA, certificates and role tokens:
+// security/auth.h).
 constexpr char kCredentialsEnv[] = "LAKECACHE_CREDENTIALS";
 
 struct MasterRequest {
@@ -114,8 +115,8 @@ struct MountRequest {
   // Adopt), with the INIT saved in fuse_init (replayed when the file exists, else captured there).
   int fuse_fd = -1;
   std::string fuse_init;
-  int state_fd = -1;  // the held MountJournal (client/mount_journal.h) the servers share
-  // --holder SOCKET: serve the mount the holder there keeps (client/mount_holder.h); with
+  int state_fd = -1;  // the held MountJournal (fs/mount_journal.h) the servers share
+  // --holder SOCKET: serve the mount the holder there keeps (mount/mount_holder.h); with
   // --takeover, the holder to ask.
   std::string holder;
   bool takeover = false;          // --takeover MOUNTPOINT: this binary takes the live mount over
@@ -164,10 +165,10 @@ int RunFree(const AdminCommand& cmd);
 int RunPathStat(const AdminCommand& cmd);
 
 struct CertRequest {
-  std::string dir;                 // --dir: the credentials folder
-  rpc::CredentialOptions options;  // --name, --days, --renew, --force
+  std::string dir;                      // --dir: the credentials folder
+  security::CredentialOptions options;  // --name, --days, --renew, --force
 };
-// Makes the credentials folder's missing files, or renews tls.crt (rpc/credentials_dir.h), and
+// Makes the credentials folder's missing files, or renews tls.crt (security/credentials_dir.h), and
 // prints which files it wrote and kept, never what is in them.
 int RunCert(const CertRequest& request);
 

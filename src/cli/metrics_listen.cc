@@ -11,11 +11,11 @@
 
 namespace lakecache::cli {
 
-Result<rpc::HttpEndpointOptions> MetricsEndpointOptions(const std::string& command,
-                                                        const std::string& listen,
-                                                        const std::string& credentials,
-                                                        bool insecure, bool log_file) {
-  rpc::HttpEndpointOptions options;
+Result<HttpEndpointOptions> MetricsEndpointOptions(const std::string& command,
+                                                   const std::string& listen,
+                                                   const std::string& credentials, bool insecure,
+                                                   bool log_file) {
+  HttpEndpointOptions options;
   options.listen = listen;
   if (listen.empty()) return options;
   LC_RETURN_IF_ERROR(rpc::CheckListenAddress("--metrics-listen", listen));
@@ -38,10 +38,10 @@ Result<rpc::HttpEndpointOptions> MetricsEndpointOptions(const std::string& comma
   return options;
 }
 
-Status CheckMetricsListen(const rpc::HttpEndpointOptions& options) {
+Status CheckMetricsListen(const HttpEndpointOptions& options) {
   if (options.listen.empty()) return Status::Ok();
   metrics::Registry registry;
-  return rpc::HttpEndpoint::Start(options, &registry).status();  // and closed again at once
+  return HttpEndpoint::Start(options, &registry).status();  // and closed again at once
 }
 
 std::unique_ptr<metrics::Registry> MakeMetricsRegistry(const std::string& listen) {
@@ -54,14 +54,13 @@ std::unique_ptr<metrics::Registry> MakeMetricsRegistry(const std::string& listen
   return registry;
 }
 
-Result<std::unique_ptr<rpc::HttpEndpoint>> ServeMetrics(const rpc::HttpEndpointOptions& options,
-                                                        const metrics::Registry* registry,
-                                                        std::map<std::string, rpc::HttpPage> pages,
-                                                        std::chrono::milliseconds bind_wait) {
+Result<std::unique_ptr<HttpEndpoint>> ServeMetrics(const HttpEndpointOptions& options,
+                                                   const metrics::Registry* registry,
+                                                   std::map<std::string, HttpPage> pages,
+                                                   std::chrono::milliseconds bind_wait) {
   auto give_up = std::chrono::steady_clock::now() + bind_wait;
   while (true) {
-    Result<std::unique_ptr<rpc::HttpEndpoint>> endpoint =
-        rpc::HttpEndpoint::Start(options, registry, pages);
+    Result<std::unique_ptr<HttpEndpoint>> endpoint = HttpEndpoint::Start(options, registry, pages);
     if (endpoint.ok()) {
       spdlog::info("metrics on http://{}/metrics{}", (*endpoint)->address(),
                    options.token_path.empty() ? "" : " (the metrics token is required)");

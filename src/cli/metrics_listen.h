@@ -13,7 +13,7 @@
 
 #include "common/metrics.h"
 #include "common/result.h"
-#include "rpc/http_endpoint.h"
+#include "http/http_endpoint.h"
 
 namespace lakecache::cli {
 
@@ -22,14 +22,14 @@ inline constexpr char kMetricsTokenFile[] = "metrics.token";
 
 // What the endpoint at `listen` checks; an InvalidArgument (exit 2) that says how to fix a
 // listen address beyond loopback that may not be served. `command`: "lakecache worker".
-Result<rpc::HttpEndpointOptions> MetricsEndpointOptions(const std::string& command,
-                                                        const std::string& listen,
-                                                        const std::string& credentials,
-                                                        bool insecure, bool log_file);
+Result<HttpEndpointOptions> MetricsEndpointOptions(const std::string& command,
+                                                   const std::string& listen,
+                                                   const std::string& credentials, bool insecure,
+                                                   bool log_file);
 
 // Whether the endpoint of `options` can listen now: a mount checks before it mounts, so that a
 // port in use fails the command at once, not once mounted (its server starts the endpoint later).
-Status CheckMetricsListen(const rpc::HttpEndpointOptions& options);
+Status CheckMetricsListen(const HttpEndpointOptions& options);
 
 // A registry with lakecache_build_info, for a daemon given --metrics-listen; null without one
 // (metrics off: nothing recorded).
@@ -37,9 +37,9 @@ std::unique_ptr<metrics::Registry> MakeMetricsRegistry(const std::string& listen
 
 // Starts the endpoint; a port still held by a predecessor (a mount's takeover) is retried for up
 // to `bind_wait`. Logs where it serves.
-Result<std::unique_ptr<rpc::HttpEndpoint>> ServeMetrics(
-    const rpc::HttpEndpointOptions& options, const metrics::Registry* registry,
-    std::map<std::string, rpc::HttpPage> pages = {},
+Result<std::unique_ptr<HttpEndpoint>> ServeMetrics(
+    const HttpEndpointOptions& options, const metrics::Registry* registry,
+    std::map<std::string, HttpPage> pages = {},
     std::chrono::milliseconds bind_wait = std::chrono::milliseconds(0));
 
 }  // namespace lakecache::cli

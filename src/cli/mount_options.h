@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "client/file_system.h"
 #include "common/result.h"
+#include "fs/file_system.h"
 #include "fuse/fuse_mount.h"
 
 namespace lakecache::cli {

@@ -11,7 +11,7 @@
 #include "cli/cli_context.h"
 #include "common/mutex.h"
 #include "rpc/advertise.h"
-#include "rpc/x509.h"
+#include "security/x509.h"
 
 namespace lakecache::cli {
 namespace {
@@ -132,7 +132,7 @@ Result<std::string> ResolveAdvertise(const std::string& flag_value) {
 }
 
 Status WriteAddressFile(const std::string& path, const std::string& address) {
-  return rpc::WriteFileAtomically(path, address, 0644).WithContext("--address-file");
+  return security::WriteFileAtomically(path, address, 0644).WithContext("--address-file");
 }
 
 }  // namespace lakecache::cli

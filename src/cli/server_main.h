@@ -55,8 +55,8 @@ Result<bool> CheckPlainTextExposure(const std::string& command,
 // naming --advertise or POD_IP.
 Result<std::string> ResolveAdvertise(const std::string& flag_value);
 
-// Writes `address` (no newline) to `path` atomically (rpc::WriteFileAtomically), so a reader sees
-// the whole address or no file at all.
+// Writes `address` (no newline) to `path` atomically (security::WriteFileAtomically), so a reader
+// sees the whole address or no file at all.
 Status WriteAddressFile(const std::string& path, const std::string& address);
 
 }  // namespace lakecache::cli

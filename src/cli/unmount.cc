@@ -17,8 +17,8 @@
 #include <fstream>
 
 #include "cli/mount_table.h"
-#include "client/mount_admin.h"
-#include "client/mount_holder.h"
+#include "mount/mount_admin.h"
+#include "mount/mount_holder.h"
 #include "rpc/unix_socket.h"
 
 extern char** environ;

@@ -1,6 +1,6 @@
 // Unmounting a lakecache mount, and waiting until the processes that served it are gone.
 //
-// A mount is two processes (client/mount_holder.h): its holder and its server. The kernel drops a
+// A mount is two processes (mount/mount_holder.h): its holder and its server. The kernel drops a
 // mount at once, but both take a moment to notice and exit, and until the holder has, its socket
 // answers: a `mount` of the same folder then finds "a holder already listens". So their pids are
 // read while the mount is there, from their own sockets (SO_PEERCRED on a connection that sends

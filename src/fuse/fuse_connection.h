@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "client/mount_holder.h"
 #include "common/result.h"
 #include "fuse/fuse_mount.h"
+#include "fuse/held_connection.h"
 
 struct fuse_session;
 

@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include "client/file_system.h"
 #include "common/metrics.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "fs/file_system.h"
 
 struct fuse_session;
 struct fuse_lowlevel_ops;

@@ -2,7 +2,7 @@
 
 #include <future>
 
-#include "meta/block_fetch.h"
+#include "fetch/block_fetch.h"
 
 namespace lakecache {
 

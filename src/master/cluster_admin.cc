@@ -4,10 +4,10 @@
 
 #include <atomic>
 
+#include "admin/convert.h"
 #include "cache/block_key.h"
 #include "common/rendezvous.h"
 #include "master/worker_registry.h"
-#include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 
 namespace lakecache {
@@ -213,7 +213,7 @@ std::shared_ptr<rpc::WorkerService::Stub> ClusterAdmin::Stub(const rpc::WorkerIn
   auto& stub = stubs_[worker.id() + "@" + worker.address()];
   if (stub == nullptr) {
     stub = rpc::WorkerService::NewStub(
-        rpc::WorkerChannel(worker.address(), worker.id(), credentials_.get()));
+        security::WorkerChannel(worker.address(), worker.id(), credentials_.get()));
   }
   return stub;
 }

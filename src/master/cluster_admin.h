@@ -15,7 +15,7 @@
 #include "admin/admin_service.h"
 #include "common/mutex.h"
 #include "meta/namespace_table.h"
-#include "rpc/auth.h"
+#include "security/auth.h"
 
 namespace lakecache {
 
@@ -25,7 +25,7 @@ class ClusterAdmin final : public AdminBackend {
  public:
   // `credentials`: the master role's, for its calls to the workers; null: plain text.
   ClusterAdmin(const NamespaceTable& namespaces, WorkerRegistry& registry,
-               std::shared_ptr<const rpc::ClusterCredentials> credentials = nullptr)
+               std::shared_ptr<const security::ClusterCredentials> credentials = nullptr)
       : namespaces_(namespaces), registry_(registry), credentials_(std::move(credentials)) {}
 
   const NamespaceTable& namespaces() const override { return namespaces_; }
@@ -56,7 +56,7 @@ class ClusterAdmin final : public AdminBackend {
  private:
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
-  std::shared_ptr<const rpc::ClusterCredentials> credentials_;
+  std::shared_ptr<const security::ClusterCredentials> credentials_;
   std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
   PinFn pins_;
   Mutex mu_;

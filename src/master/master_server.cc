@@ -18,15 +18,15 @@
 #include "master/cluster_admin.h"
 #include "master/status_board.h"
 #include "master/worker_registry.h"
+#include "master_client/master_set.h"
 #include "membership/etcd_membership.h"
 #include "membership/leader_election.h"
 #include "meta/namespace_table.h"
 #include "rpc/advertise.h"
-#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
-#include "rpc/master_set.h"
-#include "rpc/x509.h"
+#include "security/auth.h"
+#include "security/x509.h"
 
 namespace lakecache {
 namespace {
@@ -51,7 +51,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
  public:
   // `authorizer` and `credentials_dir` are null / empty for a master without credentials.
   Service(const NamespaceTable& namespaces, WorkerRegistry& registry, ClientTable& clients,
-          const ClusterConfig& cluster, const rpc::Authorizer* authorizer,
+          const ClusterConfig& cluster, const security::Authorizer* authorizer,
           std::string credentials_dir, bool insecure)
       : namespaces_(namespaces),
         registry_(registry),
@@ -124,7 +124,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   grpc::Status IssueCertificate(grpc::ServerContext* ctx, const rpc::CertificateRequest* req,
                                 rpc::CertificateResponse* resp) override {
     if (grpc::Status denied =
-            Allow(ctx, rpc::Roles(rpc::Role::kWorker), "MasterService/IssueCertificate");
+            Allow(ctx, security::Roles(security::Role::kWorker), "MasterService/IssueCertificate");
         !denied.ok()) {
       return denied;
     }
@@ -133,10 +133,10 @@ class MasterServer::Service final : public rpc::MasterService::Service {
                           "IssueCertificate: this master runs without credentials and issues no "
                           "certificates");
     }
-    Result<std::string> fingerprint = rpc::CsrFingerprint(req->csr_pem());
+    Result<std::string> fingerprint = security::CsrFingerprint(req->csr_pem());
     if (!fingerprint.ok()) return rpc::ToGrpcStatus(fingerprint.status());
-    std::string id = rpc::WorkerIdFromFingerprint(*fingerprint);
-    rpc::CertificateAuthority ca;
+    std::string id = security::WorkerIdFromFingerprint(*fingerprint);
+    security::CertificateAuthority ca;
     for (auto [name, out] : {std::pair{"ca.crt", &ca.cert_pem}, std::pair{"ca.key", &ca.key_pem}}) {
       std::ifstream in(credentials_dir_ + "/" + name);
       std::stringstream text;
@@ -150,7 +150,8 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     }
     auto validity =
         std::chrono::duration_cast<std::chrono::seconds>(cluster_.worker_certificate_validity);
-    Result<std::string> cert = rpc::SignCsr(ca, req->csr_pem(), {rpc::WorkerTlsName(id)}, validity);
+    Result<std::string> cert =
+        security::SignCsr(ca, req->csr_pem(), {security::WorkerTlsName(id)}, validity);
     if (!cert.ok()) return rpc::ToGrpcStatus(cert.status());
     resp->set_worker_id(id);
     resp->set_certificate_pem(*cert);
@@ -158,7 +159,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
     resp->set_not_after_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
                                (std::chrono::system_clock::now() + validity).time_since_epoch())
                                .count());
-    spdlog::info("issued worker {} a certificate for {}, valid {}", id, rpc::WorkerTlsName(id),
+    spdlog::info("issued worker {} a certificate for {}, valid {}", id, security::WorkerTlsName(id),
                  FormatDuration(cluster_.worker_certificate_validity));
     return grpc::Status::OK;
   }
@@ -207,7 +208,8 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   // that lists the folder next sees it (theirs revalidate with their TTL).
   grpc::Status NoteWrite(grpc::ServerContext* ctx, const rpc::NoteWriteRequest* req,
                          rpc::NoteWriteResponse*) override {
-    if (grpc::Status denied = Allow(ctx, rpc::Roles(rpc::Role::kClient), "MasterService/NoteWrite");
+    if (grpc::Status denied =
+            Allow(ctx, security::Roles(security::Role::kClient), "MasterService/NoteWrite");
         !denied.ok()) {
       return denied;
     }
@@ -294,11 +296,12 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   }
 
   // Listings and the view: mounts, admin commands, and the workers' own tools.
-  static constexpr rpc::RoleSet kReaders = rpc::Roles(rpc::Role::kClient, rpc::Role::kAdmin);
+  static constexpr security::RoleSet kReaders =
+      security::Roles(security::Role::kClient, security::Role::kAdmin);
 
-  grpc::Status Allow(const grpc::ServerContext* ctx, rpc::RoleSet roles,
+  grpc::Status Allow(const grpc::ServerContext* ctx, security::RoleSet roles,
                      std::string_view method) const {
-    return rpc::Authorize(authorizer_, ctx, roles, method);
+    return security::Authorize(authorizer_, ctx, roles, method);
   }
 
   // A worker's Register or Heartbeat: the worker role's token, over a connection whose client
@@ -306,11 +309,12 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   // cut to it.
   grpc::Status CheckWorker(const grpc::ServerContext* ctx, std::string_view method,
                            rpc::WorkerInfo* worker) const {
-    if (grpc::Status denied = Allow(ctx, rpc::Roles(rpc::Role::kWorker), method); !denied.ok()) {
+    if (grpc::Status denied = Allow(ctx, security::Roles(security::Role::kWorker), method);
+        !denied.ok()) {
       return denied;
     }
     if (authorizer_ != nullptr &&
-        !rpc::PeerCertificateNames(ctx, rpc::WorkerTlsName(worker->id()))) {
+        !security::PeerCertificateNames(ctx, security::WorkerTlsName(worker->id()))) {
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                           std::string(method) + ": worker id '" + worker->id() +
                               "' is not the id of the certificate this worker presented (a "
@@ -335,7 +339,7 @@ class MasterServer::Service final : public rpc::MasterService::Service {
   std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
   ClientTable& clients_;
   const ClusterConfig& cluster_;
-  const rpc::Authorizer* authorizer_;
+  const security::Authorizer* authorizer_;
   std::string credentials_dir_;
   const bool insecure_;
   // Known once the server listens, when calls may already come.
@@ -394,11 +398,12 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                        dir + "` makes them)");
       }
     }
-    LC_ASSIGN_OR_RETURN(master->credentials_,
-                        rpc::ClusterCredentials::Open(dir, rpc::Role::kMaster, "lakecache master"));
-    master->authorizer_ = rpc::Authorizer::FromFolder(dir);
-    tls = rpc::ServerTls(dir + "/tls.key", dir + "/tls.crt", dir + "/ca.crt",
-                         /*verify_clients=*/true);
+    LC_ASSIGN_OR_RETURN(
+        master->credentials_,
+        security::ClusterCredentials::Open(dir, security::Role::kMaster, "lakecache master"));
+    master->authorizer_ = security::Authorizer::FromFolder(dir);
+    tls = security::ServerTls(dir + "/tls.key", dir + "/tls.crt", dir + "/ca.crt",
+                              /*verify_clients=*/true);
   }
   if (!options.etcd.endpoints.empty()) {
     EtcdOptions etcd = options.etcd;
@@ -518,7 +523,7 @@ grpc::Status MasterServer::LeaderOnly(grpc::ServerContext* context) const {
   }
   std::string leader = election->leader();
   if (leader == address_) leader.clear();  // our key, its lease lapsing
-  return rpc::RedirectToLeader(context, address_, leader, "an election is under way");
+  return RedirectToLeader(context, address_, leader, "an election is under way");
 }
 
 std::string MasterServer::PinKey(const std::string& ns, const std::string& path) const {
@@ -648,8 +653,8 @@ rpc::HealthState MasterServer::Health() {
                     role};
 }
 
-std::map<std::string, rpc::HttpPage> MasterServer::StatusPages() {
-  return status_ != nullptr ? status_->Pages() : std::map<std::string, rpc::HttpPage>{};
+std::map<std::string, HttpPage> MasterServer::StatusPages() {
+  return status_ != nullptr ? status_->Pages() : std::map<std::string, HttpPage>{};
 }
 
 void MasterServer::Shutdown() {

@@ -23,9 +23,9 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
+#include "http/http_endpoint.h"
 #include "membership/etcd_client.h"
 #include "rpc/health.h"
-#include "rpc/http_endpoint.h"
 #include "ufs/store_factory.h"
 
 namespace grpc {
@@ -43,15 +43,15 @@ class AdminServiceImpl;
 class StatusBoard;
 class EtcdMembership;
 class LeaderElection;
-namespace rpc {
+namespace security {
 class Authorizer;
 class ClusterCredentials;
-}  // namespace rpc
+}  // namespace security
 
 struct MasterOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
   StoreOptions store;  // how the namespaces' object stores are reached
-  // The credentials folder (rpc/auth.h): TLS with tls.crt/tls.key, every call checked against
+  // The credentials folder (security/auth.h): TLS with tls.crt/tls.key, every call checked against
   // the role tokens, worker certificates issued with ca.key. Empty: plain text, no checks.
   std::string credentials;
   // HOST:PORT announced instead of the bound address (port 0: the bound port); empty: the bound
@@ -88,14 +88,14 @@ class MasterServer {
   const std::string& address() const { return address_; }
 
   // The status page's paths (StatusBoard::Pages); none without MasterOptions::metrics.
-  std::map<std::string, rpc::HttpPage> StatusPages();
+  std::map<std::string, HttpPage> StatusPages();
 
   // With etcd: whether this master leads, and the leader's address (empty while unknown).
   // Without: it leads, alone.
   bool leading() const;
   std::string leader() const;
   // OK on the leader (and on a master without etcd); on a follower the redirect to the leader
-  // (rpc::RedirectToLeader) for a call only the leader serves.
+  // (RedirectToLeader) for a call only the leader serves.
   grpc::Status LeaderOnly(grpc::ServerContext* context) const;
 
   // Serving, with its namespaces and live workers in words, for the health check.
@@ -128,8 +128,8 @@ class MasterServer {
   // election_ for the calls served: set once it runs (the server serves before that).
   std::atomic<const LeaderElection*> elected_{nullptr};
   std::unique_ptr<ClientTable> clients_;  // the cluster mounts' reports
-  std::shared_ptr<const rpc::Authorizer> authorizer_;
-  std::shared_ptr<const rpc::ClusterCredentials> credentials_;
+  std::shared_ptr<const security::Authorizer> authorizer_;
+  std::shared_ptr<const security::ClusterCredentials> credentials_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<ClusterAdmin> admin_backend_;
   std::unique_ptr<AdminServiceImpl> admin_;

@@ -273,7 +273,7 @@ void StatusBoard::AddMetrics(metrics::Sink& sink) const {
              static_cast<double>(namespaces_->names().size()));
 }
 
-std::map<std::string, rpc::HttpPage> StatusBoard::Pages() {
+std::map<std::string, HttpPage> StatusBoard::Pages() {
   auto page = [this] {
     std::string data = StatusJson();
     // Inside <script>: "</" would end it.
@@ -286,13 +286,12 @@ std::map<std::string, rpc::HttpPage> StatusBoard::Pages() {
     std::string html = kStatusPageHtml;
     size_t at = html.find(kPlaceholder);
     if (at != std::string::npos) html.replace(at, sizeof(kPlaceholder) - 1, escaped);
-    return rpc::HttpReply{200, "text/html; charset=utf-8", std::move(html)};
+    return HttpReply{200, "text/html; charset=utf-8", std::move(html)};
   };
-  return {{"/", page},
-          {"/status", page},
-          {"/status.json", [this] {
-             return rpc::HttpReply{200, "application/json", StatusJson()};
-           }}};
+  return {
+      {"/", page}, {"/status", page}, {"/status.json", [this] {
+                                         return HttpReply{200, "application/json", StatusJson()};
+                                       }}};
 }
 
 }  // namespace lakecache

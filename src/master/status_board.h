@@ -34,7 +34,7 @@
 #include "admin/load_jobs.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
-#include "rpc/http_endpoint.h"
+#include "http/http_endpoint.h"
 #include "rpc/lakecache.pb.h"
 
 namespace lakecache {
@@ -62,7 +62,7 @@ class StatusBoard {
   StatusBoard& operator=(const StatusBoard&) = delete;
 
   // "/" and "/status" (the page), "/status.json" (what it shows, as JSON).
-  std::map<std::string, rpc::HttpPage> Pages();
+  std::map<std::string, HttpPage> Pages();
 
   // The status as JSON text (the page's data).
   std::string StatusJson() const;

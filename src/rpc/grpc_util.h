@@ -39,7 +39,7 @@ grpc::Status ToGrpcStatus(const Status& status);
 Status FromGrpcStatus(const grpc::Status& status, std::string_view peer);
 
 // A channel that reconnects quickly after its peer restarts and accepts messages up to 64 MiB,
-// with `credentials` (rpc/auth.h: TLS and a role's token) verifying the peer's certificate
+// with `credentials` (security/auth.h: TLS and a role's token) verifying the peer's certificate
 // against `peer_name` instead of the address dialled (empty: the address).
 std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address,
                                            std::shared_ptr<grpc::ChannelCredentials> credentials,

@@ -1,7 +1,7 @@
 // TlsContext: the TLS settings of one side of the bulk data path. TLS 1.3 only. A server
-// presents its certificate (a worker's own, rpc/auth.h); a client checks it against the cluster
-// CA and the server's name (the host it dials, or an override), and then proves its role with a
-// token (the hello of block_frame.h), not a certificate. The files are watched: a renewed
+// presents its certificate (a worker's own, security/auth.h); a client checks it against the
+// cluster CA and the server's name (the host it dials, or an override), and then proves its role
+// with a token (the hello of block_frame.h), not a certificate. The files are watched: a renewed
 // certificate or CA is used by new connections (checked at most once a second), so certificates
 // rotate without a restart. Thread-safe; shared by every connection of a process.
 #pragma once

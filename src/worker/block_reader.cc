@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cache/block_key.h"
-#include "meta/block_fetch.h"
+#include "fetch/block_fetch.h"
 #include "rpc/lakecache.pb.h"
 
 namespace lakecache {

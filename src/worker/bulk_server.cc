@@ -119,7 +119,7 @@ bool BulkServer::Admitted(rpc::BulkConnection& connection) {
   if (options_.authorizer == nullptr) return true;
   Result<std::string> token = rpc::NextHello(connection, deadline);
   Status verdict = token.ok() ? options_.authorizer->CheckToken(
-                                    *token, rpc::Roles(rpc::Role::kClient), "a bulk read")
+                                    *token, security::Roles(security::Role::kClient), "a bulk read")
                               : Status::Unauthenticated(
                                     "a bulk read needs the client role; the "
                                     "connection did not start with a hello");

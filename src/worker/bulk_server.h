@@ -19,9 +19,9 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
-#include "rpc/auth.h"
 #include "rpc/bulk_connection.h"
 #include "rpc/tls.h"
+#include "security/auth.h"
 #include "worker/block_reader.h"
 
 namespace lakecache {
@@ -30,7 +30,7 @@ struct BulkServerOptions {
   std::string listen = "127.0.0.1:0";          // HOST:PORT; port 0: any free port
   std::shared_ptr<const rpc::TlsContext> tls;  // a server context; null: plain text
   // With it, a connection starts with a hello carrying the client role's token; null: none.
-  std::shared_ptr<const rpc::Authorizer> authorizer;
+  std::shared_ptr<const security::Authorizer> authorizer;
   // Each request timed, from its arrival to its reply written
   // (lakecache_worker_rpc_duration_seconds {method="BulkRead"}); default: not timed.
   metrics::Histogram request_duration;

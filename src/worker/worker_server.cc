@@ -14,17 +14,17 @@
 #include <random>
 #include <sstream>
 
+#include "admin/convert.h"
+#include "admin/stats_metrics.h"
 #include "cache/block_key.h"
+#include "fetch/block_fetch.h"
 #include "jobs/store_sink.h"
-#include "meta/block_fetch.h"
+#include "master_client/master_set.h"
 #include "rpc/advertise.h"
 #include "rpc/block_chunk.h"
-#include "rpc/convert.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
-#include "rpc/master_set.h"
-#include "rpc/stats_metrics.h"
-#include "rpc/x509.h"
+#include "security/x509.h"
 #include "worker/block_reader.h"
 #include "worker/object_writes.h"
 
@@ -67,7 +67,7 @@ void WaitForMaster(grpc::ClientContext* ctx, std::chrono::milliseconds interval)
 }  // namespace
 
 std::vector<std::string> WorkerServer::MasterList() const {
-  Result<std::vector<std::string>> list = rpc::ParseMasterList("--master", options_.master);
+  Result<std::vector<std::string>> list = ParseMasterList("--master", options_.master);
   return list.ok() ? *list : std::vector<std::string>{options_.master};  // checked by Start
 }
 
@@ -93,15 +93,15 @@ Result<WorkerIdentity> LoadOrCreateWorkerIdentity(const std::string& dir, std::s
     key = text.str();
   }
   if (key.empty()) {
-    LC_ASSIGN_OR_RETURN(key, rpc::GenerateKeyPem());
-    LC_RETURN_IF_ERROR(rpc::WriteFileAtomically(identity.key_path, key, 0600));
+    LC_ASSIGN_OR_RETURN(key, security::GenerateKeyPem());
+    LC_RETURN_IF_ERROR(security::WriteFileAtomically(identity.key_path, key, 0600));
   }
-  Result<std::string> fingerprint = rpc::KeyFingerprint(key);
+  Result<std::string> fingerprint = security::KeyFingerprint(key);
   if (!fingerprint.ok()) {
     return fingerprint.status().WithContext("the worker key " + identity.key_path +
                                             " is unusable (remove it to make a new one)");
   }
-  identity.id = rpc::WorkerIdFromFingerprint(*fingerprint);
+  identity.id = security::WorkerIdFromFingerprint(*fingerprint);
   return identity;
 }
 
@@ -112,7 +112,8 @@ std::string WorkerServer::DigestsPath() const {
 void WorkerServer::SaveDigests(const google::protobuf::RepeatedPtrField<rpc::RoleDigest>& tokens) {
   rpc::RoleDigests kept;
   *kept.mutable_tokens() = tokens;
-  if (Status s = rpc::WriteFileAtomically(DigestsPath(), kept.SerializeAsString(), 0600); !s.ok()) {
+  if (Status s = security::WriteFileAtomically(DigestsPath(), kept.SerializeAsString(), 0600);
+      !s.ok()) {
     spdlog::warn("worker {}: {} (a restart asks the master again)", id_, s.message());
   }
 }
@@ -133,16 +134,16 @@ bool WorkerServer::KeptCertificateUsable() {
   std::ifstream key_in(identity_.key_path);
   std::stringstream key;
   key << key_in.rdbuf();
-  Result<rpc::CertificateInfo> cert = rpc::ParseCertificate(text.str());
-  Result<std::string> fingerprint = rpc::KeyFingerprint(key.str());
+  Result<security::CertificateInfo> cert = security::ParseCertificate(text.str());
+  Result<std::string> fingerprint = security::KeyFingerprint(key.str());
   if (!cert.ok() || !fingerprint.ok() || cert->key_fingerprint != *fingerprint) return false;
   // Issued by this cluster's CA (the credentials may be another cluster's now).
   std::ifstream ca_in(credentials_->ca_path());
   std::stringstream ca;
   ca << ca_in.rdbuf();
-  Result<bool> ours = rpc::SignedBy(text.str(), ca.str());
+  Result<bool> ours = security::SignedBy(text.str(), ca.str());
   if (!ours.ok() || !*ours) return false;
-  if (cert->dns_names.empty() || cert->dns_names[0] != rpc::WorkerTlsName(id_)) return false;
+  if (cert->dns_names.empty() || cert->dns_names[0] != security::WorkerTlsName(id_)) return false;
   auto half = cert->not_before + (cert->not_after - cert->not_before) / 2;
   if (std::chrono::system_clock::now() >= half) return false;
   renew_at_ = half;
@@ -153,9 +154,9 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
   std::ifstream key_in(identity_.key_path);
   std::stringstream key;
   key << key_in.rdbuf();
-  LC_ASSIGN_OR_RETURN(std::string csr, rpc::MakeCsr(key.str(), rpc::WorkerTlsName(id_)));
-  rpc::MasterSet masters(MasterList(), [this](const std::string& address) {
-    return credentials_->Channel(address, rpc::kMasterTlsName);
+  LC_ASSIGN_OR_RETURN(std::string csr, security::MakeCsr(key.str(), security::WorkerTlsName(id_)));
+  MasterSet masters(MasterList(), [this](const std::string& address) {
+    return credentials_->Channel(address, security::kMasterTlsName);
   });
   rpc::CertificateRequest request;
   request.set_csr_pem(csr);
@@ -165,7 +166,7 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
   grpc::Status status;
   std::string asked;
   for (;;) {
-    rpc::MasterSet::Master master = masters.Current();
+    MasterSet::Master master = masters.Current();
     asked = master.address;
     grpc::ClientContext ctx;
     ctx.set_wait_for_ready(true);
@@ -191,13 +192,13 @@ Status WorkerServer::ObtainCertificate(std::chrono::system_clock::time_point dea
   authorizer_->Update(response.tokens());
   SaveDigests(response.tokens());
   LC_RETURN_IF_ERROR(
-      rpc::WriteFileAtomically(identity_.cert_path, response.certificate_pem(), 0644));
+      security::WriteFileAtomically(identity_.cert_path, response.certificate_pem(), 0644));
   auto not_after =
       std::chrono::system_clock::time_point(std::chrono::milliseconds(response.not_after_ms()));
   auto now = std::chrono::system_clock::now();
   renew_at_ = now + (not_after - now) / 2;
   spdlog::info("worker {}: certificate from master {} for {}, renewed in {} s", id_, asked,
-               rpc::WorkerTlsName(id_),
+               security::WorkerTlsName(id_),
                std::chrono::duration_cast<std::chrono::seconds>(renew_at_ - now).count());
   return Status::Ok();
 }
@@ -428,20 +429,21 @@ class WorkerServer::Service final
     return messages;
   }
 
-  static constexpr rpc::RoleSet kClient = rpc::Roles(rpc::Role::kClient);
-  static constexpr rpc::RoleSet kMaster = rpc::Roles(rpc::Role::kMaster);
-  static constexpr rpc::RoleSet kMasterOrAdmin = rpc::Roles(rpc::Role::kMaster, rpc::Role::kAdmin);
+  static constexpr security::RoleSet kClient = security::Roles(security::Role::kClient);
+  static constexpr security::RoleSet kMaster = security::Roles(security::Role::kMaster);
+  static constexpr security::RoleSet kMasterOrAdmin =
+      security::Roles(security::Role::kMaster, security::Role::kAdmin);
   // Prefetch: the master's loads, and a mount's order hint (a mount may read any block anyway).
-  static constexpr rpc::RoleSet kMasterOrClient =
-      rpc::Roles(rpc::Role::kMaster, rpc::Role::kClient);
+  static constexpr security::RoleSet kMasterOrClient =
+      security::Roles(security::Role::kMaster, security::Role::kClient);
 
-  grpc::Status Allow(const grpc::ServerContextBase* ctx, rpc::RoleSet roles,
+  grpc::Status Allow(const grpc::ServerContextBase* ctx, security::RoleSet roles,
                      std::string_view method) const {
-    return rpc::Authorize(authorizer_.get(), ctx, roles, method);
+    return security::Authorize(authorizer_.get(), ctx, roles, method);
   }
 
  public:
-  std::shared_ptr<const rpc::Authorizer> authorizer_;  // null: no checks (set before serving)
+  std::shared_ptr<const security::Authorizer> authorizer_;  // null: no checks (set before serving)
 
  private:
   ObjectWrites writes_;  // first: Service's initializer list builds it first
@@ -457,7 +459,7 @@ class WorkerServer::Service final
 
 Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                                                           const WorkerOptions& options) {
-  LC_RETURN_IF_ERROR(rpc::ParseMasterList("--master", options.master).status());
+  LC_RETURN_IF_ERROR(ParseMasterList("--master", options.master).status());
   if (!options.advertise.empty()) {
     LC_RETURN_IF_ERROR(rpc::CheckAdvertiseAddress("advertise address", options.advertise, true));
   }
@@ -482,10 +484,10 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
           &w->temp_dir_));
   w->id_ = w->identity_.id;
   if (!options.credentials.empty()) {
-    LC_ASSIGN_OR_RETURN(
-        w->credentials_,
-        rpc::ClusterCredentials::Open(options.credentials, rpc::Role::kWorker, "lakecache worker"));
-    w->authorizer_ = rpc::Authorizer::Pushed();
+    LC_ASSIGN_OR_RETURN(w->credentials_,
+                        security::ClusterCredentials::Open(
+                            options.credentials, security::Role::kWorker, "lakecache worker"));
+    w->authorizer_ = security::Authorizer::Pushed();
     if (!w->KeptCertificateUsable() || !w->LoadDigests()) {
       // A master that is still starting gets a while; a refusal (a wrong token) fails at once.
       LC_RETURN_IF_ERROR(
@@ -541,8 +543,9 @@ Result<std::unique_ptr<WorkerServer>> WorkerServer::Start(const Config& config,
                         rpc::TlsContext::Server(w->identity_.key_path, w->identity_.cert_path));
     bulk.authorizer = w->authorizer_;
     w->service_->authorizer_ = w->authorizer_;
-    tls = rpc::ServerTls(w->identity_.key_path, w->identity_.cert_path, w->credentials_->ca_path(),
-                         /*verify_clients=*/false);
+    tls = security::ServerTls(w->identity_.key_path, w->identity_.cert_path,
+                              w->credentials_->ca_path(),
+                              /*verify_clients=*/false);
   }
   LC_ASSIGN_OR_RETURN(w->bulk_, BulkServer::Start(bulk, w->reader_.get()));
   // The bulk path is announced on the advertised host, with its own bound port.
@@ -660,9 +663,9 @@ void WorkerServer::HeartbeatLoop() {
   // With credentials the worker shows the master its own certificate: the proof of its id. Any
   // master takes registrations and heartbeats (with etcd they all share the membership): the
   // worker keeps to one until it stops answering, then moves to the next.
-  rpc::MasterSet masters(MasterList(), [this](const std::string& address) {
+  MasterSet masters(MasterList(), [this](const std::string& address) {
     return credentials_ == nullptr ? rpc::OpenChannel(address)
-                                   : credentials_->Channel(address, rpc::kMasterTlsName,
+                                   : credentials_->Channel(address, security::kMasterTlsName,
                                                            identity_.key_path, identity_.cert_path);
   });
   auto interval =
@@ -671,7 +674,7 @@ void WorkerServer::HeartbeatLoop() {
   interval_ms_ = interval.count();
   for (;;) {
     grpc::Status status;
-    rpc::MasterSet::Master master = masters.Current();
+    MasterSet::Master master = masters.Current();
     auto stub = rpc::MasterService::NewStub(master.channel);
     grpc::ClientContext ctx;
     if (!registered_) {

@@ -5,9 +5,9 @@
 // usage; when the master does not know it (the master restarted) it registers again.
 //
 // Identity: a worker is its key, kept in its first cache directory (`worker.key`, mode 0600); its
-// id is the key's fingerprint (rpc/auth.h), so a restarted worker is the same node for placement
-// and its disk cache serves again, and no worker can claim another's id without its key. A
-// memory-only worker gets a new key each start. With credentials the worker asks the master for
+// id is the key's fingerprint (security/auth.h), so a restarted worker is the same node for
+// placement and its disk cache serves again, and no worker can claim another's id without its key.
+// A memory-only worker gets a new key each start. With credentials the worker asks the master for
 // a certificate of its own for that key (kept beside it, `worker.crt`, renewed halfway through
 // its life) and serves TLS with it; callers are checked against the token digests the master
 // sends. Thread-safe; Shutdown (or the destructor) stops serving, stops heartbeating and writes
@@ -28,9 +28,9 @@
 #include "common/result.h"
 #include "common/thread_pool.h"
 #include "meta/namespace_table.h"
-#include "rpc/auth.h"
 #include "rpc/health.h"
 #include "rpc/tls.h"
+#include "security/auth.h"
 #include "ufs/store_factory.h"
 #include "worker/block_reader.h"
 #include "worker/bulk_server.h"
@@ -58,7 +58,7 @@ struct WorkerOptions {
   std::vector<uid_t> shm_uids;  // who may map it; empty: this process's uid
   // The bulk data path (BulkServer): HOST:PORT; "" is the host of `listen`, any free port.
   std::string data_listen;
-  // The credentials folder (rpc/auth.h; the worker needs ca.crt and worker.token): TLS on the
+  // The credentials folder (security/auth.h; the worker needs ca.crt and worker.token): TLS on the
   // gRPC and bulk paths with the worker's own certificate, every call checked. Empty: plain text.
   std::string credentials;
   // HOST:PORT registered instead of the bound address (port 0: the bound port), and its host with
@@ -134,9 +134,9 @@ class WorkerServer {
   std::string id_;
   WorkerIdentity identity_;
   std::string temp_dir_;  // a memory-only worker's key lives here; removed at destruction
-  std::shared_ptr<const rpc::ClusterCredentials> credentials_;  // the worker role's; or null
-  std::shared_ptr<rpc::Authorizer> authorizer_;                 // with credentials
-  std::chrono::system_clock::time_point renew_at_{};            // heartbeat thread only
+  std::shared_ptr<const security::ClusterCredentials> credentials_;  // the worker role's; or null
+  std::shared_ptr<security::Authorizer> authorizer_;                 // with credentials
+  std::chrono::system_clock::time_point renew_at_{};                 // heartbeat thread only
   // Known once the server listens, which is when calls (Stats: FillInfo) start: Start holds the
   // lock from before the server starts until the address is set.
   mutable Mutex address_mu_;

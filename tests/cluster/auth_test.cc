@@ -17,14 +17,14 @@
 #include <sstream>
 #include <thread>
 
-#include "client/cluster_client.h"
-#include "client/cluster_store.h"
+#include "cluster_client/cluster_client.h"
+#include "cluster_client/cluster_store.h"
 #include "master/master_server.h"
-#include "rpc/auth.h"
-#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
-#include "rpc/x509.h"
+#include "security/auth.h"
+#include "security/credentials_dir.h"
+#include "security/x509.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
 #include "worker/worker_server.h"
@@ -32,7 +32,7 @@
 namespace lakecache {
 namespace {
 
-using rpc::Role;
+using security::Role;
 using testing::TempDir;
 
 constexpr uint64_t kBlock = 4096;
@@ -49,29 +49,29 @@ std::string ReadText(const std::string& path) {
 
 // Who may call each method. A method of the protocol missing here fails the test: every new
 // method must say who may call it.
-const std::map<std::string, rpc::RoleSet>& Policy() {
-  static const std::map<std::string, rpc::RoleSet> policy = {
-      {"lakecache.rpc.MasterService.Register", rpc::Roles(Role::kWorker)},
-      {"lakecache.rpc.MasterService.Heartbeat", rpc::Roles(Role::kWorker)},
-      {"lakecache.rpc.MasterService.IssueCertificate", rpc::Roles(Role::kWorker)},
-      {"lakecache.rpc.MasterService.GetClusterView", rpc::Roles(Role::kClient, Role::kAdmin)},
-      {"lakecache.rpc.MasterService.GetNamespaces", rpc::Roles(Role::kClient, Role::kAdmin)},
-      {"lakecache.rpc.MasterService.ListDir", rpc::Roles(Role::kClient, Role::kAdmin)},
-      {"lakecache.rpc.MasterService.Stat", rpc::Roles(Role::kClient, Role::kAdmin)},
-      {"lakecache.rpc.MasterService.NoteWrite", rpc::Roles(Role::kClient)},
-      {"lakecache.rpc.WorkerService.ReadBlock", rpc::Roles(Role::kClient)},
-      {"lakecache.rpc.WorkerService.LocateBlock", rpc::Roles(Role::kClient)},
-      {"lakecache.rpc.WorkerService.Prefetch", rpc::Roles(Role::kMaster, Role::kClient)},
-      {"lakecache.rpc.WorkerService.Stats", rpc::Roles(Role::kMaster, Role::kAdmin)},
-      {"lakecache.rpc.WorkerService.Free", rpc::Roles(Role::kMaster)},
-      {"lakecache.rpc.WorkerService.LoadBlocks", rpc::Roles(Role::kMaster)},
-      {"lakecache.rpc.WorkerService.WriteBody", rpc::Roles(Role::kClient)},
-      {"lakecache.rpc.WorkerService.WriteCall", rpc::Roles(Role::kClient)},
-      {"lakecache.rpc.AdminService.Hello", rpc::Roles(Role::kAdmin)},
-      {"lakecache.rpc.AdminService.Load", rpc::Roles(Role::kAdmin)},
-      {"lakecache.rpc.AdminService.GetReport", rpc::Roles(Role::kAdmin)},
-      {"lakecache.rpc.AdminService.FreePath", rpc::Roles(Role::kAdmin)},
-      {"lakecache.rpc.AdminService.StatPath", rpc::Roles(Role::kAdmin)},
+const std::map<std::string, security::RoleSet>& Policy() {
+  static const std::map<std::string, security::RoleSet> policy = {
+      {"lakecache.rpc.MasterService.Register", security::Roles(Role::kWorker)},
+      {"lakecache.rpc.MasterService.Heartbeat", security::Roles(Role::kWorker)},
+      {"lakecache.rpc.MasterService.IssueCertificate", security::Roles(Role::kWorker)},
+      {"lakecache.rpc.MasterService.GetClusterView", security::Roles(Role::kClient, Role::kAdmin)},
+      {"lakecache.rpc.MasterService.GetNamespaces", security::Roles(Role::kClient, Role::kAdmin)},
+      {"lakecache.rpc.MasterService.ListDir", security::Roles(Role::kClient, Role::kAdmin)},
+      {"lakecache.rpc.MasterService.Stat", security::Roles(Role::kClient, Role::kAdmin)},
+      {"lakecache.rpc.MasterService.NoteWrite", security::Roles(Role::kClient)},
+      {"lakecache.rpc.WorkerService.ReadBlock", security::Roles(Role::kClient)},
+      {"lakecache.rpc.WorkerService.LocateBlock", security::Roles(Role::kClient)},
+      {"lakecache.rpc.WorkerService.Prefetch", security::Roles(Role::kMaster, Role::kClient)},
+      {"lakecache.rpc.WorkerService.Stats", security::Roles(Role::kMaster, Role::kAdmin)},
+      {"lakecache.rpc.WorkerService.Free", security::Roles(Role::kMaster)},
+      {"lakecache.rpc.WorkerService.LoadBlocks", security::Roles(Role::kMaster)},
+      {"lakecache.rpc.WorkerService.WriteBody", security::Roles(Role::kClient)},
+      {"lakecache.rpc.WorkerService.WriteCall", security::Roles(Role::kClient)},
+      {"lakecache.rpc.AdminService.Hello", security::Roles(Role::kAdmin)},
+      {"lakecache.rpc.AdminService.Load", security::Roles(Role::kAdmin)},
+      {"lakecache.rpc.AdminService.GetReport", security::Roles(Role::kAdmin)},
+      {"lakecache.rpc.AdminService.FreePath", security::Roles(Role::kAdmin)},
+      {"lakecache.rpc.AdminService.StatPath", security::Roles(Role::kAdmin)},
   };
   return policy;
 }
@@ -79,8 +79,8 @@ const std::map<std::string, rpc::RoleSet>& Policy() {
 class AuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(rpc::MakeCredentials(creds_.path()).ok());
-    ASSERT_TRUE(rpc::MakeCredentials(other_.path()).ok());
+    ASSERT_TRUE(security::MakeCredentials(creds_.path()).ok());
+    ASSERT_TRUE(security::MakeCredentials(other_.path()).ok());
     std::filesystem::create_directories(data_.path() + "/dir");
     ASSERT_TRUE(testing::WriteFile(data_.path() + "/dir/a.bin", std::string(3 * kBlock, 'x')).ok());
     config_.namespaces["lake"] = testing::LocalNamespace("lake", data_.path(), kBlock);
@@ -115,7 +115,7 @@ class AuthTest : public ::testing::Test {
   }
 
   std::string Token(Role role, const TempDir& dir) const {
-    return ReadText(dir.path() + "/" + std::string(rpc::RoleName(role)) + ".token");
+    return ReadText(dir.path() + "/" + std::string(security::RoleName(role)) + ".token");
   }
 
   // A TLS channel trusting `ca` and verifying `name`, presenting no token of its own.
@@ -168,7 +168,8 @@ TEST_F(AuthTest, EveryMethodRefusesEveryWrongCredential) {
     const google::protobuf::ServiceDescriptor* service = file->service(s);
     bool on_worker = service->name() == "WorkerService";
     std::string address = on_worker ? workers_[0]->address() : master_->address();
-    std::string name = on_worker ? rpc::WorkerTlsName(workers_[0]->id()) : rpc::kMasterTlsName;
+    std::string name =
+        on_worker ? security::WorkerTlsName(workers_[0]->id()) : security::kMasterTlsName;
     auto plain = rpc::OpenChannel(address);
     auto tls = TlsChannel(address, ca, name);
     auto foreign = TlsChannel(address, other_ca, name);
@@ -198,16 +199,16 @@ TEST_F(AuthTest, EveryMethodRefusesEveryWrongCredential) {
         std::string token = Token(role, creds_);
         st = Call(tls, path, token);
         EXPECT_EQ(st.error_message().find(token), std::string::npos) << "the token leaked";
-        bool allowed = (policy->second & rpc::Roles(role)) != 0;
+        bool allowed = (policy->second & security::Roles(role)) != 0;
         if (allowed) {
           EXPECT_EQ(st.error_message().find("needs the"), std::string::npos)
-              << rpc::RoleName(role) << ": " << st.error_message();
+              << security::RoleName(role) << ": " << st.error_message();
         } else {
           EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED)
-              << rpc::RoleName(role) << ": " << st.error_message();
-          EXPECT_NE(
-              st.error_message().find("is the " + std::string(rpc::RoleName(role)) + " role's"),
-              std::string::npos)
+              << security::RoleName(role) << ": " << st.error_message();
+          EXPECT_NE(st.error_message().find("is the " + std::string(security::RoleName(role)) +
+                                            " role's"),
+                    std::string::npos)
               << st.error_message();
         }
       }
@@ -224,9 +225,9 @@ TEST_F(AuthTest, ARogueWorkerCannotRegisterOrTakeOverAnId) {
   const std::string victim = workers_[0]->id();
   const std::string real_address = workers_[0]->address();
   auto view_address = [&]() -> std::string {
-    auto channel = rpc::MasterChannel(
+    auto channel = security::MasterChannel(
         master_->address(),
-        rpc::ClusterCredentials::Open(creds_.path(), Role::kAdmin, "t").value().get());
+        security::ClusterCredentials::Open(creds_.path(), Role::kAdmin, "t").value().get());
     auto stub = rpc::MasterService::NewStub(channel);
     grpc::ClientContext ctx;
     rpc::ClusterView view;
@@ -253,21 +254,21 @@ TEST_F(AuthTest, ARogueWorkerCannotRegisterOrTakeOverAnId) {
   // No worker token at all: the bootstrap is refused before anything is signed.
   {
     auto stub = rpc::MasterService::NewStub(
-        TlsChannel(master_->address(), creds_.path() + "/ca.crt", rpc::kMasterTlsName));
+        TlsChannel(master_->address(), creds_.path() + "/ca.crt", security::kMasterTlsName));
     grpc::ClientContext ctx;
     rpc::CertificateRequest csr;
-    csr.set_csr_pem(*rpc::MakeCsr(*rpc::GenerateKeyPem(), "x"));
+    csr.set_csr_pem(*security::MakeCsr(*security::GenerateKeyPem(), "x"));
     rpc::CertificateResponse cert;
     EXPECT_EQ(stub->IssueCertificate(&ctx, csr, &cert).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
     grpc::ClientContext ctx2;
     EXPECT_EQ(stub->Register(&ctx2, req, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
-  auto worker_creds = rpc::ClusterCredentials::Open(creds_.path(), Role::kWorker, "t").value();
+  auto worker_creds = security::ClusterCredentials::Open(creds_.path(), Role::kWorker, "t").value();
   // The worker token but no certificate.
   {
-    auto stub =
-        rpc::MasterService::NewStub(worker_creds->Channel(master_->address(), rpc::kMasterTlsName));
+    auto stub = rpc::MasterService::NewStub(
+        worker_creds->Channel(master_->address(), security::kMasterTlsName));
     grpc::ClientContext ctx;
     grpc::Status st = stub->Register(&ctx, req, &resp);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
@@ -276,28 +277,29 @@ TEST_F(AuthTest, ARogueWorkerCannotRegisterOrTakeOverAnId) {
   // The worker token and a certificate of its own: the master names it after its own key, even
   // when the request asks for the victim's name, and it cannot register as the victim.
   TempDir rogue;
-  std::string key = *rpc::GenerateKeyPem();
-  ASSERT_TRUE(rpc::WriteFileAtomically(rogue.path() + "/worker.key", key, 0600).ok());
+  std::string key = *security::GenerateKeyPem();
+  ASSERT_TRUE(security::WriteFileAtomically(rogue.path() + "/worker.key", key, 0600).ok());
   rpc::CertificateResponse issued;
   {
-    auto stub =
-        rpc::MasterService::NewStub(worker_creds->Channel(master_->address(), rpc::kMasterTlsName));
+    auto stub = rpc::MasterService::NewStub(
+        worker_creds->Channel(master_->address(), security::kMasterTlsName));
     grpc::ClientContext ctx;
     rpc::CertificateRequest csr;
-    csr.set_csr_pem(*rpc::MakeCsr(key, rpc::WorkerTlsName(victim)));
+    csr.set_csr_pem(*security::MakeCsr(key, security::WorkerTlsName(victim)));
     ASSERT_TRUE(stub->IssueCertificate(&ctx, csr, &issued).ok());
   }
-  std::string own_id = rpc::WorkerIdFromFingerprint(*rpc::KeyFingerprint(key));
+  std::string own_id = security::WorkerIdFromFingerprint(*security::KeyFingerprint(key));
   EXPECT_EQ(issued.worker_id(), own_id);
   EXPECT_NE(own_id, victim);
-  auto info = rpc::ParseCertificate(issued.certificate_pem());
+  auto info = security::ParseCertificate(issued.certificate_pem());
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->dns_names, std::vector<std::string>{rpc::WorkerTlsName(own_id)});
+  EXPECT_EQ(info->dns_names, std::vector<std::string>{security::WorkerTlsName(own_id)});
   ASSERT_TRUE(
-      rpc::WriteFileAtomically(rogue.path() + "/worker.crt", issued.certificate_pem(), 0644).ok());
+      security::WriteFileAtomically(rogue.path() + "/worker.crt", issued.certificate_pem(), 0644)
+          .ok());
   auto stub = rpc::MasterService::NewStub(
-      worker_creds->Channel(master_->address(), rpc::kMasterTlsName, rogue.path() + "/worker.key",
-                            rogue.path() + "/worker.crt"));
+      worker_creds->Channel(master_->address(), security::kMasterTlsName,
+                            rogue.path() + "/worker.key", rogue.path() + "/worker.crt"));
   {
     grpc::ClientContext ctx;
     grpc::Status st = stub->Register(&ctx, req, &resp);
@@ -317,8 +319,9 @@ TEST_F(AuthTest, ARogueWorkerCannotRegisterOrTakeOverAnId) {
   grpc::Status st = stub->Register(&ctx, req, &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_GT(resp.tokens_size(), 0);
-  auto admin = rpc::ClusterCredentials::Open(creds_.path(), Role::kAdmin, "t").value();
-  auto view_stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_->address(), admin.get()));
+  auto admin = security::ClusterCredentials::Open(creds_.path(), Role::kAdmin, "t").value();
+  auto view_stub =
+      rpc::MasterService::NewStub(security::MasterChannel(master_->address(), admin.get()));
   grpc::ClientContext vctx;
   rpc::ClusterView view;
   ASSERT_TRUE(view_stub->GetClusterView(&vctx, rpc::ClusterViewRequest(), &view).ok());
@@ -339,7 +342,7 @@ TEST_F(AuthTest, CertificatesRotateUnderReadersWithoutAFailedRead) {
   config_.cluster.worker_certificate_validity = std::chrono::seconds(10);
   StartMaster();
   StartWorker(cache_.path());
-  auto client_creds = rpc::ClusterCredentials::Open(creds_.path(), Role::kClient, "t").value();
+  auto client_creds = security::ClusterCredentials::Open(creds_.path(), Role::kClient, "t").value();
   ClusterClientOptions options;
   options.credentials = client_creds;
   options.short_circuit = false;  // every read over the network, through TLS
@@ -353,7 +356,9 @@ TEST_F(AuthTest, CertificatesRotateUnderReadersWithoutAFailedRead) {
   ClusterNamespace ns;
   for (const ClusterNamespace& n : (*client)->namespaces()) ns = n;
   const std::string cert_path = cache_.path() + "/worker.crt";
-  auto issued_at = [&] { return rpc::ParseCertificate(ReadText(cert_path)).value().not_after; };
+  auto issued_at = [&] {
+    return security::ParseCertificate(ReadText(cert_path)).value().not_after;
+  };
   auto first_cert = issued_at();
   std::string master_cert = ReadText(creds_.path() + "/tls.crt");
   std::atomic<bool> stop{false};
@@ -380,10 +385,10 @@ TEST_F(AuthTest, CertificatesRotateUnderReadersWithoutAFailedRead) {
     });
   }
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  rpc::CredentialOptions renew;
+  security::CredentialOptions renew;
   renew.renew = true;
-  ASSERT_TRUE(rpc::MakeCredentials(creds_.path(), renew).ok());  // the master's certificate
-  std::this_thread::sleep_for(std::chrono::seconds(9));          // the worker's renews once or more
+  ASSERT_TRUE(security::MakeCredentials(creds_.path(), renew).ok());  // the master's certificate
+  std::this_thread::sleep_for(std::chrono::seconds(9));  // the worker's renews once or more
   // On two busy cores the worker's renewal may come later: keep reading until it has (30 s).
   for (auto renewed_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        issued_at() <= first_cert && std::chrono::steady_clock::now() < renewed_by;)
@@ -412,18 +417,18 @@ TEST_F(AuthTest, AWorkerMovedToAnotherClusterGetsANewCertificate) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(workers_[0]->registered());
-  EXPECT_TRUE(
-      *rpc::SignedBy(ReadText(cache_.path() + "/worker.crt"), ReadText(other_.path() + "/ca.crt")));
+  EXPECT_TRUE(*security::SignedBy(ReadText(cache_.path() + "/worker.crt"),
+                                  ReadText(other_.path() + "/ca.crt")));
 }
 
 // A worker checks callers from the moment it serves, before it has registered: the digests came
 // with its certificate, and a restarted worker keeps them beside its key.
 TEST_F(AuthTest, AWorkerChecksCallersFromTheMomentItServes) {
-  auto admin = rpc::ClusterCredentials::Open(folder_, Role::kAdmin, "t").value();
+  auto admin = security::ClusterCredentials::Open(folder_, Role::kAdmin, "t").value();
   for (int start = 0; start < 2; ++start) {  // a fresh key, then the kept certificate and digests
     StartWorker(cache_.path());
     auto stub = rpc::WorkerService::NewStub(
-        rpc::WorkerChannel(workers_.back()->address(), workers_.back()->id(), admin.get()));
+        security::WorkerChannel(workers_.back()->address(), workers_.back()->id(), admin.get()));
     grpc::ClientContext ctx;
     rpc::WorkerStats stats;
     grpc::Status st = stub->Stats(&ctx, rpc::WorkerStatsRequest(), &stats);

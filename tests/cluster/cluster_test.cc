@@ -15,20 +15,20 @@
 #include <thread>
 
 #include "cache/block_key.h"
-#include "client/bulk_client.h"
-#include "client/cluster_client.h"
-#include "client/cluster_store.h"
-#include "client/file_system.h"
-#include "client/node_tier.h"
+#include "cluster_client/bulk_client.h"
+#include "cluster_client/cluster_client.h"
+#include "cluster_client/cluster_store.h"
+#include "cluster_client/node_tier.h"
+#include "fs/file_system.h"
 #include "master/master_server.h"
-#include "rpc/auth.h"
 #include "rpc/block_frame.h"
 #include "rpc/bulk_protocol.h"
-#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "rpc/lakecache.pb.h"
 #include "rpc/tls.h"
+#include "security/auth.h"
+#include "security/credentials_dir.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
@@ -79,7 +79,8 @@ class ClusterTest : public ::testing::Test {
     for (uint64_t mib : {16, 16, 32}) StartWorker(mib << 20);
     ClusterClientOptions client_options;
     if (!credentials_.empty()) {
-      auto opened = rpc::ClusterCredentials::Open(credentials_, rpc::Role::kClient, "the test");
+      auto opened =
+          security::ClusterCredentials::Open(credentials_, security::Role::kClient, "the test");
       ASSERT_TRUE(opened.ok()) << opened.status().ToString();
       client_options.credentials = *opened;
     }
@@ -141,7 +142,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   TempDir data_;
-  std::string credentials_;  // set before SetUp: a cluster with credentials (rpc/auth.h)
+  std::string credentials_;  // set before SetUp: a cluster with credentials (security/auth.h)
   Config config_;
   StoreOptions store_options_;
   std::map<std::string, std::string> files_;
@@ -395,7 +396,7 @@ TEST_F(ClusterTest, ASilentWorkerIsPingedAndItsReadsFailOverWithinSeconds) {
 
 // A credentials folder of a new CA (ca.crt, ca.key, the master's certificate, role tokens).
 std::string MakeCredentials(const TempDir& dir) {
-  Status made = rpc::MakeCredentials(dir.path());
+  Status made = security::MakeCredentials(dir.path());
   EXPECT_TRUE(made.ok()) << made.ToString();
   return dir.path();
 }
@@ -416,7 +417,7 @@ class ClusterTlsTest : public ClusterTest {
       LC_ASSIGN_OR_RETURN(tls, rpc::TlsContext::Client(ca));
     }
     return rpc::BulkConnection::Connect(
-        workers_[0]->data_address(), tls.get(), rpc::WorkerTlsName(workers_[0]->id()),
+        workers_[0]->data_address(), tls.get(), security::WorkerTlsName(workers_[0]->id()),
         std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown);
   }
 
@@ -461,10 +462,13 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
     auto reply = rpc::CallRead(**c, request, buf, deadline());
     ASSERT_FALSE(reply.ok() && reply->status.ok()) << "served a read without a hello";
   }
-  std::string admin =
-      *rpc::ClusterCredentials::Open(credentials_, rpc::Role::kAdmin, "t").value()->Token();
+  std::string admin = *security::ClusterCredentials::Open(credentials_, security::Role::kAdmin, "t")
+                           .value()
+                           ->Token();
   std::string client =
-      *rpc::ClusterCredentials::Open(credentials_, rpc::Role::kClient, "t").value()->Token();
+      *security::ClusterCredentials::Open(credentials_, security::Role::kClient, "t")
+           .value()
+           ->Token();
   struct Case {
     std::string token;
     StatusCode code;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "client/cluster_client.h"
+#include "cluster_client/cluster_client.h"
 #include "master/master_server.h"
 #include "support/etcd_cluster.h"
 #include "support/slowdown.h"

@@ -30,9 +30,9 @@
 #include <utility>
 #include <vector>
 
-#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "security/auth.h"
 #include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
@@ -189,9 +189,9 @@ std::vector<std::string> Lines(const std::string& text) {
 // The number of live workers the master at `address` lists; -1 when it does not answer.
 // `credentials`: the folder `cluster up --dir` made (TLS and the admin role).
 int WorkersListedBy(const std::string& address, const std::string& credentials) {
-  auto admin = rpc::ClusterCredentials::Open(credentials, rpc::Role::kAdmin, "the test");
+  auto admin = security::ClusterCredentials::Open(credentials, security::Role::kAdmin, "the test");
   if (!admin.ok()) return -2;
-  auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(address, admin->get()));
+  auto stub = rpc::MasterService::NewStub(security::MasterChannel(address, admin->get()));
   grpc::ClientContext context;
   rpc::SetTimeout(&context, std::chrono::seconds(5));
   rpc::ClusterView view;

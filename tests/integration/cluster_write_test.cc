@@ -81,7 +81,8 @@ class ClusterWriteTest : public testing::ClusterProcessFixture {
 
   // The names the master's metadata cache lists in folder `dir` of the namespace.
   std::vector<std::string> MasterListing(const std::string& dir) {
-    auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_address_, Admin().get()));
+    auto stub =
+        rpc::MasterService::NewStub(security::MasterChannel(master_address_, Admin().get()));
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, std::chrono::seconds(5));
     rpc::ListDirRequest req;

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "rpc/credentials_dir.h"
+#include "security/credentials_dir.h"
 #include "support/test_servers.h"
 
 namespace lakecache::rpc {
@@ -20,7 +20,7 @@ TEST(TlsContextTest, LoadsACredentialsFolderAndNamesWhatIsMissing) {
   ASSERT_FALSE(no_ca.ok());
   EXPECT_NE(no_ca.status().message().find(dir.path() + "/ca.crt is missing"), std::string::npos)
       << no_ca.status().message();
-  ASSERT_TRUE(MakeCredentials(dir.path()).ok());
+  ASSERT_TRUE(security::MakeCredentials(dir.path()).ok());
   for (auto side : {TlsContext::Side::kServer, TlsContext::Side::kClient}) {
     auto loaded = TlsContext::Load(dir.path(), side);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -28,7 +28,7 @@ TEST(TlsContextTest, LoadsACredentialsFolderAndNamesWhatIsMissing) {
   }
   // A key that is not the certificate's: refused, naming the files, never showing the key.
   testing::TempDir other;
-  ASSERT_TRUE(MakeCredentials(other.path()).ok());
+  ASSERT_TRUE(security::MakeCredentials(other.path()).ok());
   std::filesystem::copy_file(other.path() + "/tls.key", dir.path() + "/tls.key",
                              std::filesystem::copy_options::overwrite_existing);
   auto mismatched = TlsContext::Load(dir.path(), TlsContext::Side::kServer);

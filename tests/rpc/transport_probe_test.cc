@@ -18,12 +18,12 @@
 #include <string>
 #include <thread>
 
-#include "rpc/auth.h"
+#include "master_client/master_set.h"
 #include "rpc/client_transport_check.h"
-#include "rpc/credentials_dir.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
-#include "rpc/master_set.h"
+#include "security/auth.h"
+#include "security/credentials_dir.h"
 #include "support/test_servers.h"
 
 namespace lakecache::rpc {
@@ -41,8 +41,9 @@ class Server {
   explicit Server(const std::string& credentials = "") {
     std::shared_ptr<grpc::ServerCredentials> tls;
     if (!credentials.empty()) {
-      tls = ServerTls(credentials + "/tls.key", credentials + "/tls.crt", credentials + "/ca.crt",
-                      /*verify_clients=*/false);
+      tls = security::ServerTls(credentials + "/tls.key", credentials + "/tls.crt",
+                                credentials + "/ca.crt",
+                                /*verify_clients=*/false);
     }
     auto started = StartServer("127.0.0.1:0", {&service_}, tls);
     EXPECT_TRUE(started.ok()) << started.status().ToString();
@@ -60,7 +61,7 @@ class Server {
 
 class TransportProbeTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(MakeCredentials(credentials_).ok()); }
+  void SetUp() override { ASSERT_TRUE(security::MakeCredentials(credentials_).ok()); }
 
   testing::TempDir tmp_;
   std::string credentials_ = tmp_.path() + "/creds";

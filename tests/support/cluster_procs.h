@@ -23,9 +23,9 @@
 #include <utility>
 #include <vector>
 
-#include "rpc/auth.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "security/auth.h"
 #include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
@@ -202,7 +202,8 @@ class ClusterProcessFixture : public ::testing::Test {
 
   // The master's view; false (and `error` set) when the master does not answer.
   bool TryView(rpc::ClusterView* view, std::string* error) {
-    auto stub = rpc::MasterService::NewStub(rpc::MasterChannel(master_address_, Admin().get()));
+    auto stub =
+        rpc::MasterService::NewStub(security::MasterChannel(master_address_, Admin().get()));
     grpc::ClientContext ctx;
     rpc::SetTimeout(&ctx, std::chrono::seconds(5));
     grpc::Status st = stub->GetClusterView(&ctx, rpc::ClusterViewRequest(), view);
@@ -242,7 +243,7 @@ class ClusterProcessFixture : public ::testing::Test {
         if (info.address() == w.address) id = info.id();
       }
     }
-    auto stub = rpc::WorkerService::NewStub(rpc::WorkerChannel(w.address, id, Admin().get()));
+    auto stub = rpc::WorkerService::NewStub(security::WorkerChannel(w.address, id, Admin().get()));
     // A call that times out on a machine busy with other tests is asked again: the worker's
     // numbers are what the tests check, not its answer time.
     grpc::Status st;
@@ -308,7 +309,7 @@ class ClusterProcessFixture : public ::testing::Test {
   }
 
   // The mount's server: the child of mount_, the process that holds the mount
-  // (client/mount_holder.h).
+  // (mount/mount_holder.h).
   pid_t MountServerPid() {
     auto deadline = Clock::now() + std::chrono::seconds(10);
     while (mount_ && Clock::now() < deadline) {
@@ -346,9 +347,10 @@ class ClusterProcessFixture : public ::testing::Test {
   std::string credentials_;
   std::vector<std::string> master_args_;  // set before StartMaster: more flags for the master
 
-  std::shared_ptr<const rpc::ClusterCredentials> Admin() const {
+  std::shared_ptr<const security::ClusterCredentials> Admin() const {
     if (credentials_.empty()) return nullptr;
-    auto opened = rpc::ClusterCredentials::Open(credentials_, rpc::Role::kAdmin, "the test");
+    auto opened =
+        security::ClusterCredentials::Open(credentials_, security::Role::kAdmin, "the test");
     EXPECT_TRUE(opened.ok()) << opened.status().ToString();
     return opened.ok() ? *opened : nullptr;
   }

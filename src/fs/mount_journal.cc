@@ -1,0 +1,272 @@
+#include "fs/mount_journal.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string_view>
+
+namespace lakecache {
+namespace {
+
+// A record: u32 length of what follows the 8-byte head, u32 XXH32 of it, then a type byte and
+// the fields (u64 little-endian, strings as u32 length and bytes).
+enum RecordType : uint8_t { kInode = 1, kOpen = 2, kRelease = 3 };
+constexpr size_t kHead = 8;
+constexpr uint32_t kMaxRecord = 1 << 20;
+
+void PutU64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
+void PutString(std::string* out, const std::string& s) {
+  uint32_t n = static_cast<uint32_t>(s.size());
+  out->append(reinterpret_cast<const char*>(&n), 4);
+  out->append(s);
+}
+
+std::string Framed(const std::string& body) {
+  uint32_t len = static_cast<uint32_t>(body.size());
+  uint32_t sum = XXH32(body.data(), body.size(), 0);
+  std::string record(reinterpret_cast<const char*>(&len), 4);
+  record.append(reinterpret_cast<const char*>(&sum), 4);
+  return record + body;
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool U64(uint64_t* v) {
+    if (in_.size() < 8) return false;
+    std::memcpy(v, in_.data(), 8);
+    in_.remove_prefix(8);
+    return true;
+  }
+  bool String(std::string* s) {
+    uint32_t n = 0;
+    if (in_.size() < 4) return false;
+    std::memcpy(&n, in_.data(), 4);
+    in_.remove_prefix(4);
+    if (in_.size() < n) return false;
+    s->assign(in_.data(), n);
+    in_.remove_prefix(n);
+    return true;
+  }
+
+ private:
+  std::string_view in_;
+};
+
+std::string InodeRecord(const MountJournal::Inode& inode) {
+  std::string body(1, static_cast<char>(kInode));
+  PutU64(&body, inode.ino);
+  PutU64(&body, inode.is_dir ? 1 : 0);
+  PutString(&body, inode.ns);
+  PutString(&body, inode.path);
+  return Framed(body);
+}
+
+std::string OpenRecord(const MountJournal::OpenFile& open) {
+  std::string body(1, static_cast<char>(kOpen));
+  PutU64(&body, open.fh);
+  PutU64(&body, open.ino);
+  PutString(&body, open.etag);
+  PutU64(&body, open.size);
+  return Framed(body);
+}
+
+Status WriteAll(int fd, std::string_view bytes, uint64_t at) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return Status::IoError(std::string("mount journal: ") + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// What the log in `fd` says: inodes in order, files still open, and where its valid part ends.
+Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenFile>* open_files,
+                           uint64_t* max_fh, uint64_t* end) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    return Status::IoError(std::string("mount journal: ") + std::strerror(errno));
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::pread(fd, data.data() + got, data.size() - got, static_cast<off_t>(got));
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  std::map<uint64_t, OpenFile> open;
+  size_t at = 0;
+  while (at + kHead <= got) {
+    uint32_t len = 0, sum = 0;
+    std::memcpy(&len, data.data() + at, 4);
+    std::memcpy(&sum, data.data() + at + 4, 4);
+    if (len == 0 || len > kMaxRecord || at + kHead + len > got) break;
+    std::string_view body(data.data() + at + kHead, len);
+    if (XXH32(body.data(), body.size(), 0) != sum) break;  // cut short by a kill: the log ends
+    Reader r(body.substr(1));
+    switch (static_cast<uint8_t>(body[0])) {
+      case kInode: {
+        Inode i;
+        uint64_t is_dir = 0;
+        if (r.U64(&i.ino) && r.U64(&is_dir) && r.String(&i.ns) && r.String(&i.path)) {
+          i.is_dir = is_dir != 0;
+          inodes->push_back(std::move(i));
+        }
+        break;
+      }
+      case kOpen: {
+        OpenFile f;
+        if (r.U64(&f.fh) && r.U64(&f.ino) && r.String(&f.etag) && r.U64(&f.size)) {
+          *max_fh = std::max(*max_fh, f.fh);
+          open[f.fh] = std::move(f);
+        }
+        break;
+      }
+      case kRelease: {
+        uint64_t fh = 0;
+        if (r.U64(&fh)) open.erase(fh);
+        break;
+      }
+      default:
+        break;
+    }
+    at += kHead + len;
+  }
+  for (auto& [fh, f] : open) open_files->push_back(std::move(f));
+  *end = at;  // a torn tail is overwritten
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<MountJournal>> MountJournal::Open(int fd) {
+  std::unique_ptr<MountJournal> journal(new MountJournal(fd));
+  uint64_t end = 0;
+  LC_RETURN_IF_ERROR(Parse(fd, &journal->inodes_, &journal->open_files_, &journal->max_fh_, &end));
+  MutexLock lock(&journal->mu_);
+  journal->end_ = end;
+  if (Status s = journal->MapLocked(); !s.ok()) spdlog::warn("{}", s.message());
+  journal->compacted_size_ = end;
+  return journal;
+}
+
+MountJournal::~MountJournal() {
+  MutexLock lock(&mu_);
+  Unmap();
+  ::close(fd_);
+}
+
+// Appends are copies into the memfd's pages, mapped once (a reservation of kMapSize, of which
+// only what is written is backed), rather than a write(2) each: the lock is held for a copy, so
+// the FUSE threads opening and releasing files at once hardly ever wait on it.
+Status MountJournal::MapLocked() {
+  void* map = ::mmap(nullptr, kMapSize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
+  if (map == MAP_FAILED)
+    return Status::IoError(std::string("mount journal: mmap: ") + std::strerror(errno));
+  map_ = static_cast<char*>(map);
+  struct stat st;
+  capacity_ = ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  return Status::Ok();
+}
+
+void MountJournal::Unmap() {
+  if (map_ != nullptr) ::munmap(map_, kMapSize);
+  map_ = nullptr;
+  capacity_ = 0;
+}
+
+void MountJournal::SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes) {
+  MutexLock lock(&mu_);
+  hand_over_ = std::move(hand_over);
+  min_compaction_bytes_ = min_bytes;
+}
+
+Status MountJournal::CompactLocked() {
+  std::vector<Inode> inodes;
+  std::vector<OpenFile> open_files;
+  uint64_t max_fh = 0, end = 0;
+  LC_RETURN_IF_ERROR(Parse(fd_, &inodes, &open_files, &max_fh, &end));
+  std::string snapshot;
+  for (const Inode& i : inodes) snapshot += InodeRecord(i);
+  for (const OpenFile& f : open_files) snapshot += OpenRecord(f);
+  int fd = ::memfd_create("lakecache-mount-journal", MFD_CLOEXEC);
+  if (fd < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+  Status s = WriteAll(fd, snapshot, 0);
+  int handed = s.ok() ? ::dup(fd) : -1;
+  if (s.ok() && handed < 0) s = Status::IoError(std::string("dup: ") + std::strerror(errno));
+  // The holder keeps the old log until it has the new one whole: a kill in between loses nothing.
+  if (s.ok()) s = hand_over_(handed);
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  Unmap();
+  ::close(fd_);
+  fd_ = fd;
+  end_ = snapshot.size();
+  if (Status mapped = MapLocked(); !mapped.ok()) spdlog::warn("{}", mapped.message());
+  compacted_size_ = end_;
+  ++compactions_;
+  return Status::Ok();
+}
+
+void MountJournal::Append(const std::string& record) {
+  MutexLock lock(&mu_);
+  if (failed_) return;
+  if (Status s = CopyLocked(record); !s.ok()) {
+    spdlog::warn("{}; a restart of this mount's server will not keep its state", s.message());
+    failed_ = true;
+    return;
+  }
+  end_ += record.size();
+  if (hand_over_ && end_ > std::max(min_compaction_bytes_, 4 * compacted_size_)) {
+    uint64_t before = end_;
+    if (Status s = CompactLocked(); !s.ok()) {
+      spdlog::warn("mount journal: compaction failed: {}", s.message());
+      compacted_size_ = end_;  // try again when it has grown as much again
+    } else {
+      spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
+    }
+  }
+}
+
+Status MountJournal::CopyLocked(std::string_view record) {
+  if (map_ == nullptr || end_ + record.size() > kMapSize) return WriteAll(fd_, record, end_);
+  if (end_ + record.size() > capacity_) {
+    uint64_t grown = (end_ + record.size() + kGrowth - 1) / kGrowth * kGrowth;
+    if (::ftruncate(fd_, static_cast<off_t>(grown)) != 0) {
+      return Status::IoError(std::string("mount journal: ftruncate: ") + std::strerror(errno));
+    }
+    capacity_ = grown;
+  }
+  std::memcpy(map_ + end_, record.data(), record.size());
+  return Status::Ok();
+}
+
+uint64_t MountJournal::compactions() const {
+  MutexLock lock(&mu_);
+  return compactions_;
+}
+
+void MountJournal::AddInode(const Inode& inode) { Append(InodeRecord(inode)); }
+
+void MountJournal::AddOpen(const OpenFile& open) { Append(OpenRecord(open)); }
+
+void MountJournal::AddRelease(uint64_t fh) {
+  std::string body(1, static_cast<char>(kRelease));
+  PutU64(&body, fh);
+  Append(Framed(body));
+}
+
+}  // namespace lakecache

@@ -1,0 +1,107 @@
+// MountJournal: what one server records, the next reads back; a torn tail ends the log; opens and
+// releases are compacted into a new memfd the holder is handed, and that one reads back the same.
+#include "fs/mount_journal.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace lakecache {
+namespace {
+
+int NewMemfd() { return ::memfd_create("journal-test", MFD_CLOEXEC); }
+
+off_t SizeOf(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 ? st.st_size : -1;
+}
+
+TEST(MountJournalTest, TheNextServerReadsBackInodesAndOpenFiles) {
+  int fd = NewMemfd();
+  ASSERT_GE(fd, 0);
+  {
+    auto journal = MountJournal::Open(::dup(fd));
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    (*journal)->AddInode({2, true, "ds", "train"});
+    (*journal)->AddInode({3, false, "ds", "train/a.bin"});
+    (*journal)->AddOpen({7, 3, "etag-1", 100});
+    (*journal)->AddOpen({8, 3, "etag-1", 100});
+    (*journal)->AddRelease(7);
+  }
+  // A server killed while writing leaves half a record: the log ends before it.
+  const char torn[] = {40, 0, 0, 0, 1, 2};
+  ASSERT_EQ(::pwrite(fd, torn, sizeof(torn), SizeOf(fd)), static_cast<ssize_t>(sizeof(torn)));
+  auto next = MountJournal::Open(::dup(fd));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_EQ((*next)->inodes().size(), 2u);
+  EXPECT_EQ((*next)->inodes()[1].path, "train/a.bin");
+  EXPECT_FALSE((*next)->inodes()[1].is_dir);
+  ASSERT_EQ((*next)->open_files().size(), 1u);
+  EXPECT_EQ((*next)->open_files()[0].fh, 8u);
+  EXPECT_EQ((*next)->open_files()[0].etag, "etag-1");
+  EXPECT_EQ((*next)->max_fh(), 8u);
+  // It appends over the torn tail.
+  (*next)->AddOpen({9, 2, "", 0});
+  next->reset();
+  auto third = MountJournal::Open(fd);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)->open_files().size(), 2u);
+}
+
+TEST(MountJournalTest, OpensAndReleasesAreCompactedIntoAJournalTheHolderKeeps) {
+  int held = NewMemfd();  // what the holder keeps: replaced on each compaction
+  auto journal = MountJournal::Open(::dup(held));
+  ASSERT_TRUE(journal.ok());
+  int handed = 0;
+  (*journal)->SetCompaction(
+      [&](int fd) {
+        ::close(held);
+        held = fd;
+        ++handed;
+        return Status::Ok();
+      },
+      4096);
+  for (uint64_t ino = 2; ino < 12; ++ino)
+    (*journal)->AddInode({ino, false, "ds", "f" + std::to_string(ino)});
+  (*journal)->AddOpen({1, 5, "kept", 10});
+  for (uint64_t fh = 2; fh < 3000; ++fh) {
+    (*journal)->AddOpen({fh, 2 + fh % 10, "etag", 1000});
+    (*journal)->AddRelease(fh);
+  }
+  (*journal)->AddOpen({5000, 4, "last", 20});
+  EXPECT_GT((*journal)->compactions(), 0u);
+  EXPECT_EQ(static_cast<uint64_t>(handed), (*journal)->compactions());
+  journal->reset();
+  auto next = MountJournal::Open(held);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*next)->inodes().size(), 10u);
+  ASSERT_EQ((*next)->open_files().size(), 2u);
+  EXPECT_EQ((*next)->open_files()[0].etag, "kept");
+  EXPECT_EQ((*next)->open_files()[1].fh, 5000u);
+}
+
+TEST(MountJournalTest, AFailedHandOverKeepsTheOldJournalWhole) {
+  int held = NewMemfd();
+  auto journal = MountJournal::Open(::dup(held));
+  ASSERT_TRUE(journal.ok());
+  (*journal)->SetCompaction(
+      [](int fd) {
+        ::close(fd);
+        return Status::Unavailable("the holder is gone");
+      },
+      1024);
+  for (uint64_t fh = 1; fh < 200; ++fh) {
+    (*journal)->AddOpen({fh, 2, "e", 1});
+    if (fh != 100) (*journal)->AddRelease(fh);
+  }
+  EXPECT_EQ((*journal)->compactions(), 0u);
+  journal->reset();
+  auto next = MountJournal::Open(held);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ((*next)->open_files().size(), 1u);
+  EXPECT_EQ((*next)->open_files()[0].fh, 100u);
+}
+
+}  // namespace
+}  // namespace lakecache
