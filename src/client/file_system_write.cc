@@ -368,6 +368,10 @@ Status FileSystem::Rename(uint64_t parent, const std::string& name, uint64_t new
   if (!ns->config.allow_delete) {
     return NeedsFlag(ns, path, "a rename (it removes the source object)", "allow_delete");
   }
+  // A file being written has no object yet: a copy would find none, or move the one it replaces.
+  if (WriterOf(AssignInode(ns, path, false)) != nullptr) {
+    return Status::NotFound(Where(ns, path) + ": being written; its object is made at its close");
+  }
   Result<DirEntry> target = ns->meta->Stat(to_path);
   if (!target.ok() && target.status().code() != StatusCode::kNotFound) return target.status();
   if (target.ok()) {

@@ -761,13 +761,22 @@ TEST_F(WriteContractTest, RenameExchangeIsEinval) {
 
 TEST_F(WriteContractTest, RenameOfAFileStillBeingWrittenIsEnoent) {
   Lake().allow_delete = Lake().allow_overwrite = true;
+  Put("lake/old.bin", "old");
   Mount();
-  uint64_t fh = Writing("lake/w.bin", "abc");
-  ASSERT_NE(fh, 0u);
-  EXPECT_EQ(ErrnoOf(Rename("lake/w.bin", "lake/moved.bin")), ENOENT);
+  uint64_t created = Writing("lake/new.bin", "new");
+  ASSERT_NE(created, 0u);
+  // A replaced object is being written too: its new object does not exist yet either.
+  uint64_t replacing = OpenFile("lake/old.bin", O_WRONLY | O_TRUNC);
+  ASSERT_NE(replacing, 0u);
+  ASSERT_EQ(ErrnoOf(Write(replacing, 0, "replaced")), 0);
+  for (const char* path : {"lake/new.bin", "lake/old.bin"}) {
+    EXPECT_EQ(ErrnoOf(Rename(path, "lake/moved.bin")), ENOENT) << path;
+  }
   EXPECT_EQ(ErrnoOf(Stat("lake/moved.bin")), ENOENT);
-  EXPECT_EQ(ErrnoOf(Close(fh)), 0);
-  EXPECT_EQ(Object("lake/w.bin"), "abc");
+  EXPECT_EQ(ErrnoOf(Close(created)), 0);
+  EXPECT_EQ(ErrnoOf(Close(replacing)), 0);
+  EXPECT_EQ(Object("lake/new.bin"), "new");
+  EXPECT_EQ(Object("lake/old.bin"), "replaced");
   EXPECT_EQ(Object("lake/moved.bin"), std::nullopt);
 }
 
