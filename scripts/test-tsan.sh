@@ -13,8 +13,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-tsan}
 JOBS=${JOBS:-2}
 CTEST_JOBS=${CTEST_JOBS:-2}
-TARGETS=(common_tests ufs_tests cache_tests meta_tests jobs_tests client_tests rpc_tests master_tests
-  membership_tests cluster_tests)
+TARGETS=(common_tests ufs_tests cache_tests meta_tests jobs_tests client_tests fuse_tests rpc_tests
+  master_tests membership_tests cluster_tests)
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}"
