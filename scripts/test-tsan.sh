@@ -14,8 +14,8 @@ BUILD_DIR=${BUILD_DIR:-build-tsan}
 JOBS=${JOBS:-2}
 CTEST_JOBS=${CTEST_JOBS:-2}
 TARGETS=(common_tests ufs_tests cache_tests meta_tests fetch_tests jobs_tests rpc_tests security_tests
-  master_client_tests http_tests fs_tests cluster_client_tests mount_tests cli_tests master_tests
-  membership_tests cluster_tests)
+  master_client_tests http_tests fs_tests cluster_client_tests mount_tests fuse_tests cli_tests
+  master_tests membership_tests cluster_tests)
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread >/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}"

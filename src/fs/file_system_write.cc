@@ -132,8 +132,9 @@ Result<OpenedFile> FileSystem::Open(uint64_t ino, int flags, Caller caller) {
   LC_ASSIGN_OR_RETURN(DirEntry entry, info->ns->meta->Stat(info->path));
   if (entry.is_dir) return Status::Refused(EISDIR, info->path + ": is a folder");
   int access = flags & O_ACCMODE;
-  // O_RDONLY | O_TRUNC truncates where it may be written (the kernel passes O_TRUNC on).
-  if (access == O_RDONLY && (flags & O_TRUNC) != 0 && entry.size > 0) {
+  // O_RDONLY | O_TRUNC truncates where it may be written (the kernel passes O_TRUNC on); where
+  // nothing may be written it is a change like any other, refused even of an empty object.
+  if (access == O_RDONLY && (flags & O_TRUNC) != 0) {
     LC_RETURN_IF_ERROR(CheckWritable(info->ns, info->path));
   }
   if (access == O_RDONLY) return OpenForRead(ino, &*info, entry);
@@ -367,6 +368,10 @@ Status FileSystem::Rename(uint64_t parent, const std::string& name, uint64_t new
   }
   if (!ns->config.allow_delete) {
     return NeedsFlag(ns, path, "a rename (it removes the source object)", "allow_delete");
+  }
+  // A file being written has no object yet: a copy would find none, or move the one it replaces.
+  if (WriterOf(AssignInode(ns, path, false)) != nullptr) {
+    return Status::NotFound(Where(ns, path) + ": being written; its object is made at its close");
   }
   Result<DirEntry> target = ns->meta->Stat(to_path);
   if (!target.ok() && target.status().code() != StatusCode::kNotFound) return target.status();

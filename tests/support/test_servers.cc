@@ -85,10 +85,10 @@ Result<std::unique_ptr<SilentListener>> SilentListener::Start() {
 
 SilentListener::~SilentListener() { close(fd_); }
 
-TempDir::TempDir(const std::string& prefix) {
+TempDir::TempDir(const std::string& prefix, const std::string& base) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string base = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
-  std::string pattern = base + "/" + prefix + ".XXXXXX";
+  std::string dir = !base.empty() ? base : (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
+  std::string pattern = dir + "/" + prefix + ".XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
     perror(("mkdtemp " + pattern).c_str());
     std::abort();  // nothing sensible a test can do without scratch space

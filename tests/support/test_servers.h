@@ -43,10 +43,11 @@ class SilentListener {
   int port_;
 };
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+// A fresh directory under `base` (empty: $TMPDIR, or /tmp), removed with its contents on
+// destruction.
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "lakecache-test");
+  explicit TempDir(const std::string& prefix = "lakecache-test", const std::string& base = "");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
