@@ -79,12 +79,6 @@ ObjectInfo InfoOf(std::string key, const struct stat& st) {
                     static_cast<int64_t>(st.st_mtim.tv_sec)};
 }
 
-ScopedFd::~ScopedFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int ScopedFd::Close() { return ::close(std::exchange(fd_, -1)); }
-
 Result<size_t> PreadFull(int fd, uint64_t offset, std::span<char> buf, const std::string& name) {
   size_t done = 0;
   while (done < buf.size()) {

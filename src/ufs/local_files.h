@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/scoped_fd.h"
 #include "ufs/local_store.h"
 #include "ufs/object_store.h"
 
@@ -36,20 +37,6 @@ Status Precheck(std::string_view key, const IoOptions& options, const std::strin
 // Size, mtime and inode together change on every rewrite, including a rename over the file.
 std::string EtagOf(const struct stat& st);
 ObjectInfo InfoOf(std::string key, const struct stat& st);
-
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd();
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-  // Closes now so that a failing close (deferred write error) is reported.
-  int Close();
-
- private:
-  int fd_;
-};
 
 Result<size_t> PreadFull(int fd, uint64_t offset, std::span<char> buf, const std::string& name);
 Status WriteFull(int fd, std::span<const char> data, const std::string& name);
