@@ -90,6 +90,73 @@ bool IsTlsFailure(CURLcode code) {
          code == CURLE_SSL_CONNECT_ERROR || code == CURLE_SSL_CERTPROBLEM;
 }
 
+// The handle's settings for one request: the connection's limits, the call's deadline, where
+// headers and body go, the method and the body sent.
+Status Configure(CURL* curl, const HttpClientOptions& client, const HttpRequest& request,
+                 const IoOptions& options, Transfer* transfer, char* errbuf) {
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);  // keys may hold "." or ".." segments
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+  // libcurl's 16 KiB default costs one recv and one callback per 16 KiB of a multi-MiB body.
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(client.connect_timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                   static_cast<long>(std::max<int64_t>(1, client.stall_timeout.count() / 1000)));
+  if (options.deadline != Clock::time_point::max()) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline - Clock::now());
+    if (left.count() <= 0)
+      return Status::DeadlineExceeded(RequestName(request) + ": deadline passed");
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(left.count()));
+  }
+  if (!client.ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, client.ca_bundle.c_str());
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, transfer);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, transfer);
+
+  if (request.method == "HEAD") {
+    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  } else if (request.method != "GET") {
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+  }
+  if (request.method == "PUT" || request.method == "POST") {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data() ? request.body.data() : "");
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(request.body.size()));
+  }
+  return Status::Ok();
+}
+
+// What a transfer that ended in `rc` means: retryable (kUnavailable) only where the failure is
+// the network's, with the hint that fixes it where there is one.
+Status TransferFailure(CURLcode rc, const char* errbuf, const HttpRequest& request,
+                       const Transfer& transfer, const IoOptions& options) {
+  std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  std::string what = RequestName(request);
+  if (transfer.sink_overflow) {
+    return Status::Internal(what + ": response body is larger than the " +
+                            std::to_string(transfer.sink_capacity) + " bytes expected");
+  }
+  if (rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= options.deadline) {
+    return Status::DeadlineExceeded(what + ": deadline passed: " + detail);
+  }
+  if (IsTlsFailure(rc)) {
+    return Status::IoError(what + ": TLS certificate verification failed: " + detail +
+                           " (trust the server's CA with --ca-bundle FILE or AWS_CA_BUNDLE)");
+  }
+  if (rc == CURLE_COULDNT_RESOLVE_HOST && !request.unresolved_host_hint.empty()) {
+    detail += " (" + request.unresolved_host_hint + ")";
+  }
+  if (IsTransient(rc)) return Status::Unavailable(what + ": " + detail);
+  return Status::IoError(what + ": " + detail);
+}
+
 }  // namespace
 
 std::string HttpResponse::Header(std::string_view name) const {
@@ -180,44 +247,7 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
   }
   for (std::span<char> buf : transfer.sinks) transfer.sink_capacity += buf.size();
   char errbuf[CURL_ERROR_SIZE] = {0};
-
-  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_PATH_AS_IS, 1L);  // keys may hold "." or ".." segments
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
-  // libcurl's 16 KiB default costs one recv and one callback per 16 KiB of a multi-MiB body.
-  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, kReceiveBufferBytes);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(options_.connect_timeout.count()));
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
-                   static_cast<long>(std::max<int64_t>(1, options_.stall_timeout.count() / 1000)));
-  if (options.deadline != Clock::time_point::max()) {
-    auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(options.deadline - Clock::now());
-    if (left.count() <= 0)
-      return Status::DeadlineExceeded(RequestName(request) + ": deadline passed");
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(left.count()));
-  }
-  if (!options_.ca_bundle.empty())
-    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_bundle.c_str());
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &transfer);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &transfer);
-
-  if (request.method == "HEAD") {
-    curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
-  } else if (request.method != "GET") {
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-  }
-  if (request.method == "PUT" || request.method == "POST") {
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, request.body.data() ? request.body.data() : "");
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                     static_cast<curl_off_t>(request.body.size()));
-  }
+  LC_RETURN_IF_ERROR(Configure(curl, options_, request, options, &transfer, errbuf));
 
   curl_slist* headers = nullptr;
   for (const auto& [k, v] : request.headers)
@@ -235,27 +265,8 @@ Result<HttpResponse> HttpClient::Execute(const HttpRequest& request, const IoOpt
     response.truncated = true;  // the connection is in an unknown state: drop the handle
     return response;
   }
-  if (rc != CURLE_OK) {
-    // A failed transfer may leave the connection in an unknown state: drop the handle.
-    std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    std::string what = RequestName(request);
-    if (transfer.sink_overflow) {
-      return Status::Internal(what + ": response body is larger than the " +
-                              std::to_string(transfer.sink_capacity) + " bytes expected");
-    }
-    if (rc == CURLE_OPERATION_TIMEDOUT && Clock::now() >= options.deadline) {
-      return Status::DeadlineExceeded(what + ": deadline passed: " + detail);
-    }
-    if (IsTlsFailure(rc)) {
-      return Status::IoError(what + ": TLS certificate verification failed: " + detail +
-                             " (trust the server's CA with --ca-bundle FILE or AWS_CA_BUNDLE)");
-    }
-    if (rc == CURLE_COULDNT_RESOLVE_HOST && !request.unresolved_host_hint.empty()) {
-      detail += " (" + request.unresolved_host_hint + ")";
-    }
-    if (IsTransient(rc)) return Status::Unavailable(what + ": " + detail);
-    return Status::IoError(what + ": " + detail);
-  }
+  // A failed transfer may leave the connection in an unknown state: drop the handle.
+  if (rc != CURLE_OK) return TransferFailure(rc, errbuf, request, transfer, options);
   Release(std::move(handle));
   return response;
 }
