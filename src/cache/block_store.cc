@@ -119,10 +119,11 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const CacheConfig& config,
 }
 
 BlockStore::BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
-                       std::shared_ptr<MemoryBudget> budget)
+                       std::shared_ptr<MemoryBudget> budget, const SteadyClock* clock)
     : tiers_(std::move(tiers)),
       budget_(budget != nullptr ? std::move(budget)
                                 : std::make_shared<MemoryBudget>(kDefaultBudget)),
+      clock_(clock),
       counters_(std::make_unique<Counters>()) {
   counters_->hit_bytes = std::make_unique<std::atomic<uint64_t>[]>(tiers_.size());
 }
@@ -279,7 +280,7 @@ void BlockStore::RunPrefetch(const BlockRequest& request, const BlockSource& sou
   }
   if (result.ok()) {
     MutexLock lock(&staging_mu_);
-    staging_[request.key] = Staged{*result, std::chrono::steady_clock::now(), from_tier};
+    staging_[request.key] = Staged{*result, clock_->Now(), from_tier};
   } else {
     budget_->Release(request.length);
   }
@@ -367,7 +368,7 @@ void BlockStore::DropStaged(const BlockKey& key) {
 
 bool BlockStore::ReserveForPrefetch(uint64_t need) {
   if (budget_->TryAcquire(need)) return true;
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_->Now();
   std::vector<BlockRef> dropped;  // freed outside the lock
   bool reserved = false;
   {

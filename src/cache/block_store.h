@@ -33,6 +33,7 @@
 #include "cache/cache_tier.h"
 #include "cache/memory_budget.h"
 #include "cache/shm_arena.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/mutex.h"
 #include "common/result.h"
@@ -66,9 +67,11 @@ class BlockStore {
                                                   std::shared_ptr<MemoryBudget> budget = nullptr,
                                                   std::shared_ptr<ShmArena> arena = nullptr);
 
-  // Tiers top first. REQUIRES: at least one tier.
+  // Tiers top first. REQUIRES: at least one tier. `clock` ages the staged blocks (it outlives the
+  // store).
   explicit BlockStore(std::vector<std::unique_ptr<CacheTier>> tiers,
-                      std::shared_ptr<MemoryBudget> budget = nullptr);
+                      std::shared_ptr<MemoryBudget> budget = nullptr,
+                      const SteadyClock* clock = SteadyClock::Real());
   ~BlockStore();
 
   // The whole block: from the first tier holding it, else fetched through `source`.
@@ -175,6 +178,7 @@ class BlockStore {
   std::unordered_map<BlockKey, std::shared_ptr<Flight>, BlockKeyHash> flights_
       GUARDED_BY(flights_mu_);
   std::shared_ptr<MemoryBudget> budget_;
+  const SteadyClock* const clock_;
   Mutex staging_mu_ ACQUIRED_AFTER(flights_mu_);  // RunPrefetch checks staging under flights_mu_
   std::unordered_map<BlockKey, Staged, BlockKeyHash> staging_ GUARDED_BY(staging_mu_);
   // Counters: see BlockStoreStats.

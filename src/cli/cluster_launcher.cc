@@ -1,7 +1,9 @@
 #include "cli/cluster_launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
+#include <vector>
+
+#include "common/scoped_fd.h"
 
 extern char** environ;
 
@@ -19,6 +23,7 @@ namespace lakecache::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// How often a process whose exit cannot be watched (no pidfd) is looked at again.
 constexpr auto kPollInterval = std::chrono::milliseconds(20);
 constexpr auto kKillWait =
     std::chrono::seconds(5);  // a process in uninterruptible I/O takes a while
@@ -148,6 +153,30 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
   return pid;
 }
 
+// A process's exit, as a descriptor that poll() sees readable once the process has exited (a
+// pidfd), so that a wait for it needs no polling loop.
+struct ProcessExit {
+  explicit ProcessExit(pid_t pid) {
+    fd.reset(pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1);
+    watched = fd.valid() || errno == ESRCH;  // no such process: its exit is behind us
+  }
+  ScopedFd fd;
+  bool watched = false;  // false: the kernel gives no pidfd; look at it every kPollInterval
+};
+
+// Returns once one of `exits` not yet over ends, or after `timeout` (kPollInterval at most when
+// one cannot be watched, or none is left to wait for).
+void WaitForAnExit(const std::vector<ProcessExit>& exits, std::chrono::milliseconds timeout) {
+  std::vector<pollfd> fds;
+  for (const ProcessExit& e : exits) {
+    if (!e.watched) timeout = std::min<std::chrono::milliseconds>(timeout, kPollInterval);
+    pollfd over = {e.fd.get(), POLLIN, 0};
+    if (e.fd.valid() && ::poll(&over, 1, 0) == 0) fds.push_back(over);  // readable once over
+  }
+  if (fds.empty()) timeout = std::min<std::chrono::milliseconds>(timeout, kPollInterval);
+  ::poll(fds.data(), fds.size(), static_cast<int>(timeout.count()));
+}
+
 bool IsRunning(const std::string& dir, const ClusterProcess& process) {
   if (process.pid <= 0) return false;
   pid_t waited = ::waitpid(process.pid, nullptr, WNOHANG);
@@ -175,14 +204,19 @@ std::vector<StopOutcome> StopProcesses(const std::string& dir,
   // Waits until no process in state `state` is running; false on timeout.
   auto wait_for = [&](StopOutcome state, Clock::duration timeout) {
     auto deadline = Clock::now() + timeout;
+    std::vector<ProcessExit> exits;
+    for (size_t i = 0; i < processes.size(); ++i) {
+      if (outcomes[i] == state) exits.emplace_back(processes[i].pid);
+    }
     while (true) {
       bool any = false;
       for (size_t i = 0; i < processes.size(); ++i) {
         any = any || (outcomes[i] == state && IsRunning(dir, processes[i]));
       }
       if (!any) return true;
-      if (Clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(kPollInterval);
+      auto left = deadline - Clock::now();
+      if (left <= Clock::duration::zero()) return false;
+      WaitForAnExit(exits, std::chrono::ceil<std::chrono::milliseconds>(left));
     }
   };
   signal_all(SIGTERM, StopOutcome::kNotRunning, StopOutcome::kStopped);

@@ -70,6 +70,8 @@ Result<std::unique_ptr<HttpEndpoint>> ServeMetrics(const HttpEndpointOptions& op
         std::chrono::steady_clock::now() >= give_up) {
       return endpoint.status();
     }
+    // The port is another process's still (a restarted daemon's predecessor, exiting): its release
+    // is no event this process can wait on, so binding is tried again shortly, until bind_wait.
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }

@@ -10,8 +10,6 @@
 namespace lakecache {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 uint64_t PathHash(std::string_view path) { return std::hash<std::string_view>{}(path); }
 
 }  // namespace
@@ -91,7 +89,7 @@ uint64_t OrderHints::BeginWrite(pid_t process, bool append, std::string prefix) 
       orders_.push_back(std::move(created));
       live_orders_.store(orders_.size(), std::memory_order_relaxed);
     }
-    order->active = SteadyClock::now();
+    order->active = options_.clock->Now();
     ++order->writers;
     writer = next_id_++;
     writers_[writer] = Writer{order->id, std::move(prefix)};
@@ -122,7 +120,7 @@ void OrderHints::Write(uint64_t writer, std::string_view bytes) {
       }
       bytes.remove_prefix(nl + 1);
     }
-    order->active = SteadyClock::now();
+    order->active = options_.clock->Now();
   }
   cv_.Signal();
 }
@@ -170,7 +168,7 @@ void OrderHints::Opened(std::string_view path) {
       auto it = order->index.find(hash);
       if (it == order->index.end()) continue;
       Entry& e = order->entries[it->second];
-      order->active = SteadyClock::now();
+      order->active = options_.clock->Now();
       order->furthest = std::max(order->furthest, it->second + 1);
       switch (e.state) {
         case State::kPending:  // read before its turn (or before the rest of its head)
@@ -195,8 +193,10 @@ void OrderHints::Opened(std::string_view path) {
       Sweep(*order, &drop);
     }
   }
+  // A file read, or files given up (a reader far ahead), leave room in the window.
+  bool room = moved || !drop.empty();
   DropAll(std::move(drop));
-  if (moved) cv_.Signal();
+  if (room) cv_.Signal();
 }
 
 void OrderHints::Sweep(Order& order, std::vector<std::unique_ptr<HintedFile>>* drop) {
@@ -260,7 +260,7 @@ void OrderHints::DropAll(std::vector<std::unique_ptr<HintedFile>> files) {
 }
 
 bool OrderHints::NextWork(Work* work, SteadyClock::time_point* wake) {
-  SteadyClock::time_point now = SteadyClock::now();
+  SteadyClock::time_point now = options_.clock->Now();
   *wake = now + std::chrono::seconds(1);  // the idle sweep
   if (ahead_ >= options_.window || orders_.empty()) return false;
   for (size_t n = 0; n < orders_.size(); ++n) {
@@ -337,7 +337,7 @@ std::unique_ptr<HintedFile> OrderHints::Finish(Work& work, Result<HintedFile> re
     if (order->next == work.entry) ++order->next;
   } else {
     e.state = State::kPending;  // the rest when the budget has room again
-    order->retry_at = SteadyClock::now() + options_.budget_retry;
+    order->retry_at = options_.clock->Now() + options_.budget_retry;
   }
   return nullptr;
 }
@@ -347,7 +347,7 @@ void OrderHints::Run() {
   while (!stopping_) {
     // Orders nobody matched or wrote for a while are given up.
     std::vector<std::unique_ptr<HintedFile>> drop;
-    SteadyClock::time_point now = SteadyClock::now();
+    SteadyClock::time_point now = options_.clock->Now();
     for (size_t i = orders_.size(); i-- > 0;) {
       if (orders_[i]->writers == 0 && now - orders_[i]->active > options_.idle) Remove(i, &drop);
     }
@@ -360,7 +360,7 @@ void OrderHints::Run() {
         mu_.Lock();
         continue;
       }
-      cv_.WaitUntil(&mu_, wake);
+      options_.clock->WaitUntil(&cv_, &mu_, wake);
       continue;
     }
     uint64_t limit = std::max<uint64_t>(1, options_.window - ahead_);

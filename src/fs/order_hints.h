@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cache/block_key.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/result.h"
 
@@ -78,7 +79,8 @@ struct OrderHintOptions {
   // in step with the reads (fetching a whole shard ahead would compete with the read-ahead of
   // the shard being read, for the memory budget and the link).
   uint64_t head = 8ull << 20;
-  std::chrono::milliseconds budget_retry{20};  // after the memory budget refused a fetch
+  std::chrono::milliseconds budget_retry{20};      // after the memory budget refused a fetch
+  const SteadyClock* clock = SteadyClock::Real();  // of `idle` and `budget_retry`; outlives this
 };
 
 class OrderHints {

@@ -8,9 +8,9 @@
 #include <sys/socket.h>
 
 #include <array>
-#include <chrono>
 #include <thread>
 
+#include "common/mutex.h"
 #include "security/auth.h"
 
 namespace lakecache {
@@ -58,6 +58,11 @@ struct HttpEndpoint::Impl {
   httplib::Server server;
   std::thread thread;
   std::unique_ptr<security::WatchedFile> token;  // null: open
+  // Set once the server runs (listen_after_bind made its task queue, having set is_running), or
+  // once it returned: until then stop() would not reach it, and the destructor would wait forever.
+  Mutex mu;
+  CondVar running_cv;
+  bool running GUARDED_BY(mu) = false;
 
   bool Allowed(const httplib::Request& request) const {
     if (token == nullptr) return true;
@@ -113,13 +118,20 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const HttpEndpointOpti
     }
   }
   httplib::Server& server = impl->server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
   // SO_REUSEADDR only: a port another process listens on is refused, not shared (SO_REUSEPORT).
   server.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   Impl* raw = impl.get();
+  server.new_task_queue = [raw] {
+    {
+      MutexLock lock(&raw->mu);
+      raw->running = true;
+    }
+    raw->running_cv.SignalAll();
+    return new httplib::ThreadPool(kThreads);
+  };
   server.set_pre_routing_handler(
       [raw](const httplib::Request& request, httplib::Response& response) {
         if (raw->Allowed(request)) return httplib::Server::HandlerResponse::Unhandled;
@@ -152,9 +164,16 @@ Result<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(const HttpEndpointOpti
     return Status::Unavailable("--metrics-listen " + listen + ": cannot listen there (in use, " +
                                "or not an address of this host)");
   }
-  impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
-  // Until the server runs, stop() would not reach it (and the destructor would wait forever).
-  while (!raw->server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl->thread = std::thread([raw] {
+    raw->server.listen_after_bind();
+    MutexLock lock(&raw->mu);  // a server that never ran: nothing to wait for either
+    raw->running = true;
+    raw->running_cv.SignalAll();
+  });
+  {
+    MutexLock lock(&raw->mu);
+    while (!raw->running) raw->running_cv.Wait(&raw->mu);
+  }
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint(std::move(impl)));
   std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   endpoint->address_ = shown + ":" + std::to_string(bound);

@@ -77,22 +77,27 @@ StatusBoard::StatusBoard(AdminBackend* admin, const NamespaceTable* namespaces,
       clients_(clients),
       loads_(loads),
       options_(std::move(options)),
-      started_(std::chrono::steady_clock::now()) {
-  sampler_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+      started_(options_.clock->Now()) {
+  sampler_ = std::thread([this] { Loop(); });
 }
 
 StatusBoard::~StatusBoard() {
-  sampler_.request_stop();
-  if (sampler_.joinable()) sampler_.join();
+  {
+    MutexLock lock(&stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.SignalAll();
+  sampler_.join();
 }
 
-void StatusBoard::Loop(std::stop_token stop) {
-  while (!stop.stop_requested()) {
-    auto next = std::chrono::steady_clock::now() + options_.interval;
+void StatusBoard::Loop() {
+  const SteadyClock& clock = *options_.clock;
+  while (true) {
+    const SteadyClock::time_point next = clock.Now() + options_.interval;
     Sample();
-    while (!stop.stop_requested() && std::chrono::steady_clock::now() < next) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    MutexLock lock(&stop_mu_);
+    while (!stopping_ && clock.Now() < next) clock.WaitUntil(&stop_cv_, &stop_mu_, next);
+    if (stopping_) return;
   }
 }
 
@@ -100,7 +105,7 @@ void StatusBoard::Sample() {
   MutexLock sampling(&sample_mu_);
   Result<rpc::Report> report = admin_->GetReport();
   if (!report.ok()) return;
-  auto now = std::chrono::steady_clock::now();
+  auto now = options_.clock->Now();
   MutexLock lock(&mu_);
   double seconds = std::chrono::duration<double>(now - last_at_).count();
   bool first = points_.empty() && counters_.empty();
@@ -159,13 +164,13 @@ void StatusBoard::Sample() {
 
 std::string StatusBoard::StatusJson() const {
   json status;
-  status["master"] = {{"address", options_.address},
-                      {"version", options_.version},
-                      {"uptime_seconds", std::chrono::duration_cast<std::chrono::seconds>(
-                                             std::chrono::steady_clock::now() - started_)
-                                             .count()},
-                      {"insecure", options_.insecure},
-                      {"now_ms", NowMs()}};
+  status["master"] = {
+      {"address", options_.address},
+      {"version", options_.version},
+      {"uptime_seconds",
+       std::chrono::duration_cast<std::chrono::seconds>(options_.clock->Now() - started_).count()},
+      {"insecure", options_.insecure},
+      {"now_ms", NowMs()}};
   rpc::ClusterView view = registry_->View();
   json workers = json::array();
   {

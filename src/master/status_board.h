@@ -32,6 +32,7 @@
 
 #include "admin/admin_service.h"
 #include "admin/load_jobs.h"
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "http/http_endpoint.h"
@@ -49,6 +50,7 @@ struct StatusBoardOptions {
   std::string address;  // the master's, as it announces it
   std::string version;
   bool insecure = false;
+  const SteadyClock* clock = SteadyClock::Real();  // the sampler's interval and the uptime
 };
 
 class StatusBoard {
@@ -89,7 +91,8 @@ class StatusBoard {
     uint64_t read = 0, local = 0, fetched = 0;
   };
 
-  void Loop(std::stop_token stop);
+  // Samples every `interval` until the destructor says stop.
+  void Loop() EXCLUDES(stop_mu_);
 
   AdminBackend* admin_;
   const NamespaceTable* namespaces_;
@@ -109,7 +112,10 @@ class StatusBoard {
   std::chrono::steady_clock::time_point last_at_ GUARDED_BY(mu_);
   std::deque<Point> points_ GUARDED_BY(mu_);
 
-  std::jthread sampler_;  // last: stopped first
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stopping_ GUARDED_BY(stop_mu_) = false;
+  std::thread sampler_;  // last: stopped first
 };
 
 }  // namespace lakecache

@@ -3,7 +3,6 @@
 #include <grpcpp/server_context.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "rpc/grpc_util.h"
 
@@ -70,8 +69,11 @@ Result<std::vector<std::string>> ParseMasterList(std::string_view flag, std::str
 }
 
 MasterSet::MasterSet(std::vector<std::string> addresses, ChannelFn open,
-                     std::optional<rpc::Transport> transport)
-    : addresses_(std::move(addresses)), open_(std::move(open)), transport_(transport) {
+                     std::optional<rpc::Transport> transport, const SteadyClock* clock)
+    : addresses_(std::move(addresses)),
+      open_(std::move(open)),
+      transport_(transport),
+      clock_(clock) {
   for (const std::string& a : addresses_) known_.push_back({a, nullptr});
   down_until_.resize(known_.size());
 }
@@ -98,7 +100,7 @@ size_t MasterSet::IndexOf(const std::string& address) {
 }
 
 size_t MasterSet::NextAfter(size_t i) {
-  auto now = std::chrono::steady_clock::now();
+  auto now = clock_->Now();
   for (size_t step = 1; step <= known_.size(); ++step) {
     size_t next = (i + step) % known_.size();
     if (now >= down_until_[next]) return next;
@@ -162,7 +164,7 @@ void MasterSet::NoteLeader(const std::string& leader) {
   if (leader.empty()) return;
   MutexLock lock(&mu_);
   size_t i = IndexOf(leader);
-  if (std::chrono::steady_clock::now() >= down_until_[i]) current_ = i;
+  if (clock_->Now() >= down_until_[i]) current_ = i;
 }
 
 bool MasterSet::Failed(const Master& master, const grpc::Status& status,
@@ -178,11 +180,11 @@ bool MasterSet::Failed(const Master& master, const grpc::Status& status,
               master.channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
   MutexLock lock(&mu_);
   size_t failed = IndexOf(master.address);
-  down_until_[failed] = redirect || slow ? std::chrono::steady_clock::time_point{}
-                                         : std::chrono::steady_clock::now() + kDownFor;
+  down_until_[failed] =
+      redirect || slow ? std::chrono::steady_clock::time_point{} : clock_->Now() + kDownFor;
   if (redirect && !leader.empty() && leader != master.address) {
     size_t named = IndexOf(leader);
-    current_ = std::chrono::steady_clock::now() >= down_until_[named] ? named : NextAfter(failed);
+    current_ = clock_->Now() >= down_until_[named] ? named : NextAfter(failed);
   } else if (current_ == failed) {
     current_ = NextAfter(failed);
   }
@@ -251,7 +253,7 @@ bool MasterSet::Attempts::Again(const Master& master, const grpc::Status& status
   }
   if (pause_now) {
     auto left = deadline_ - std::chrono::system_clock::now();
-    std::this_thread::sleep_for(
+    set_.clock_->SleepFor(
         std::min<std::chrono::system_clock::duration>(pause_, std::max(left, {})));
     pause_ = std::min(pause_ * 2, kLongestPause);
     if (std::chrono::system_clock::now() >= deadline_) return false;

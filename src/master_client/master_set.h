@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/result.h"
 #include "rpc/transport_probe.h"
@@ -59,9 +60,11 @@ class MasterSet {
 
   // `addresses` from ParseMasterList (at least one); `open` makes a channel to one (TLS and the
   // caller's role), speaking `transport` when that is given. Channels are opened when first
-  // needed.
+  // needed. `clock` times how long a master is passed over and the pauses between asks (it
+  // outlives the set); the calls' deadlines are gRPC's, of the system clock.
   MasterSet(std::vector<std::string> addresses, ChannelFn open,
-            std::optional<rpc::Transport> transport = std::nullopt);
+            std::optional<rpc::Transport> transport = std::nullopt,
+            const SteadyClock* clock = SteadyClock::Real());
 
   // Calls `attempt` as the header says: each attempt gets at most `per_attempt`, all of them end
   // by `deadline`. The status names the master that gave it ("master a:7400: ...") and, when
@@ -130,6 +133,7 @@ class MasterSet {
   std::vector<std::string> addresses_;  // as given; known_ adds one slot for a leader outside them
   const ChannelFn open_;
   const std::optional<rpc::Transport> transport_;
+  const SteadyClock* const clock_;
   Mutex mu_;
   std::vector<Master> known_ GUARDED_BY(mu_);
   // Per known_ entry: until when a master that did not answer is not made current by NoteLeader.

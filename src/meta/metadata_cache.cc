@@ -39,7 +39,7 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
   MutexLock lock(&slot->mu);
   if (slot->listing && !slot->changed) {
     if (slot->pinned) return slot->listing;
-    Clock::time_point now = options_.now();
+    Clock::time_point now = options_.clock->Now();
     bool fresh = options_.immutable || now - slot->fetched < options_.ttl;
     if (fresh) {
       // Refresh ahead: a folder read in the last quarter of its TTL is listed again in the
@@ -72,7 +72,7 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::ListFresh(const std::st
   Listed fetched = Fetch(dir);
   if (fetched.ok()) {
     slot->listing = *fetched;
-    slot->fetched = options_.now();
+    slot->fetched = options_.clock->Now();
     slot->warned_stale = false;
     slot->changed = false;
     return fetched;
@@ -108,7 +108,7 @@ MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
 }
 
 MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, Listed fetched) {
-  Clock::time_point now = options_.now();
+  Clock::time_point now = options_.clock->Now();
   slot.changed = false;
   if (fetched.ok()) {
     slot.listing = *fetched;
@@ -135,9 +135,15 @@ void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_p
                                            bool ahead) {
   std::call_once(revalidator_once_,
                  [this] { revalidator_ = std::make_unique<ThreadPool>(kRevalidationThreads); });
+  revalidations_in_flight_.fetch_add(1);
   revalidator_->Post([this, dir, ahead, slot = std::move(slot)] {
     Listed fetched = stopping_ ? Listed(Status::Unavailable("shutting down")) : Fetch(dir);
     MutexLock lock(&slot->mu);
+    // Counted off once settled, on every path out, under the lock a List would wait for.
+    struct Settled {
+      std::atomic<int>* in_flight;
+      ~Settled() { in_flight->fetch_sub(1); }
+    } settled{&revalidations_in_flight_};
     slot->revalidating = false;
     // A load pinned the folder meanwhile: its listing is the one to keep. The store said an
     // object changed meanwhile: this listing may predate the change, the next List asks again.
@@ -160,7 +166,7 @@ void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing
   MutexLock lock(&slot->mu);
   if (slot->listing != listing) {
     slot->listing = std::move(listing);
-    slot->fetched = options_.now();
+    slot->fetched = options_.clock->Now();
     slot->warned_stale = false;
   }
   if (kind == PinKind::kPinned) {

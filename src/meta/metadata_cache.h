@@ -26,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/thread_pool.h"
 #include "common/units.h"
@@ -39,7 +40,8 @@ struct MetadataCacheOptions {
   bool immutable = false;
   Duration stale_if_error = std::chrono::hours(1);
   Duration list_timeout = std::chrono::seconds(60);  // one listing, retries included
-  std::function<Clock::time_point()> now = [] { return Clock::now(); };  // injectable for tests
+  const SteadyClock* clock =
+      SteadyClock::Real();  // the TTLs' (a test's is fake); outlives the cache
 };
 
 class MetadataCache {
@@ -87,6 +89,10 @@ class MetadataCache {
   const std::string& prefix() const { return prefix_; }
   ObjectStore& store() const { return *store_; }
 
+  // Background revalidations started and not yet settled: a test's proof that the one a call
+  // started is over (or that a call started none).
+  int revalidations_in_flight() const { return revalidations_in_flight_.load(); }
+
  private:
   // One folder's cached listing. `mu` is held while the folder is fetched in the caller's path, so
   // concurrent callers wait for that one listing instead of sending their own; a background
@@ -122,7 +128,9 @@ class MetadataCache {
   const MetadataCacheOptions options_;
   Mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_ GUARDED_BY(mu_);
-  std::atomic<bool> stopping_{false};  // set by the destructor: queued revalidations are dropped
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> revalidations_in_flight_{
+      0};  // set by the destructor: queued revalidations are dropped
   std::once_flag revalidator_once_;
   // Made on the first background revalidation; reset first by the destructor.
   std::unique_ptr<ThreadPool> revalidator_;

@@ -1,6 +1,5 @@
 #include "ufs/fault_injecting_store.h"
 
-#include <thread>
 #include <utility>
 
 namespace lakecache {
@@ -110,6 +109,15 @@ void FaultInjectingStore::ClearRules() {
   rules_.clear();
 }
 
+void FaultInjectingStore::EndDelays() {
+  {
+    MutexLock lock(&mu_);
+    ++delays_ended_;
+    for (FaultRule& rule : rules_) rule.delay = Clock::duration::zero();
+  }
+  delays_ended_cv_.SignalAll();
+}
+
 int64_t FaultInjectingStore::Calls(StoreOp op) const {
   if (op != StoreOp::kAny) return calls_[static_cast<size_t>(op)].load();
   int64_t total = 0;
@@ -142,19 +150,19 @@ Status FaultInjectingStore::ConnectionReset(std::string_view key) const {
 FaultRule FaultInjectingStore::Intercept(StoreOp op, std::string_view key, int part_number) {
   calls_[static_cast<size_t>(op)].fetch_add(1);
   FaultRule applied;
-  {
-    MutexLock lock(&mu_);
-    for (FaultRule& rule : rules_) {
-      if (rule.times == 0 || (rule.op != StoreOp::kAny && rule.op != op)) continue;
-      if (key.find(rule.key_contains) == std::string_view::npos) continue;
-      if (rule.part_number != 0 && rule.part_number != part_number) continue;
-      if (rule.times > 0) --rule.times;
-      applied = rule;
-      break;
-    }
+  MutexLock lock(&mu_);
+  for (FaultRule& rule : rules_) {
+    if (rule.times == 0 || (rule.op != StoreOp::kAny && rule.op != op)) continue;
+    if (key.find(rule.key_contains) == std::string_view::npos) continue;
+    if (rule.part_number != 0 && rule.part_number != part_number) continue;
+    if (rule.times > 0) --rule.times;
+    applied = rule;
+    break;
   }
-  // Outside the lock, so that a stalled call does not stall the others.
-  if (applied.delay > Clock::duration::zero()) std::this_thread::sleep_for(applied.delay);
+  // The wait releases the lock, so that a stalled call does not stall the others.
+  const Clock::time_point until = Clock::now() + applied.delay;
+  const uint64_t ended = delays_ended_;
+  while (delays_ended_ == ended && Clock::now() < until) delays_ended_cv_.WaitUntil(&mu_, until);
   return applied;
 }
 

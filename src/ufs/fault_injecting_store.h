@@ -43,7 +43,7 @@ struct FaultRule {
   std::string key_contains;  // "" matches every key; a List call matches on its prefix
   Status status;             // returned instead of calling through; OK only delays
   int times = kForever;      // how many matching calls the rule applies to
-  Clock::duration delay{0};  // slept before failing or calling through
+  Clock::duration delay{0};  // waited before failing or calling through; EndDelays ends it
   // Reads only, with an OK status: the reply says this ETag / total size instead of its own.
   std::optional<std::string> reply_etag;
   std::optional<uint64_t> reply_object_size;
@@ -89,6 +89,9 @@ class FaultInjectingStore : public ObjectStoreWrapper {
   void ReplyWithVersion(std::string etag, std::optional<uint64_t> object_size,
                         int times = FaultRule::kForever, std::string key_contains = "");
   void ClearRules();
+  // The calls waiting out a delay go on now, and the rules delay no call from now on: a test ends
+  // a stall it made when it has seen what the stall was for.
+  void EndDelays();
 
   // Calls made to this store, failed ones included; kAny gives the total.
   int64_t Calls(StoreOp op) const;
@@ -125,6 +128,8 @@ class FaultInjectingStore : public ObjectStoreWrapper {
   std::array<std::atomic<int64_t>, kOps> calls_{};
   Mutex mu_;
   std::vector<FaultRule> rules_ GUARDED_BY(mu_);
+  CondVar delays_ended_cv_;
+  uint64_t delays_ended_ GUARDED_BY(mu_) = 0;  // how many times EndDelays was called
 };
 
 }  // namespace lakecache

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -16,8 +15,7 @@ namespace {
 
 RetryPolicy WithDefaults(RetryPolicy policy) {
   policy.max_attempts = std::max(1, policy.max_attempts);
-  if (!policy.sleep) policy.sleep = [](Clock::duration d) { std::this_thread::sleep_for(d); };
-  if (!policy.now) policy.now = [] { return Clock::now(); };
+  if (policy.clock == nullptr) policy.clock = SteadyClock::Real();
   return policy;
 }
 
@@ -168,7 +166,7 @@ Status RetryingStore::Retry(std::string_view op, std::string_view key, const IoO
     }
     Clock::duration wait = Backoff(n);
     // A retry that could only start at or after the deadline is pointless: give up now.
-    if (policy_.now() + wait >= options.deadline) {
+    if (policy_.clock->Now() + wait >= options.deadline) {
       return Status::DeadlineExceeded(fmt::format(
           "{}: deadline reached after {} attempts; last error: {}", Target(key), n, st.ToString()));
     }
@@ -176,7 +174,7 @@ Status RetryingStore::Retry(std::string_view op, std::string_view key, const IoO
                   policy_.max_attempts,
                   std::chrono::duration_cast<std::chrono::milliseconds>(wait).count(),
                   st.ToString());
-    policy_.sleep(wait);
+    policy_.clock->SleepFor(wait);
   }
 }
 

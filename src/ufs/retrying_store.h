@@ -6,8 +6,8 @@
 // object_store.h; two repeats look at the key when they cannot tell success from failure: a
 // create-only Put that finds the key taken and a CompleteMultipartUpload that finds its upload
 // gone count as done when Head shows the object they would have made (Put: the body's MD5 as
-// ETag and its size; Complete: IsObjectOfUpload). Shares ownership of the wrapped store;
-// thread-safe if it and the policy's sleep/now functions are.
+// ETag and its size; Complete: IsObjectOfUpload). The backoff is slept on the policy's clock,
+// which the deadline is compared with. Shares ownership of the wrapped store; thread-safe if it is.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "ufs/object_store.h"
 
@@ -32,9 +33,9 @@ struct RetryPolicy {
   bool jitter = true;
   uint64_t seed = 0;  // for the jitter; 0 seeds from std::random_device
 
-  // Seams for tests: how to wait, and the clock the deadline is compared with.
-  std::function<void(Clock::duration)> sleep;  // default: std::this_thread::sleep_for
-  std::function<Clock::time_point()> now;      // default: Clock::now
+  // Sleeps the backoff and reads the time the deadline is compared with; a test's fake clock
+  // sleeps none. Must outlive the store.
+  const SteadyClock* clock = SteadyClock::Real();
 };
 
 class RetryingStore : public ObjectStoreWrapper {

@@ -18,6 +18,8 @@
 #include "cache/cache_tier.h"
 #include "cache/memory_budget.h"
 #include "cache/memory_tier.h"
+#include "support/fake_clock.h"
+#include "support/wait_for.h"
 
 namespace lakecache {
 namespace {
@@ -60,13 +62,14 @@ class PrefetchTest : public ::testing::Test {
     memory_ = memory->get();
     std::vector<std::unique_ptr<CacheTier>> tiers;
     tiers.push_back(std::move(*memory));
-    store_ = std::make_unique<BlockStore>(std::move(tiers), budget_);
+    store_ = std::make_unique<BlockStore>(std::move(tiers), budget_, &clock_);
   }
   // Waits until the pool has run everything queued so far.
   void Drain() {
     pool_.Submit([] {}).wait();
   }
 
+  testing::FakeClock clock_;  // ages the staged blocks
   Source source_;
   std::shared_ptr<MemoryBudget> budget_;
   MemoryTier* memory_ = nullptr;
@@ -144,8 +147,9 @@ TEST_F(PrefetchTest, OldUnreadStagedBlocksAreDroppedOldestFirstWhenBudgetIsNeede
     ASSERT_EQ(store_->Prefetch(RequestFor(i), source_.Get(), pool_),
               BlockStore::PrefetchResult::kStarted);
     Drain();
+    clock_.Advance(std::chrono::milliseconds(1));  // block 0 the oldest
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  clock_.Advance(std::chrono::milliseconds(600));  // older than the patience for their readers
   EXPECT_EQ(store_->Prefetch(RequestFor(20), source_.Get(), pool_),
             BlockStore::PrefetchResult::kStarted);
   Drain();
@@ -179,7 +183,7 @@ TEST_F(PrefetchTest, ReaderJoiningAPrefetchInFlightGetsItAndAdmitsIt) {
   ASSERT_EQ(store_->Prefetch(RequestFor(5), slow, pool_), BlockStore::PrefetchResult::kStarted);
   while (calls.load() == 0) std::this_thread::yield();
   auto reader = std::async(std::launch::async, [&] { return store_->Get(RequestFor(5), slow); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->Stats().singleflight_waits == 1; }));
   release.set_value();
   Result<BlockRef> got = reader.get();
   ASSERT_TRUE(got.ok());
@@ -315,7 +319,8 @@ TEST_F(SmallMemoryTest, ReaderAheadOfQueuedReadAheadFetchesEachBlockOnce) {
         << i;
   }
   auto pass = std::async(std::launch::async, [this] { return ReadPass(10); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The reader waits for block 1's fetch, queued behind the busy task.
+  ASSERT_TRUE(testing::WaitFor([&] { return store_->Stats().singleflight_waits == 1; }));
   open.set_value();
   Status read = pass.get();
   ASSERT_TRUE(read.ok()) << read.ToString();

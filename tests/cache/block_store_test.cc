@@ -17,6 +17,7 @@
 #include "cache/content_index.h"
 #include "cache/memory_tier.h"
 #include "common/thread_pool.h"
+#include "support/wait_for.h"
 
 namespace lakecache {
 namespace {
@@ -169,17 +170,13 @@ TEST(BlockStoreTest, StatsCountHitsMissesAndFetches) {
   EXPECT_EQ(histogram_total, 2u);
 }
 
-// Runs `threads` concurrent Gets of one block. The source holds its answer ~50 ms and until every
-// other reader has joined the flight, so the test does not depend on thread scheduling.
+// Runs `threads` concurrent Gets of one block. The source holds its answer until every other reader
+// has joined the flight, so the test does not depend on thread scheduling.
 std::vector<Result<BlockRef>> ConcurrentGets(BlockStore& store, CountingSource& source,
                                              int threads) {
   source.before_answer = [&store, threads] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (store.Stats().singleflight_waits < static_cast<uint64_t>(threads - 1) &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    EXPECT_TRUE(testing::WaitFor(
+        [&] { return store.Stats().singleflight_waits >= static_cast<uint64_t>(threads - 1); }));
   };
   std::vector<std::optional<Result<BlockRef>>> results(threads);
   std::latch start(threads);

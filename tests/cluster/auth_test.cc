@@ -27,6 +27,7 @@
 #include "security/x509.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 #include "worker/worker_server.h"
 
 namespace lakecache {
@@ -384,15 +385,17 @@ TEST_F(AuthTest, CertificatesRotateUnderReadersWithoutAFailedRead) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Reads before the renewal, across the master's new certificate, and across the worker's (it
+  // renews its own once the master's has changed, within seconds; later on two busy cores).
+  EXPECT_TRUE(testing::WaitFor([&] { return reads >= 5; }));
   security::CredentialOptions renew;
   renew.renew = true;
-  ASSERT_TRUE(security::MakeCredentials(creds_.path(), renew).ok());  // the master's certificate
-  std::this_thread::sleep_for(std::chrono::seconds(9));  // the worker's renews once or more
-  // On two busy cores the worker's renewal may come later: keep reading until it has (30 s).
-  for (auto renewed_by = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-       issued_at() <= first_cert && std::chrono::steady_clock::now() < renewed_by;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(security::MakeCredentials(creds_.path(), renew).ok());  // the master's certificate
+  const int at_renewal = reads;
+  EXPECT_TRUE(testing::WaitFor([&] { return reads >= at_renewal + 5; }));
+  EXPECT_TRUE(testing::WaitFor([&] { return issued_at() > first_cert; }, std::chrono::minutes(1)));
+  const int at_worker_renewal = reads;
+  EXPECT_TRUE(testing::WaitFor([&] { return reads >= at_worker_renewal + 5; }));
   stop = true;
   for (auto& t : readers) t.join();
   EXPECT_EQ(failed.load(), 0);

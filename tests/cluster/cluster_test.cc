@@ -31,6 +31,7 @@
 #include "security/credentials_dir.h"
 #include "support/slowdown.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 #include "worker/object_writes.h"
@@ -119,7 +120,7 @@ class ClusterTest : public ::testing::Test {
     while (std::chrono::steady_clock::now() < deadline) {
       ASSERT_TRUE(client_->RefreshView().ok());
       if (client_->Workers().size() == n) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls the view
     }
     FAIL() << "the view never had " << n << " workers";
   }
@@ -246,11 +247,7 @@ TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
   EXPECT_TRUE(marked) << "the client did not mark the stopped worker down";
   EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
   // The master drops it once its heartbeats stop.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
-  while (client_->Workers().size() != 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ASSERT_TRUE(client_->RefreshView().ok());
-  }
+  testing::WaitFor([&] { return client_->RefreshView().ok() && client_->Workers().size() == 2; });
   EXPECT_EQ(client_->Workers().size(), 2u);
   EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
 }
@@ -499,6 +496,8 @@ TEST_F(ClusterTlsTest, ASilentClientDoesNotDelayShutdown) {
       rpc::BulkConnection::Connect(workers_[0]->data_address(), nullptr, "",
                                    std::chrono::steady_clock::now() + std::chrono::seconds(5));
   ASSERT_TRUE(silent.ok()) << silent.status().ToString();
+  // Kept: the worker's accepting it shows nowhere; on a busy host the window may be too short
+  // for the shutdown to meet the handshake, and the test passes without proving anything.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the worker waits for it now
   auto start = std::chrono::steady_clock::now();
   workers_[0]->Shutdown();
@@ -864,10 +863,7 @@ TEST_F(ClusterTest, EvictedCacheFilesAreClosedByTheMount) {
   ASSERT_TRUE(info.ok());
   ContentId content = MakeContentId("lake", info->key, info->etag, kBlock);
   for (uint64_t i = 0; i < 3; ++i) workers_[0]->blocks().Erase(BlockKey{content, i});
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
-  while (TierNamed(*fs, "node-disk").blocks > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::WaitFor([&] { return TierNamed(*fs, "node-disk").blocks == 0; });
   EXPECT_EQ(TierNamed(*fs, "node-disk").blocks, 0u);
 }
 

@@ -92,6 +92,7 @@ TEST_F(EtcdMastersTest, AWorkerJoinedThroughOneMasterIsInEveryMastersViewAndOneL
       << masters_[1 - leader]->Health().detail;
 
   // The worker stays through several leases: heartbeats to one master renew its lease in etcd.
+  // Kept, a window of etcd's time (its leases), which no fake moves.
   std::this_thread::sleep_for(3 * kTtl);
   EXPECT_TRUE(WaitForWorkers(*masters_[1], 1));
 

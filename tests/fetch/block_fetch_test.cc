@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cache/block_store.h"
+#include "support/fake_clock.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
@@ -166,8 +167,9 @@ TEST_F(BlockRunFetchTest, RunFetchDropsAReplyOfAnotherTotalSize) {
 // Another version is a final answer: retrying cannot bring the old one back.
 TEST_F(BlockRunFetchTest, ChangedObjectIsNotRetried) {
   store_->ReplyWithVersion("etag-of-a-newer-version", std::nullopt);
+  testing::FakeClock clock;  // the retry it must not make would not wait
   RetryPolicy policy;
-  policy.sleep = [](Clock::duration) {};
+  policy.clock = &clock;
   RetryingStore retrying(store_, policy);
   ExpectChanged(FetchBlock(retrying, VersionedRequest(0)));
   EXPECT_EQ(store_->Calls(StoreOp::kRead), 1);

@@ -25,7 +25,9 @@
 
 #include "cache/block_key.h"
 #include "common/object_uri.h"
+#include "support/fake_clock.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 
@@ -39,17 +41,6 @@ constexpr uint64_t kBlockSize = 64 * kKiB;
 constexpr uint64_t kMaxFileSize = 300 * kKiB;
 constexpr uint64_t kRoot = InodeTable::kRootIno;
 constexpr auto kTtl = seconds(60);
-
-// A clock that moves only when the test says so.
-class FakeClock {
- public:
-  Clock::time_point Now() const { return start_ + offset_.load(); }
-  void Advance(Clock::duration d) { offset_.store(offset_.load() + d); }
-
- private:
-  const Clock::time_point start_ = Clock::now();
-  std::atomic<Clock::duration> offset_{Clock::duration::zero()};
-};
 
 struct MountSpec {
   bool single_namespace_root = false;
@@ -151,7 +142,7 @@ class FileSystemTest : public ::testing::Test {
         MetadataCacheOptions meta;
         meta.ttl = ns->config.metadata_ttl;
         meta.immutable = ns->config.immutable;
-        meta.now = [this] { return clock_.Now(); };
+        meta.clock = &clock_;
         ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, meta);
       }
     }
@@ -224,7 +215,7 @@ class FileSystemTest : public ::testing::Test {
 
   testing::TempDir lake_dir_{"lakecache-fs-lake"};
   testing::TempDir other_dir_{"lakecache-fs-other"};
-  FakeClock clock_;
+  testing::FakeClock clock_;
   MountSpec spec_;
   std::unique_ptr<FileSystem> fs_;
   Namespace* lake_ = nullptr;                    // owned by fs_
@@ -822,11 +813,7 @@ TEST_F(FileSystemTest, ReplyOfAnotherVersionIsDroppedOnEveryReadPath) {
     EXPECT_EQ(n.status().code(), StatusCode::kPreconditionFailed) << n.status().ToString();
   }
   // Read-ahead ran too (on its pool): more reads than the three demanded.
-  auto deadline = Clock::now() + seconds(5);
-  while (faults_->Calls(StoreOp::kRead) <= 3 && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_GT(faults_->Calls(StoreOp::kRead), 3);
+  EXPECT_TRUE(testing::WaitFor([&] { return faults_->Calls(StoreOp::kRead) > 3; }));
   for (uint64_t index = 0; index < 8; ++index) {
     EXPECT_FALSE(fs_->blocks().Contains(
         BlockKey{MakeContentId("lake", "d/f", lake_->meta->Stat("d/f")->etag, kBlockSize), index}))
@@ -944,10 +931,7 @@ TEST_F(FileSystemTest, SequentialReaderIsReadAheadAndRandomReaderIsNot) {
     if (off + buf.size() == 2 * kBlockSize) {
       // The stream is sequential by now. On a loaded machine the reader can outrun the prefetch
       // pool, so give the read-ahead it started time to land before reading on.
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (fs_->blocks().Stats().prefetches == 0 && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+      EXPECT_TRUE(testing::WaitFor([&] { return fs_->blocks().Stats().prefetches > 0; }));
     }
   }
   fs_->Release(opened->fh);

@@ -16,6 +16,7 @@
 #include "common/write_budget.h"
 #include "fs/upload_registry.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 
@@ -112,14 +113,9 @@ class ObjectUploadTest : public ::testing::Test {
     return pending.ok() ? pending->size() : 0;
   }
 
-  // Polls until the registry has no abort left (at most 5 s).
+  // Waits until the registry has no abort left.
   bool AbortsSettle() {
-    auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (registry_.pending_aborts() > 0) {
-      if (Clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return true;
+    return testing::WaitFor([this] { return registry_.pending_aborts() == 0; });
   }
 
   testing::TempDir dir_{"lakecache-upload"};

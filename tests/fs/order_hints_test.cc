@@ -7,10 +7,11 @@
 #include <functional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/mutex.h"
+#include "support/fake_clock.h"
+#include "support/wait_for.h"
 
 namespace lakecache {
 namespace {
@@ -63,14 +64,10 @@ class FakeTarget : public HintTarget {
   uint64_t budget_blocks GUARDED_BY(mu_) = UINT64_MAX;
 };
 
-bool WaitFor(const std::function<bool()>& done) {
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
-}
+using testing::WaitFor;
+
+// True once the hints' fetcher waits for time to pass: it has fetched all it could.
+bool Idle(const testing::FakeClock& clock) { return clock.WaitForWaiters(1); }
 
 std::string Lines(int first, int end) {
   std::string text;
@@ -93,14 +90,15 @@ TEST(OrderHintsTest, NormalizeKeepsPathsInsideTheMount) {
 
 TEST(OrderHintsTest, FetchesInOrderNoFurtherThanTheWindowAhead) {
   FakeTarget target;
-  OrderHints hints(&target, {.window = 5 * kFile});
+  testing::FakeClock clock;
+  OrderHints hints(&target, {.window = 5 * kFile, .clock = &clock});
   // Written in pieces that split lines, with comments, blank lines and CRLF.
   uint64_t w = hints.BeginWrite(1, false);
   hints.Write(w, "# an epoch\nf0\r\nf1\n\nf");
   hints.Write(w, "2\n" + Lines(3, 20));
   hints.EndWrite(w);
   ASSERT_TRUE(WaitFor([&] { return target.Fetched().size() == 5; }));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(Idle(clock));
   EXPECT_EQ(target.Fetched(), (std::vector<std::string>{"f0", "f1", "f2", "f3", "f4"}));
   EXPECT_EQ(hints.bytes_ahead(), 5 * kFile);
   // Each file opened leaves the window: the next one is fetched.
@@ -115,12 +113,14 @@ TEST(OrderHintsTest, FetchesInOrderNoFurtherThanTheWindowAhead) {
 TEST(OrderHintsTest, ReadersAheadOfTheFetchesAreNotFetchedFor) {
   FakeTarget target;
   target.SetBudget(0);  // nothing starts until the test says so
-  OrderHints hints(&target, {.window = 100 * kFile, .budget_retry = 1ms});
+  testing::FakeClock clock;
+  OrderHints hints(&target, {.window = 100 * kFile, .budget_retry = 1ms, .clock = &clock});
   Hint(hints, 1, Lines(0, 10));
-  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(Idle(clock));  // refused by the budget, it waits to try again
   hints.Opened("f0");
   hints.Opened("f2");
   target.SetBudget(100);
+  clock.Advance(1ms);
   ASSERT_TRUE(WaitFor([&] { return target.Fetched().size() == 8; }));
   std::vector<std::string> fetched = target.Fetched();
   EXPECT_EQ(std::count(fetched.begin(), fetched.end(), "f0"), 0);
@@ -129,10 +129,11 @@ TEST(OrderHintsTest, ReadersAheadOfTheFetchesAreNotFetchedFor) {
 
 TEST(OrderHintsTest, AWrongHintCostsOneWindowAndFilesLeftFarBehindAreDropped) {
   FakeTarget target;
-  OrderHints hints(&target, {.window = 4 * kFile, .lag = 3});
+  testing::FakeClock clock;
+  OrderHints hints(&target, {.window = 4 * kFile, .lag = 3, .clock = &clock});
   Hint(hints, 1, Lines(0, 50) + "missing\n");
   ASSERT_TRUE(WaitFor([&] { return target.Fetched().size() == 4; }));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(Idle(clock));
   EXPECT_EQ(target.Fetched().size(), 4u);  // nobody reads: nothing more
   // A reader far ahead: what it went `lag` past is given up, and the fetches follow it.
   hints.Opened("f30");
@@ -146,10 +147,13 @@ TEST(OrderHintsTest, AWrongHintCostsOneWindowAndFilesLeftFarBehindAreDropped) {
 
 TEST(OrderHintsTest, OfALargeFileOnlyItsHeadIsFetched) {
   FakeTarget target;
-  OrderHints hints(&target, {.window = 100 * kFile, .head = 2 * kFile});
+  testing::FakeClock clock;
+  // The target starts one block a call: the rest of big's head is a retry, made at once.
+  OrderHints hints(
+      &target, {.window = 100 * kFile, .head = 2 * kFile, .budget_retry = 0ms, .clock = &clock});
   Hint(hints, 1, "big\nf1\n");
   ASSERT_TRUE(WaitFor([&] { return target.Fetched().size() == 3; }));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(Idle(clock));
   EXPECT_EQ(target.Fetched(), (std::vector<std::string>{"big", "big", "f1"}));
   EXPECT_EQ(hints.bytes_ahead(), 3 * kFile);
 }
@@ -157,13 +161,16 @@ TEST(OrderHintsTest, OfALargeFileOnlyItsHeadIsFetched) {
 TEST(OrderHintsTest, AFileOpenedWithItsHeadHalfFetchedLeavesTheWindow) {
   FakeTarget target;
   target.SetBudget(1);  // one block of big's two-block head, then the budget is full
-  OrderHints hints(&target, {.window = 100 * kFile, .head = 2 * kFile, .budget_retry = 1ms});
+  testing::FakeClock clock;
+  OrderHints hints(
+      &target, {.window = 100 * kFile, .head = 2 * kFile, .budget_retry = 1ms, .clock = &clock});
   Hint(hints, 1, "big\n");
   ASSERT_TRUE(WaitFor([&] { return hints.bytes_ahead() == kFile; }));
   hints.Opened("big");
   EXPECT_TRUE(WaitFor([&] { return hints.bytes_ahead() == 0; }));
   target.SetBudget(100);
-  std::this_thread::sleep_for(20ms);
+  clock.Advance(1ms);                      // the retry is due...
+  ASSERT_TRUE(Idle(clock));                // ...and was made, or found nothing to do
   EXPECT_EQ(target.Fetched().size(), 1u);  // the reader has it: the rest is its read-ahead's
 }
 
@@ -189,8 +196,12 @@ TEST(OrderHintsTest, ANewOrderOfTheSameProcessReplacesItsOldOneAndAppendExtendsI
 
 TEST(OrderHintsTest, AnOrderNobodyReadsIsDroppedAfterItsIdleTime) {
   FakeTarget target;
-  OrderHints hints(&target, {.window = 10 * kFile, .idle = 100ms});
+  testing::FakeClock clock;
+  OrderHints hints(&target, {.window = 10 * kFile, .idle = 100ms, .clock = &clock});
   Hint(hints, 1, Lines(0, 5));
+  ASSERT_TRUE(WaitFor([&] { return target.Fetched().size() == 5; }));
+  EXPECT_TRUE(target.Dropped().empty());
+  clock.Advance(2s);  // past the idle time, and the fetcher's next look at it
   ASSERT_TRUE(WaitFor([&] { return target.Dropped().size() == 5; }));
   EXPECT_EQ(hints.bytes_ahead(), 0u);
   EXPECT_EQ(hints.Describe().find("order "), std::string::npos);

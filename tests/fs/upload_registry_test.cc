@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 
@@ -36,15 +37,8 @@ pid_t DeadPid() {
   return pid;
 }
 
-// Polls `done` for up to 5 s.
-bool WaitUntil(const std::function<bool()>& done) {
-  auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (!done()) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
+using testing::WaitFor;
+bool WaitUntil(const std::function<bool()>& done) { return WaitFor(done); }
 
 // A registry file in a temp dir, and a LocalStore in another, behind a FaultInjectingStore.
 class UploadRegistryTest : public ::testing::Test {

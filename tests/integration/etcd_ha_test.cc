@@ -524,9 +524,11 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
   int raft_leader = etcd_->RaftLeader();
   ASSERT_GE(raft_leader, 0);
   etcd_->Kill(raft_leader);
+  // Kept, a window: "nothing is noticed" over two lease lengths of etcd's own time (another
+  // process's clock, which no fake moves); a busy host only makes the window longer.
   std::this_thread::sleep_for(2 * kElectionTtl);
   EXPECT_EQ(List(Root() + "/data/fresh-1").size(), static_cast<size_t>(kFreshFiles));
-  EXPECT_EQ(WaitForCluster(3, "", std::chrono::seconds(5)), leader_)
+  EXPECT_EQ(WaitForCluster(3, "", std::chrono::seconds(30)), leader_)
       << "the masters changed leader or lost a worker with one etcd member down";
   RunResult status = Lc({"cluster", "status", "--master", master_address_});
   EXPECT_EQ(status.exit_code, 0) << status.out << status.err;
@@ -537,6 +539,8 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
     if (etcd_->running(m)) etcd_->Kill(m);
   }
   uint64_t before = readers.files();
+  // Kept: the workers' leases in etcd must run out (etcd's time) before the reads that follow
+  // show they go on without them.
   std::this_thread::sleep_for(2 * kElectionTtl);
   readers.WaitForFiles(8);
   EXPECT_GE(readers.files(), before + 8);

@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "master/client_table.h"
 #include "master/worker_registry.h"
 #include "meta/namespace_table.h"
+#include "support/fake_clock.h"
 
 namespace lakecache {
 namespace {
@@ -110,21 +110,22 @@ class StatusBoardTest : public ::testing::Test {
     clients_.Note(r);
   }
 
-  // Starts the board on what is set now; it samples once by itself, then only when stepped.
+  // Starts the board on what is set now; it samples once by itself, then only when stepped (its
+  // interval is an hour of the fake clock, which only Step moves, by seconds).
   void Start() {
     StatusBoardOptions options;
     options.interval = std::chrono::hours(1);
     options.history = std::chrono::hours(1);
+    options.clock = &clock_;
     board_ = std::make_unique<StatusBoard>(&workers_, namespaces_.get(), &registry_, &clients_,
                                            &loads_, options);
-    for (int i = 0; i < 500 && Worker("w1")["state"] != "live"; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    // The sampler waits on the clock once its first sample is taken.
+    ASSERT_TRUE(clock_.WaitForWaiters(1));
     ASSERT_EQ(Worker("w1")["state"], "live");
   }
 
   void Step() {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // an interval of some length
+    clock_.Advance(std::chrono::seconds(1));  // an interval of some length
     board_->Sample();
   }
 
@@ -142,6 +143,7 @@ class StatusBoardTest : public ::testing::Test {
     return points.empty() ? json() : points.back()["hit_ratio"];
   }
 
+  testing::FakeClock clock_;
   std::unique_ptr<NamespaceTable> namespaces_ = NamespaceTable::FromStores({});
   FakeWorkers workers_{namespaces_.get()};
   WorkerRegistry registry_;

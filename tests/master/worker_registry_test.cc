@@ -168,6 +168,7 @@ TEST_F(WorkerRegistryTest, EpochOfANewRegistryIsLaterThanAnOldOnes) {
   // The epoch starts at the wall clock in ms: a master restarted later does not repeat an epoch
   // its clients saw before, as long as it changed less than once a millisecond.
   uint64_t old_epoch = registry_.Register(Worker("a", "127.0.0.1:1"));
+  // Kept: a sleep is what makes the wall clock's millisecond move on; it can only be longer.
   std::this_thread::sleep_for(milliseconds(2));
   WorkerRegistry restarted(kInterval, kTimeout);
   EXPECT_GT(restarted.View().epoch(), old_epoch);

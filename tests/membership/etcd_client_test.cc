@@ -346,6 +346,7 @@ TEST(EtcdAuthTest, ATokenThatLapsesIsRenewedWithoutAFailedCall) {
   for (int i = 0; i < 3; ++i) {
     auto put = (*client)->Put("/a/k", std::to_string(i));
     ASSERT_TRUE(put.ok()) << put.status().message();
+    // Kept: the token's lifetime is etcd's (--auth-token-ttl), timed by its clock.
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the token lapses
   }
   auto back = (*client)->Get("/a/k");

@@ -75,7 +75,8 @@ TEST_F(LeaderElectionTest, OneOfThreeLeadsAndEveryOneKnowsWhich) {
   std::vector<std::unique_ptr<LeaderElection>> candidates = ThreeCandidates();
   int leader = WaitForOneLeader(candidates, std::chrono::seconds(10));
   ASSERT_GE(leader, 0);
-  // It stays the leader while it lives: several lease lengths later, still one and the same.
+  // It stays the leader while it lives: several lease lengths later, still one and the same. Kept,
+  // a window: the leases are etcd's, timed by its clock, which no fake moves.
   std::this_thread::sleep_for(3 * kTtl);
   EXPECT_EQ(WaitForOneLeader(candidates, std::chrono::seconds(1)), leader);
 }

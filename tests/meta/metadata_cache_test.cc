@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include "support/fake_clock.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 
@@ -19,17 +21,6 @@ namespace lakecache {
 namespace {
 
 using std::chrono::seconds;
-
-// A clock that moves only when the test says so.
-class FakeClock {
- public:
-  Clock::time_point Now() const { return start_ + offset_.load(); }
-  void Advance(Clock::duration d) { offset_.store(offset_.load() + d); }
-
- private:
-  const Clock::time_point start_ = Clock::now();
-  std::atomic<Clock::duration> offset_{Clock::duration::zero()};
-};
 
 // A MetadataCache over file:// (a temp dir) behind a FaultInjectingStore, with a fake clock.
 class MetadataCacheTest : public ::testing::Test {
@@ -41,10 +32,13 @@ class MetadataCacheTest : public ::testing::Test {
     local_ = std::make_shared<LocalStore>(dir_.path());
     store_ = std::make_shared<FaultInjectingStore>(local_);
   }
+  // A test that failed before it ended its store's stall leaves the revalidation that waits in
+  // it free to end, so the cache's destructor need not wait it out.
+  void TearDown() override { store_->EndDelays(); }
 
   // Builds the cache; tests may change options_ first.
   MetadataCache& Cache(const std::string& prefix = "") {
-    options_.now = [this] { return clock_.Now(); };
+    options_.clock = &clock_;
     cache_ = std::make_unique<MetadataCache>(store_, prefix, options_);
     return *cache_;
   }
@@ -70,20 +64,18 @@ class MetadataCacheTest : public ::testing::Test {
 
   int64_t Lists() const { return store_->Calls(StoreOp::kList); }
 
-  // Polls `done` (a background revalidation's effect) for up to 5 s.
-  static bool WaitUntil(const std::function<bool()>& done) {
-    auto deadline = Clock::now() + seconds(5);
-    while (!done()) {
-      if (Clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
+  // Waits for `done`, a background revalidation's effect.
+  static bool WaitUntil(const std::function<bool()>& done) { return testing::WaitFor(done); }
+
+  // Waits until the background revalidations started have settled.
+  bool RevalidationsSettle() const {
+    return testing::WaitFor([this] { return cache_->revalidations_in_flight() == 0; });
   }
 
   testing::TempDir dir_{"lakecache-meta"};
   std::shared_ptr<LocalStore> local_;
   std::shared_ptr<FaultInjectingStore> store_;
-  FakeClock clock_;
+  testing::FakeClock clock_;
   MetadataCacheOptions options_ = DefaultOptions();
   std::unique_ptr<MetadataCache> cache_;
 };
@@ -209,11 +201,13 @@ TEST_F(MetadataCacheTest, FailedRefreshAheadLeavesTheTtlToDecide) {
   store_->FailAlways(StoreOp::kList, store_->AccessDenied("dir/"));
   clock_.Advance(kTtl - seconds(5));
   ASSERT_TRUE(cache.Stat("dir/f").ok());
-  ASSERT_TRUE(WaitUntil([&] { return Lists() == 2; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the refresh settles
+  ASSERT_TRUE(RevalidationsSettle());  // the refresh ahead failed
+  EXPECT_EQ(Lists(), 2);
   ASSERT_TRUE(cache.Stat("dir/f").ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(Lists(), 2);  // one refresh ahead per TTL, failed or not
+  // One refresh ahead per TTL, failed or not: this Stat started none (one would be in flight
+  // until it settled, or have listed).
+  EXPECT_EQ(cache.revalidations_in_flight(), 0);
+  EXPECT_EQ(Lists(), 2);
   clock_.Advance(seconds(6));
   auto listed = cache.List("dir");
   ASSERT_FALSE(listed.ok());
@@ -319,9 +313,9 @@ TEST_F(MetadataCacheTest, ExpiredAnchoredListingAnswersAtOnceWhileTheStoreHangs)
   MetadataCache& cache = Cache();
   cache.Pin("dir", MustList("dir"), MetadataCache::PinKind::kAnchored);
   Put("dir/new", "n");
-  FaultRule hang;  // a store that takes its time: every listing waits 2 s, then answers
+  FaultRule hang;  // a store that hangs: every listing waits until the test ends its delay
   hang.op = StoreOp::kList;
-  hang.delay = std::chrono::seconds(2);
+  hang.delay = std::chrono::minutes(10);
   store_->AddRule(hang);
   clock_.Advance(kTtl + seconds(1));
   auto start = Clock::now();
@@ -330,13 +324,15 @@ TEST_F(MetadataCacheTest, ExpiredAnchoredListingAnswersAtOnceWhileTheStoreHangs)
     ASSERT_TRUE(entry.ok()) << entry.status().ToString();
     EXPECT_EQ(cache.Stat("dir/new").status().code(), StatusCode::kNotFound);
   }
-  auto took = Clock::now() - start;
-  EXPECT_LT(took, std::chrono::milliseconds(500))
+  // Had one of them waited for the store, it would have waited the whole 10 minutes.
+  EXPECT_LT(Clock::now() - start, std::chrono::minutes(1))
       << "40 stats of an anchored folder waited for the store";
-  // The listing they started is still in flight (it takes 2 s): none of them waited for it.
+  // The listing they started hangs still: none of them waited for it.
   EXPECT_TRUE(WaitUntil([&] { return Lists() == 2; }));
+  EXPECT_EQ(cache.revalidations_in_flight(), 1);
   EXPECT_EQ(cache.Stat("dir/new").status().code(), StatusCode::kNotFound);
   // Once it ends, its listing replaces the old one; there was only ever one in flight.
+  store_->EndDelays();
   EXPECT_TRUE(WaitUntil([&] { return cache.Stat("dir/new").ok(); }));
   EXPECT_EQ(Lists(), 2);
 }
@@ -348,10 +344,11 @@ TEST_F(MetadataCacheTest, AnchoredListingIsKeptWhateverTheRevalidationFailsWith)
   store_->FailAlways(StoreOp::kList, store_->AccessDenied("dir/"));
   clock_.Advance(kTtl);
   EXPECT_TRUE(cache.Stat("dir/f").ok());
-  EXPECT_TRUE(WaitUntil([&] { return Lists() == 2; }));
-  // The failed revalidation (it fails at once) backs off: no new request, and the listing stays.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(RevalidationsSettle());
+  EXPECT_EQ(Lists(), 2);
+  // The failed revalidation backs off: the listing stays, and this Stat starts no new one.
   EXPECT_TRUE(cache.Stat("dir/f").ok());
+  EXPECT_EQ(cache.revalidations_in_flight(), 0);
   EXPECT_EQ(Lists(), 2);
   clock_.Advance(seconds(10));  // the back-off is the TTL, within [1 s, 10 s]
   EXPECT_TRUE(WaitUntil([&] { return cache.Stat("dir/f").ok() && Lists() == 3; }));

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 
 namespace lakecache {
 namespace {
@@ -62,9 +63,7 @@ TEST(MountHolderTest, HandsTheMountToOneServerAtATimeAndRefusesOtherSettings) {
     ended = RunMountHolder(options);
   });
   auto connect = [&](const std::string& fuse_options) {
-    for (int i = 0; i < 200 && !std::filesystem::exists(options.socket_path); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    testing::WaitFor([&] { return std::filesystem::exists(options.socket_path); });
     return HolderLink::Connect(options.socket_path, "/mnt/lake", fuse_options, 1,
                                std::chrono::seconds(10));
   };
@@ -93,9 +92,7 @@ TEST(MountHolderTest, HandsTheMountToOneServerAtATimeAndRefusesOtherSettings) {
 
   // A second server: the first is told to stop; the second gets the mount once the first goes.
   std::thread going([&] {
-    for (int i = 0; i < 500 && !stopped; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    testing::WaitFor([&] { return stopped.load(); });
     first->reset();
   });
   auto second = connect("ro,fsname=lakecache");

@@ -16,6 +16,7 @@
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 
 namespace lakecache::rpc {
 namespace {
@@ -230,10 +231,7 @@ TEST(UnixServerTest, ShutdownLeavesNoDescriptorThreadOrSocketFile) {
   server->reset();
   // gRPC closes a connection's descriptor on its own threads, soon after: the warm-up's too, which
   // a slow (sanitized) build may still hold when `before` is counted, hence at most.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (OpenDescriptors() > before && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::WaitFor([&] { return OpenDescriptors() <= before; });
   EXPECT_LE(OpenDescriptors(), before);
 }
 
