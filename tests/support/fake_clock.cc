@@ -7,8 +7,8 @@
 namespace lakecache::testing {
 namespace {
 
-// How long a waiter sleeps in real time before it looks at the fake time again: an Advance does
-// not know the waiters' condition variables, so they look for it.
+// How long a waiter sleeps in real time before it returns to look at its condition and the fake
+// time again: an Advance does not know the waiters' condition variables.
 constexpr auto kWaiterSlice = std::chrono::milliseconds(1);
 
 }  // namespace
@@ -27,14 +27,13 @@ bool FakeClock::WaitUntil(CondVar* cv, Mutex* mu, time_point deadline) const {
     waiting = waiting_until_.insert(deadline);
     waiters_changed_.SignalAll();
   }
-  bool signalled = false;
-  while (!signalled && Now() < deadline) {
-    signalled = cv->WaitUntil(mu, std::chrono::steady_clock::now() + kWaiterSlice);
-  }
+  // One slice, then back to the caller as a spurious wakeup would: it checks its condition again
+  // (a signal sent while it was not waiting is not lost for good, as it would be if this looped).
+  if (Now() < deadline) cv->WaitUntil(mu, std::chrono::steady_clock::now() + kWaiterSlice);
   MutexLock lock(&mu_);
   waiting_until_.erase(waiting);
   waiters_changed_.SignalAll();
-  return signalled;
+  return now_ < deadline;
 }
 
 void FakeClock::SleepFor(duration d) const {

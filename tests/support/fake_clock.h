@@ -1,10 +1,10 @@
 // FakeClock: a SteadyClock that moves only when the test says so (Advance), for code that ages
-// things or waits by time. A wait on it ends when its condition variable is signalled or when an
-// Advance reaches its deadline; a sleep on it moves the clock by the sleep at once, and is
-// recorded (a retry schedule can be read back). WaitForWaiters tells a test that the threads it
-// started are idle, waiting for a time still to come: each has done all it had to do up to now.
-// Lives here, not in src: nothing but tests needs it.
-// Thread-safe.
+// things or waits by time. A wait on it returns within a millisecond of real time, as a spurious
+// wakeup (its callers loop on their condition), and says whether an Advance reached its deadline;
+// a sleep on it moves the clock by the sleep at once, and is recorded (a retry schedule can be
+// read back). WaitForWaiters tells a test that the threads it started are idle, waiting for a
+// time still to come: each has done all it had to do up to now. Lives here, not in src: nothing
+// but tests needs it. Thread-safe.
 #pragma once
 
 #include <set>
