@@ -321,9 +321,10 @@ Status WriteBlockFile(const std::string& path, const BlockRequest& request,
   }
   std::string header = EncodeHeader(request, data);
   std::string tmp = TempPathFor(path);
-  LC_ASSIGN_OR_RETURN(int fd, CreateTemp(tmp));
-  Status st = WriteAll(fd, header, data, tmp);
-  if (::close(fd) != 0 && st.ok()) st = ErrnoStatus(errno, "close", tmp);
+  LC_ASSIGN_OR_RETURN(int created, CreateTemp(tmp));
+  ScopedFd fd(created);
+  Status st = WriteAll(fd.get(), header, data, tmp);
+  if (fd.Close() != 0 && st.ok()) st = ErrnoStatus(errno, "close", tmp);
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = ErrnoStatus(errno, "rename", path);
   if (!st.ok()) ::unlink(tmp.c_str());
   return st;
@@ -332,29 +333,6 @@ Status WriteBlockFile(const std::string& path, const BlockRequest& request,
 BlockFile::BlockFile(int fd, std::string path, BlockFileHeader header)
     : fd_(fd), path_(std::move(path)), header_(std::move(header)) {}
 
-BlockFile::BlockFile(BlockFile&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      direct_fd_(std::exchange(other.direct_fd_, -1)),
-      path_(std::move(other.path_)),
-      header_(std::move(other.header_)) {}
-
-BlockFile& BlockFile::operator=(BlockFile&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    if (direct_fd_ >= 0) ::close(direct_fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    direct_fd_ = std::exchange(other.direct_fd_, -1);
-    path_ = std::move(other.path_);
-    header_ = std::move(other.header_);
-  }
-  return *this;
-}
-
-BlockFile::~BlockFile() {
-  if (fd_ >= 0) ::close(fd_);
-  if (direct_fd_ >= 0) ::close(direct_fd_);
-}
-
 Result<BlockFile> BlockFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "open", path);
@@ -362,7 +340,7 @@ Result<BlockFile> BlockFile::Open(const std::string& path) {
   LC_ASSIGN_OR_RETURN(file.header_, ReadHeader(fd, path));
   // Whole-page reads into page-aligned memory go around the page cache (see ReadChunks); a file
   // system without O_DIRECT (tmpfs) reads through it.
-  file.direct_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  file.direct_fd_.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
   return file;
 }
 
@@ -373,15 +351,16 @@ Status BlockFile::ReadChunks(uint64_t first, uint64_t last, char* out) const {
   // The disk writes into `out` itself (no copy from the page cache) when O_DIRECT's alignment
   // holds: the blocks are written with O_DIRECT too, so the page cache would only hold a second
   // copy of what the memory tier keeps.
-  bool direct = direct_fd_ >= 0 && (end - begin) % kBlockFileAlignment == 0 &&
+  bool direct = direct_fd_.valid() && (end - begin) % kBlockFileAlignment == 0 &&
                 (header_.data_offset + begin) % kBlockFileAlignment == 0 &&
                 reinterpret_cast<uintptr_t>(out) % kBlockFileAlignment == 0;
   Status read = Status::Unimplemented("");
   if (direct) {
-    read = PreadFull(direct_fd_, std::span(out, end - begin), header_.data_offset + begin, path_);
+    read = PreadFull(direct_fd_.get(), std::span(out, end - begin), header_.data_offset + begin,
+                     path_);
   }
   if (!direct || read.code() == StatusCode::kIoError) {  // EINVAL on an odd device: buffered
-    read = PreadFull(fd_, std::span(out, end - begin), header_.data_offset + begin, path_);
+    read = PreadFull(fd_.get(), std::span(out, end - begin), header_.data_offset + begin, path_);
   }
   LC_RETURN_IF_ERROR(read);
   return VerifyChunks(header_, first, last, out, path_);
@@ -431,11 +410,6 @@ Status PreadvFull(int fd, iovec* iov, int count, uint64_t want, const std::strin
   return Status::Ok();
 }
 
-struct FdCloser {
-  int fd;
-  ~FdCloser() { ::close(fd); }
-};
-
 Status CheckKey(const BlockFileHeader& header, const BlockKey& key, const std::string& path) {
   if (header.key == key) return Status::Ok();
   return Status::Corruption(path + ": holds block " + header.key.ToString());
@@ -450,7 +424,7 @@ Result<BlockRef> BlockFile::ReadWhole(const std::string& path, const BlockKey& k
   bool direct = fd >= 0;
   if (fd < 0 && errno == EINVAL) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // tmpfs
   if (fd < 0) return ErrnoStatus(errno, "open", path);
-  FdCloser closer{fd};
+  ScopedFd closer(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "stat", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -497,7 +471,7 @@ Result<BlockRef> BlockFile::ReadAll() const {
 
 bool BlockFile::Unlinked() const {
   struct stat st {};
-  return ::fstat(fd_, &st) == 0 && st.st_nlink == 0;
+  return ::fstat(fd_.get(), &st) == 0 && st.st_nlink == 0;
 }
 
 }  // namespace lakecache

@@ -17,6 +17,7 @@
 #include "cache/block_key.h"
 #include "cache/block_source.h"
 #include "common/result.h"
+#include "common/scoped_fd.h"
 
 namespace lakecache {
 
@@ -58,9 +59,9 @@ class BlockFile {
   // format version, which the caller should delete (the block can be fetched again).
   static Result<BlockFile> Open(const std::string& path);
 
-  BlockFile(BlockFile&& other) noexcept;
-  BlockFile& operator=(BlockFile&& other) noexcept;
-  ~BlockFile();
+  BlockFile(BlockFile&& other) noexcept = default;
+  BlockFile& operator=(BlockFile&& other) noexcept = default;
+  ~BlockFile() = default;
 
   const BlockFileHeader& header() const { return header_; }
 
@@ -86,8 +87,8 @@ class BlockFile {
   // Reads chunks [first, last] into out (room for their bytes) and verifies them.
   Status ReadChunks(uint64_t first, uint64_t last, char* out) const;
 
-  int fd_ = -1;
-  int direct_fd_ = -1;  // the same file opened with O_DIRECT, or -1
+  ScopedFd fd_;
+  ScopedFd direct_fd_;  // the same file opened with O_DIRECT, or none
   std::string path_;    // for messages
   BlockFileHeader header_;
 };

@@ -15,6 +15,10 @@
 // close and shown at once in this mount's listings; its flags allow overwrites and deletes.
 // Written bytes are staged beside the disk tier and enter the cache under the new version at
 // commit. Thread-safe: FUSE calls every method from many threads.
+//
+// Its parts, one file each: names, attributes, folders and handles (file_system.cc); the read
+// path (file_system_read.cc, on FileSystem::Handle of file_handle.h); the write path
+// (file_system_write.cc); the control folder (file_system_control.cc).
 #pragma once
 
 #include <fcntl.h>

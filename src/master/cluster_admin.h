@@ -21,33 +21,38 @@ namespace lakecache {
 
 class WorkerRegistry;
 
+// With several masters (etcd): loads and frees run on the leader alone (`leader_only`:
+// MasterServer::LeaderOnly), and `pins` keeps the pins where another leader finds them. Without:
+// both empty.
+struct ClusterAdminLeader {
+  std::function<grpc::Status(grpc::ServerContext*)> leader_only;
+  std::function<void(const std::string& ns, const std::string& path, bool pinned, bool recursive)>
+      pins;
+};
+
 class ClusterAdmin final : public AdminBackend {
  public:
   // `credentials`: the master role's, for its calls to the workers; null: plain text.
   ClusterAdmin(const NamespaceTable& namespaces, WorkerRegistry& registry,
-               std::shared_ptr<const security::ClusterCredentials> credentials = nullptr)
-      : namespaces_(namespaces), registry_(registry), credentials_(std::move(credentials)) {}
+               std::shared_ptr<const security::ClusterCredentials> credentials = nullptr,
+               ClusterAdminLeader leader = {})
+      : namespaces_(namespaces),
+        registry_(registry),
+        credentials_(std::move(credentials)),
+        leader_(std::move(leader)) {}
 
   const NamespaceTable& namespaces() const override { return namespaces_; }
   Result<std::unique_ptr<BlockSink>> MakeSink(uint32_t replicas, uint32_t* aimed) override;
   Result<rpc::Report> GetReport() override;
   rpc::HelloResponse Hello() override { return {}; }
   grpc::Status LeaderOnly(grpc::ServerContext* context) override {
-    return leader_only_ ? leader_only_(context) : grpc::Status::OK;
+    return leader_.leader_only ? leader_.leader_only(context) : grpc::Status::OK;
   }
-  // With several masters: loads and frees run on the leader alone (MasterServer::LeaderOnly),
-  // and the pins are kept where another leader finds them. Set before serving.
-  void set_leader_only(std::function<grpc::Status(grpc::ServerContext*)> check) {
-    leader_only_ = std::move(check);
-  }
-  using PinFn = std::function<void(const std::string& ns, const std::string& path, bool pinned,
-                                   bool recursive)>;
-  void set_pins(PinFn pins) { pins_ = std::move(pins); }
   void Pinned(const std::string& ns, const std::string& path, bool recursive) override {
-    if (pins_) pins_(ns, path, true, recursive);
+    if (leader_.pins) leader_.pins(ns, path, true, recursive);
   }
   void Unpinned(const std::string& ns, const std::string& path) override {
-    if (pins_) pins_(ns, path, false, false);
+    if (leader_.pins) leader_.pins(ns, path, false, false);
   }
 
   // The stub for a worker (by address and id), its channel shared by every job.
@@ -57,8 +62,7 @@ class ClusterAdmin final : public AdminBackend {
   const NamespaceTable& namespaces_;
   WorkerRegistry& registry_;
   std::shared_ptr<const security::ClusterCredentials> credentials_;
-  std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
-  PinFn pins_;
+  const ClusterAdminLeader leader_;
   Mutex mu_;
   std::map<std::string, std::shared_ptr<rpc::WorkerService::Stub>> stubs_ GUARDED_BY(mu_);
 };

@@ -16,6 +16,7 @@
 #include "jobs/tree_walk.h"
 #include "master/client_table.h"
 #include "master/cluster_admin.h"
+#include "master/master_service.h"
 #include "master/status_board.h"
 #include "master/worker_registry.h"
 #include "master_client/master_set.h"
@@ -33,321 +34,6 @@ namespace {
 
 // In-flight calls get this long to finish once shutdown starts; then they are cancelled.
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
-
-grpc::Status InvalidArgument(const std::string& message) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
-}
-
-void FillEntry(const std::string& key, const DirEntry& entry, rpc::ObjectEntry* out) {
-  out->set_key(key);
-  out->set_size(entry.size);
-  out->set_etag(entry.etag);
-  out->set_mtime(entry.mtime);
-}
-
-}  // namespace
-
-class MasterServer::Service final : public rpc::MasterService::Service {
- public:
-  // `authorizer` and `credentials_dir` are null / empty for a master without credentials.
-  Service(const NamespaceTable& namespaces, WorkerRegistry& registry, ClientTable& clients,
-          const ClusterConfig& cluster, const security::Authorizer* authorizer,
-          std::string credentials_dir, bool insecure)
-      : namespaces_(namespaces),
-        registry_(registry),
-        clients_(clients),
-        cluster_(cluster),
-        authorizer_(authorizer),
-        credentials_dir_(std::move(credentials_dir)),
-        insecure_(insecure) {}
-
-  // With etcd: registrations and heartbeats go there (registry_ follows it); set before serving.
-  void set_membership(EtcdMembership* membership) { membership_ = membership; }
-  // With etcd: who leads, for the views handed out, and the check of the calls only the leader
-  // serves (listings, stats and write notes: one metadata cache for every mount); set before
-  // serving.
-  void set_leader(std::function<std::string()> leader, uint32_t election_ttl_ms,
-                  std::function<grpc::Status(grpc::ServerContext*)> leader_only) {
-    leader_ = std::move(leader);
-    election_ttl_ms_ = election_ttl_ms;
-    leader_only_ = std::move(leader_only);
-  }
-
-  void set_address(const std::string& address) EXCLUDES(address_mu_) {
-    MutexLock lock(&address_mu_);
-    address_ = address;
-  }
-
-  grpc::Status Register(grpc::ServerContext* ctx, const rpc::RegisterRequest* req,
-                        rpc::RegisterResponse* resp) override {
-    rpc::WorkerInfo worker = req->worker();
-    if (grpc::Status denied = CheckWorker(ctx, "MasterService/Register", &worker); !denied.ok()) {
-      return denied;
-    }
-    if (worker.id().empty() || worker.address().empty()) {
-      return InvalidArgument("Register: the worker needs an id and an address");
-    }
-    if (membership_ != nullptr) {
-      Result<uint64_t> epoch = membership_->Register(worker);
-      if (!epoch.ok()) return rpc::ToGrpcStatus(epoch.status());
-      resp->set_epoch(*epoch);
-    } else {
-      resp->set_epoch(registry_.Register(worker));
-    }
-    resp->set_heartbeat_interval_ms(static_cast<uint32_t>(registry_.heartbeat_interval().count()));
-    if (authorizer_ != nullptr) authorizer_->FillDigests(resp->mutable_tokens());
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Heartbeat(grpc::ServerContext* ctx, const rpc::HeartbeatRequest* req,
-                         rpc::HeartbeatResponse* resp) override {
-    rpc::WorkerInfo worker = req->worker();
-    if (grpc::Status denied = CheckWorker(ctx, "MasterService/Heartbeat", &worker); !denied.ok()) {
-      return denied;
-    }
-    std::optional<uint64_t> epoch;
-    if (membership_ != nullptr) {
-      Result<std::optional<uint64_t>> beat = membership_->Heartbeat(worker);
-      if (!beat.ok()) return rpc::ToGrpcStatus(beat.status());
-      epoch = *beat;
-    } else {
-      epoch = registry_.Heartbeat(worker);
-    }
-    resp->set_registered(epoch.has_value());
-    resp->set_epoch(epoch ? *epoch : registry_.View().epoch());
-    if (authorizer_ != nullptr) authorizer_->FillDigests(resp->mutable_tokens());
-    return grpc::Status::OK;
-  }
-
-  // A worker's own certificate, for the key whose request it sends: named after that key, so a
-  // worker can be given no id but its own.
-  grpc::Status IssueCertificate(grpc::ServerContext* ctx, const rpc::CertificateRequest* req,
-                                rpc::CertificateResponse* resp) override {
-    if (grpc::Status denied =
-            Allow(ctx, security::Roles(security::Role::kWorker), "MasterService/IssueCertificate");
-        !denied.ok()) {
-      return denied;
-    }
-    if (credentials_dir_.empty()) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          "IssueCertificate: this master runs without credentials and issues no "
-                          "certificates");
-    }
-    Result<std::string> fingerprint = security::CsrFingerprint(req->csr_pem());
-    if (!fingerprint.ok()) return rpc::ToGrpcStatus(fingerprint.status());
-    std::string id = security::WorkerIdFromFingerprint(*fingerprint);
-    security::CertificateAuthority ca;
-    for (auto [name, out] : {std::pair{"ca.crt", &ca.cert_pem}, std::pair{"ca.key", &ca.key_pem}}) {
-      std::ifstream in(credentials_dir_ + "/" + name);
-      std::stringstream text;
-      text << in.rdbuf();
-      if (!in || text.str().empty()) {
-        return grpc::Status(
-            grpc::StatusCode::FAILED_PRECONDITION,
-            std::string("IssueCertificate: the master's credentials folder has no ") + name);
-      }
-      *out = text.str();
-    }
-    auto validity =
-        std::chrono::duration_cast<std::chrono::seconds>(cluster_.worker_certificate_validity);
-    Result<std::string> cert =
-        security::SignCsr(ca, req->csr_pem(), {security::WorkerTlsName(id)}, validity);
-    if (!cert.ok()) return rpc::ToGrpcStatus(cert.status());
-    resp->set_worker_id(id);
-    resp->set_certificate_pem(*cert);
-    authorizer_->FillDigests(resp->mutable_tokens());
-    resp->set_not_after_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                               (std::chrono::system_clock::now() + validity).time_since_epoch())
-                               .count());
-    spdlog::info("issued worker {} a certificate for {}, valid {}", id, security::WorkerTlsName(id),
-                 FormatDuration(cluster_.worker_certificate_validity));
-    return grpc::Status::OK;
-  }
-
-  grpc::Status GetClusterView(grpc::ServerContext* ctx, const rpc::ClusterViewRequest* req,
-                              rpc::ClusterView* resp) override EXCLUDES(address_mu_) {
-    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetClusterView"); !denied.ok()) {
-      return denied;
-    }
-    if (req->has_client()) clients_.Note(req->client());
-    *resp = registry_.View();
-    resp->set_insecure(insecure_);
-    if (membership_ != nullptr) {
-      resp->set_etcd(true);
-      resp->set_stale(membership_->stale());
-      if (leader_) resp->set_leader(leader_());
-      resp->set_election_ttl_ms(election_ttl_ms_);
-    }
-    MutexLock lock(&address_mu_);
-    resp->set_address(address_);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status GetNamespaces(grpc::ServerContext* ctx, const rpc::NamespacesRequest*,
-                             rpc::NamespacesResponse* resp) override {
-    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetNamespaces"); !denied.ok()) {
-      return denied;
-    }
-    for (const std::string& name : namespaces_.names()) {
-      const Namespace& ns = *namespaces_.Find(name);
-      rpc::NamespaceInfo* info = resp->add_namespaces();
-      info->set_name(name);
-      info->set_uri(ns.config.uri);
-      info->set_block_size(ns.config.block_size);
-      info->set_metadata_ttl_ms(ns.config.metadata_ttl.count());
-      info->set_immutable(ns.config.immutable);
-      info->set_key_prefix(ns.prefix);
-      info->set_read_only(!ns.config.write);
-      info->set_allow_overwrite(ns.config.allow_overwrite);
-      info->set_allow_delete(ns.config.allow_delete);
-    }
-    return grpc::Status::OK;
-  }
-
-  // A mount's write through a worker: the folder's cached listing shows it now, so every mount
-  // that lists the folder next sees it (theirs revalidate with their TTL).
-  grpc::Status NoteWrite(grpc::ServerContext* ctx, const rpc::NoteWriteRequest* req,
-                         rpc::NoteWriteResponse*) override {
-    if (grpc::Status denied =
-            Allow(ctx, security::Roles(security::Role::kClient), "MasterService/NoteWrite");
-        !denied.ok()) {
-      return denied;
-    }
-    if (grpc::Status elsewhere = LeaderOnly(ctx); !elsewhere.ok()) return elsewhere;
-    std::string path = req->path();
-    bool folder = path.ends_with('/');
-    if (folder) path.pop_back();
-    Result<Namespace*> found = Find(req->ns(), "NoteWrite: path", path);
-    if (!found.ok()) return rpc::ToGrpcStatus(found.status());
-    if (path.empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an empty path");
-    const NamespaceConfig& nsc = (*found)->config;
-    if (!nsc.write || (req->removed() && !folder && !nsc.allow_delete)) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "namespace '" + req->ns() + "' does not allow that change");
-    }
-    auto [dir, name] = SplitParent(path);
-    if (req->removed()) {
-      (*found)->meta->NoteRemoved(dir, name);
-    } else {
-      const rpc::ObjectEntry& e = req->entry();
-      (*found)->meta->NoteEntry(
-          dir, DirEntry{name, folder, folder ? 0 : e.size(), folder ? "" : e.etag(), e.mtime()});
-    }
-    return grpc::Status::OK;
-  }
-
-  grpc::Status ListDir(grpc::ServerContext* ctx, const rpc::ListDirRequest* req,
-                       rpc::ListDirResponse* resp) override {
-    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/ListDir"); !denied.ok()) {
-      return denied;
-    }
-    if (grpc::Status elsewhere = LeaderOnly(ctx); !elsewhere.ok()) return elsewhere;
-    const std::string& dir = req->dir();
-    Result<Namespace*> found = Find(req->ns(), "ListDir: dir", dir);
-    if (!found.ok()) return rpc::ToGrpcStatus(found.status());
-    Namespace* ns = *found;
-    if (req->revalidate()) ns->meta->ExpireFolder(dir);
-    auto listing = ns->meta->List(dir);
-    if (!listing.ok()) return rpc::ToGrpcStatus(listing.status());
-    std::string base = dir.empty() ? "" : dir + "/";
-    for (const DirEntry& entry : (*listing)->entries()) {
-      std::string key = ns->meta->ObjectKey(base + entry.name);
-      if (entry.is_dir) {
-        resp->add_dirs(key + "/");
-      } else {
-        FillEntry(key, entry, resp->add_files());
-      }
-    }
-    resp->set_exists((*listing)->exists());
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Stat(grpc::ServerContext* ctx, const rpc::StatRequest* req,
-                    rpc::StatResponse* resp) override {
-    if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/Stat"); !denied.ok()) {
-      return denied;
-    }
-    if (grpc::Status elsewhere = LeaderOnly(ctx); !elsewhere.ok()) return elsewhere;
-    const std::string& path = req->path();
-    Result<Namespace*> found = Find(req->ns(), "Stat: path", path);
-    if (!found.ok()) return rpc::ToGrpcStatus(found.status());
-    if (path.empty()) return InvalidArgument("Stat: empty path (ListDir lists the root)");
-    Namespace* ns = *found;
-    auto entry = ns->meta->Stat(path);
-    if (!entry.ok()) return rpc::ToGrpcStatus(entry.status());
-    // A folder's key is its prefix, as in ListDir's `dirs`.
-    FillEntry(ns->meta->ObjectKey(path) + (entry->is_dir ? "/" : ""), *entry,
-              resp->mutable_entry());
-    resp->set_is_dir(entry->is_dir);
-    return grpc::Status::OK;
-  }
-
- private:
-  // The namespace a request names, its path (`what`) checked.
-  Result<Namespace*> Find(const std::string& name, std::string_view what,
-                          const std::string& path) const {
-    LC_ASSIGN_OR_RETURN(Namespace * ns, namespaces_.Get(name));
-    LC_RETURN_IF_ERROR(CheckRelativePath(what, path));
-    return ns;
-  }
-
-  grpc::Status LeaderOnly(grpc::ServerContext* ctx) const {
-    return leader_only_ ? leader_only_(ctx) : grpc::Status::OK;
-  }
-
-  // Listings and the view: mounts, admin commands, and the workers' own tools.
-  static constexpr security::RoleSet kReaders =
-      security::Roles(security::Role::kClient, security::Role::kAdmin);
-
-  grpc::Status Allow(const grpc::ServerContext* ctx, security::RoleSet roles,
-                     std::string_view method) const {
-    return security::Authorize(authorizer_, ctx, roles, method);
-  }
-
-  // A worker's Register or Heartbeat: the worker role's token, over a connection whose client
-  // certificate is the one the master issued for this id; a claimed capacity above the bound is
-  // cut to it.
-  grpc::Status CheckWorker(const grpc::ServerContext* ctx, std::string_view method,
-                           rpc::WorkerInfo* worker) const {
-    if (grpc::Status denied = Allow(ctx, security::Roles(security::Role::kWorker), method);
-        !denied.ok()) {
-      return denied;
-    }
-    if (authorizer_ != nullptr &&
-        !security::PeerCertificateNames(ctx, security::WorkerTlsName(worker->id()))) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          std::string(method) + ": worker id '" + worker->id() +
-                              "' is not the id of the certificate this worker presented (a "
-                              "worker registers only under the id of its own key)");
-    }
-    if (worker->capacity_bytes() > cluster_.max_worker_capacity) {
-      if (method.ends_with("Register")) {
-        spdlog::warn("worker {} claims {} of cache; counted as {} (cluster.max_worker_capacity)",
-                     worker->id(), FormatByteSize(worker->capacity_bytes()),
-                     FormatByteSize(cluster_.max_worker_capacity));
-      }
-      worker->set_capacity_bytes(cluster_.max_worker_capacity);
-    }
-    return grpc::Status::OK;
-  }
-
-  const NamespaceTable& namespaces_;
-  WorkerRegistry& registry_;
-  EtcdMembership* membership_ = nullptr;
-  std::function<std::string()> leader_;
-  uint32_t election_ttl_ms_ = 0;
-  std::function<grpc::Status(grpc::ServerContext*)> leader_only_;
-  ClientTable& clients_;
-  const ClusterConfig& cluster_;
-  const security::Authorizer* authorizer_;
-  std::string credentials_dir_;
-  const bool insecure_;
-  // Known once the server listens, when calls may already come.
-  Mutex address_mu_;
-  std::string address_ GUARDED_BY(address_mu_);
-};
-
-namespace {
 
 // One namespace out of reach (a refused credential, a missing bucket, its store down) does not keep
 // the others from being served: it is logged, and its calls fail with the store's own error until
@@ -388,93 +74,31 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
                                                        config.cluster.heartbeat_timeout);
   std::shared_ptr<grpc::ServerCredentials> tls;
   if (!options.credentials.empty()) {
-    const std::string& dir = options.credentials;
-    for (const char* file : {"ca.crt", "ca.key", "tls.crt", "tls.key"}) {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(dir + "/" + file, ec)) {
-        return Status::InvalidArgument("credentials folder " + dir + " has no " + file +
-                                       " (the master needs ca.crt, ca.key, tls.crt, tls.key and "
-                                       "the role tokens: `lakecache cert --dir " +
-                                       dir + "` makes them)");
-      }
-    }
-    LC_ASSIGN_OR_RETURN(
-        master->credentials_,
-        security::ClusterCredentials::Open(dir, security::Role::kMaster, "lakecache master"));
-    master->authorizer_ = security::Authorizer::FromFolder(dir);
-    tls = security::ServerTls(dir + "/tls.key", dir + "/tls.crt", dir + "/ca.crt",
-                              /*verify_clients=*/true);
+    LC_ASSIGN_OR_RETURN(tls, master->OpenCredentials(options.credentials));
   }
-  if (!options.etcd.endpoints.empty()) {
-    EtcdOptions etcd = options.etcd;
-    // Calls within a quarter of the election's lease, so a dead member costs no lease.
-    etcd.timeout =
-        std::min(etcd.timeout,
-                 std::chrono::duration_cast<std::chrono::milliseconds>(options.election_ttl) / 4);
-    etcd.probe_key = options.etcd_prefix + "leader";  // under the prefix its user may be limited to
-    LC_ASSIGN_OR_RETURN(master->etcd_, EtcdClient::Connect(std::move(etcd)));
-    auto ttl = std::chrono::ceil<std::chrono::seconds>(config.cluster.heartbeat_timeout);
-    WorkerRegistry* registry = master->registry_.get();
-    LC_ASSIGN_OR_RETURN(
-        master->membership_,
-        EtcdMembership::Start(master->etcd_, options.etcd_prefix + "workers/", ttl,
-                              [registry](const std::vector<rpc::WorkerInfo>& workers,
-                                         uint64_t epoch) { registry->Replace(workers, epoch); }));
-  }
+  if (!options.etcd.endpoints.empty()) LC_RETURN_IF_ERROR(master->JoinEtcd(config, options));
   master->config_ = config;
   master->etcd_prefix_ = options.etcd_prefix;
   // A mount reports with every view fetch (each heartbeat interval): gone after 5 missed ones.
   master->clients_ = std::make_unique<ClientTable>(std::max<std::chrono::milliseconds>(
       std::chrono::seconds(10), 5 * std::chrono::duration_cast<std::chrono::milliseconds>(
                                         config.cluster.heartbeat_interval)));
-  master->service_ = std::make_unique<Service>(
-      *master->namespaces_, *master->registry_, *master->clients_, master->config_.cluster,
-      master->authorizer_.get(), options.credentials, options.insecure);
-  master->service_->set_membership(master->membership_.get());  // before it serves
-  master->admin_backend_ = std::make_unique<ClusterAdmin>(*master->namespaces_, *master->registry_,
-                                                          master->credentials_);
-  if (master->membership_ != nullptr) {
-    MasterServer* self = master.get();
-    auto only = [self](grpc::ServerContext* ctx) { return self->LeaderOnly(ctx); };
-    master->service_->set_leader([self] { return self->leader(); },
-                                 static_cast<uint32_t>(options.election_ttl.count() * 1000), only);
-    master->admin_backend_->set_leader_only(only);
-    master->admin_backend_->set_pins(
-        [self](const std::string& ns, const std::string& path, bool pinned, bool recursive) {
-          self->NotePin(ns, path, pinned, recursive);
-        });
-  }
-  master->admin_ =
-      std::make_unique<AdminServiceImpl>(master->admin_backend_.get(), master->authorizer_);
+  master->MakeServices(options);
   LC_ASSIGN_OR_RETURN(
       rpc::StartedServer started,
       rpc::StartServer(options.listen, {master->service_.get(), master->admin_.get()}, tls,
                        {options.metrics, "lakecache_master_rpc_duration_seconds"}));
   master->server_ = std::move(started.server);
   master->address_ = rpc::AdvertisedAddress(options.advertise, started.address, started.address);
-  master->service_->set_address(master->address_);
+  master->service_->Serving(master->address_);
+  MasterServer* m = master.get();
   if (master->etcd_ != nullptr) {
-    MasterServer* self = master.get();
     master->election_ = std::make_unique<LeaderElection>(
         master->etcd_, options.etcd_prefix + "leader", master->address_, options.election_ttl,
-        [self](bool leading, const std::string& leader) { self->LeaderChanged(leading, leader); });
+        [m](bool leading, const std::string& leader) { m->LeaderChanged(leading, leader); });
     master->elected_ = master->election_.get();
   }
-  MasterServer* m = master.get();
-  if (options.metrics != nullptr) {
-    StatusBoardOptions board;
-    board.address = master->address_;
-    board.version = options.version;
-    board.insecure = options.insecure;
-    board.interval = options.status_interval;
-    master->status_ = std::make_unique<StatusBoard>(
-        master->admin_backend_.get(), master->namespaces_.get(), master->registry_.get(),
-        master->clients_.get(), &master->admin_->load_jobs(), board);
-    master->metrics_ = options.metrics->AddCollector([m](metrics::Sink& sink) {
-      m->status_->AddMetrics(sink);
-      m->admin_->load_jobs().AddMetrics(sink);
-    });
-  }
+  if (options.metrics != nullptr) master->StartStatusBoard(options);
   Duration interval = config.cluster.heartbeat_interval;
   if (!options.health_socket.empty()) {
     LC_ASSIGN_OR_RETURN(master->health_, rpc::ServeHealth(options.health_socket, "the master",
@@ -483,6 +107,82 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
   master->sweeper_ =
       std::jthread([m, interval](std::stop_token stop) { m->SweepWorkers(stop, interval); });
   return master;
+}
+
+Result<std::shared_ptr<grpc::ServerCredentials>> MasterServer::OpenCredentials(
+    const std::string& dir) {
+  for (const char* file : {"ca.crt", "ca.key", "tls.crt", "tls.key"}) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(dir + "/" + file, ec)) {
+      return Status::InvalidArgument("credentials folder " + dir + " has no " + file +
+                                     " (the master needs ca.crt, ca.key, tls.crt, tls.key and "
+                                     "the role tokens: `lakecache cert --dir " +
+                                     dir + "` makes them)");
+    }
+  }
+  LC_ASSIGN_OR_RETURN(credentials_, security::ClusterCredentials::Open(dir, security::Role::kMaster,
+                                                                       "lakecache master"));
+  authorizer_ = security::Authorizer::FromFolder(dir);
+  return security::ServerTls(dir + "/tls.key", dir + "/tls.crt", dir + "/ca.crt",
+                             /*verify_clients=*/true);
+}
+
+Status MasterServer::JoinEtcd(const Config& config, const MasterOptions& options) {
+  EtcdOptions etcd = options.etcd;
+  // Calls within a quarter of the election's lease, so a dead member costs no lease.
+  etcd.timeout =
+      std::min(etcd.timeout,
+               std::chrono::duration_cast<std::chrono::milliseconds>(options.election_ttl) / 4);
+  etcd.probe_key = options.etcd_prefix + "leader";  // under the prefix its user may be limited to
+  LC_ASSIGN_OR_RETURN(etcd_, EtcdClient::Connect(std::move(etcd)));
+  auto ttl = std::chrono::ceil<std::chrono::seconds>(config.cluster.heartbeat_timeout);
+  WorkerRegistry* registry = registry_.get();
+  LC_ASSIGN_OR_RETURN(
+      membership_,
+      EtcdMembership::Start(etcd_, options.etcd_prefix + "workers/", ttl,
+                            [registry](const std::vector<rpc::WorkerInfo>& workers,
+                                       uint64_t epoch) { registry->Replace(workers, epoch); }));
+  return Status::Ok();
+}
+
+void MasterServer::MakeServices(const MasterOptions& options) {
+  MasterServiceDeps deps;
+  deps.namespaces = namespaces_.get();
+  deps.registry = registry_.get();
+  deps.clients = clients_.get();
+  deps.cluster = &config_.cluster;
+  deps.authorizer = authorizer_.get();
+  deps.credentials_dir = options.credentials;
+  deps.insecure = options.insecure;
+  ClusterAdminLeader admin_leader;
+  if (membership_ != nullptr) {
+    auto only = [this](grpc::ServerContext* ctx) { return LeaderOnly(ctx); };
+    deps.membership = membership_.get();
+    deps.leader = [this] { return leader(); };
+    deps.election_ttl_ms = static_cast<uint32_t>(options.election_ttl.count() * 1000);
+    deps.leader_only = only;
+    admin_leader.leader_only = only;
+    admin_leader.pins = [this](const std::string& ns, const std::string& path, bool pinned,
+                               bool recursive) { NotePin(ns, path, pinned, recursive); };
+  }
+  service_ = std::make_unique<MasterServiceImpl>(std::move(deps));
+  admin_backend_ = std::make_unique<ClusterAdmin>(*namespaces_, *registry_, credentials_,
+                                                  std::move(admin_leader));
+  admin_ = std::make_unique<AdminServiceImpl>(admin_backend_.get(), authorizer_);
+}
+
+void MasterServer::StartStatusBoard(const MasterOptions& options) {
+  StatusBoardOptions board;
+  board.address = address_;
+  board.version = options.version;
+  board.insecure = options.insecure;
+  board.interval = options.status_interval;
+  status_ = std::make_unique<StatusBoard>(admin_backend_.get(), namespaces_.get(), registry_.get(),
+                                          clients_.get(), &admin_->load_jobs(), board);
+  metrics_ = options.metrics->AddCollector([this](metrics::Sink& sink) {
+    status_->AddMetrics(sink);
+    admin_->load_jobs().AddMetrics(sink);
+  });
 }
 
 MasterServer::~MasterServer() { Shutdown(); }

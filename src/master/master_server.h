@@ -31,6 +31,7 @@
 namespace grpc {
 class Server;
 class ServerContext;
+class ServerCredentials;
 }  // namespace grpc
 
 namespace lakecache {
@@ -39,6 +40,7 @@ class NamespaceTable;
 class WorkerRegistry;
 class ClientTable;
 class ClusterAdmin;
+class MasterServiceImpl;
 class AdminServiceImpl;
 class StatusBoard;
 class EtcdMembership;
@@ -105,8 +107,14 @@ class MasterServer {
   void Shutdown();
 
  private:
-  class Service;
   MasterServer() = default;
+  // Start's steps. The credentials folder: credentials_ and authorizer_ from it, and the server's
+  // TLS. etcd: etcd_ and membership_ (feeding registry_). The services, complete when made (they
+  // serve once the server starts). The status board, with options.metrics.
+  Result<std::shared_ptr<grpc::ServerCredentials>> OpenCredentials(const std::string& dir);
+  Status JoinEtcd(const Config& config, const MasterOptions& options);
+  void MakeServices(const MasterOptions& options);
+  void StartStatusBoard(const MasterOptions& options);
 
   // Expires silent workers every heartbeat interval until stopped (by Shutdown).
   void SweepWorkers(std::stop_token stop, Duration interval);
@@ -130,7 +138,7 @@ class MasterServer {
   std::unique_ptr<ClientTable> clients_;  // the cluster mounts' reports
   std::shared_ptr<const security::Authorizer> authorizer_;
   std::shared_ptr<const security::ClusterCredentials> credentials_;
-  std::unique_ptr<Service> service_;
+  std::unique_ptr<MasterServiceImpl> service_;
   std::unique_ptr<ClusterAdmin> admin_backend_;
   std::unique_ptr<AdminServiceImpl> admin_;
   std::unique_ptr<StatusBoard> status_;  // with metrics only

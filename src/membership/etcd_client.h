@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,10 @@ class Channel;
 class ClientContext;
 class Status;
 }  // namespace grpc
+
+namespace etcdserverpb {
+class WatchResponse;
+}  // namespace etcdserverpb
 
 namespace lakecache {
 
@@ -169,6 +174,10 @@ class EtcdWatch {
   // One stream from next_ until it breaks or Stop; returns why it ended (OK: after a compaction
   // it listed the prefix again, and a new stream resumes at once).
   Status Stream(const EtcdClient::Target& target);
+  // What one response of the stream means: why it ends (OK: the prefix was listed again after a
+  // compaction), or nullopt while it goes on.
+  std::optional<Status> Handle(const etcdserverpb::WatchResponse& response,
+                               const EtcdClient::Target& target);
 
   const std::shared_ptr<EtcdClient> client_;
   const std::string prefix_;

@@ -42,7 +42,7 @@ Result<std::unique_ptr<BulkServer>> BulkServer::Start(const BulkServerOptions& o
   std::unique_ptr<BulkServer> server(new BulkServer(options, reader));
   Result<rpc::TcpListener> listener = rpc::ListenTcp(options.listen);
   if (!listener.ok()) return listener.status().WithContext("--data-listen");
-  server->listen_fd_ = listener->fd;
+  server->listen_fd_.reset(listener->fd);
   server->address_ = listener->address;
   server->acceptor_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
@@ -57,9 +57,9 @@ void BulkServer::Shutdown() {
     stopping_ = true;
     for (rpc::BulkConnection* c : open_) c->Abort();
   }
-  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes accept()
+  ::shutdown(listen_fd_.get(), SHUT_RDWR);  // wakes accept()
   if (acceptor_.joinable()) acceptor_.join();
-  ::close(listen_fd_);
+  listen_fd_.reset();
   MutexLock lock(&mu_);
   while (threads_ > 0) idle_cv_.Wait(&mu_);
 }
@@ -69,14 +69,12 @@ void BulkServer::AcceptLoop() {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
-    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    ScopedFd fd(
+        ::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC));
     int error = errno;
     MutexLock lock(&mu_);
-    if (stopping_) {
-      if (fd >= 0) ::close(fd);
-      return;
-    }
-    if (fd < 0) {
+    if (stopping_) return;
+    if (!fd.valid()) {
       if (error != EINTR && error != ECONNABORTED && !warned) {
         spdlog::warn("bulk server {}: accept: {}", address_, std::strerror(error));
         warned = true;
@@ -89,11 +87,10 @@ void BulkServer::AcceptLoop() {
                      kMaxConnections);
       }
       warned = true;
-      ::close(fd);
-      continue;
+      continue;  // closes it
     }
     ++threads_;
-    std::thread([this, fd, peer = PeerName(addr)] { Serve(fd, peer); }).detach();
+    std::thread([this, fd = fd.release(), peer = PeerName(addr)] { Serve(fd, peer); }).detach();
   }
 }
 

@@ -19,6 +19,7 @@
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "common/result.h"
+#include "common/scoped_fd.h"
 #include "rpc/bulk_connection.h"
 #include "rpc/tls.h"
 #include "security/auth.h"
@@ -63,7 +64,7 @@ class BulkServer {
   const BulkServerOptions options_;
   BlockReader* const reader_;
   std::string address_;
-  int listen_fd_ = -1;
+  ScopedFd listen_fd_;
   std::thread acceptor_;
 
   Mutex mu_;

@@ -14,6 +14,7 @@
 
 #include "cache/shm_arena.h"
 #include "common/result.h"
+#include "common/scoped_fd.h"
 
 namespace lakecache {
 
@@ -37,14 +38,14 @@ class NodeServer {
   void Accept();
 
   struct Conn {
-    int fd = -1;
+    ScopedFd fd;
     uint64_t session = 0;
   };
   std::shared_ptr<ShmArena> arena_;
   std::string path_;
   std::vector<uid_t> allowed_;
-  int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};   // a pipe: a byte stops the loop
+  ScopedFd listen_fd_;
+  ScopedFd wake_[2];         // a pipe: a byte stops the loop
   std::vector<Conn> conns_;  // the loop's own
   std::thread thread_;
   std::atomic<uint64_t> opened_{0};

@@ -37,14 +37,20 @@
 #include "worker/node_server.h"
 
 namespace grpc {
+class Channel;
+class ClientContext;
 class Server;
+class Status;
 }  // namespace grpc
 
 namespace lakecache {
 
 namespace rpc {
 class WorkerInfo;
+class WorkerStats;
 }  // namespace rpc
+
+class WorkerServiceImpl;
 
 struct WorkerOptions {
   std::string listen = "127.0.0.1:0";  // port 0: any free port
@@ -110,11 +116,27 @@ class WorkerServer {
   std::string node_socket() const { return node_path_; }
   void Shutdown();  // idempotent
 
-  class Service;  // the rpc::WorkerService implementation (worker_server.cc)
+  // One call to the master takes at most this long, waiting for a master that is down included.
+  static constexpr std::chrono::milliseconds kMasterCallTimeout{5000};
 
  private:
   WorkerServer() = default;
+  // Start's steps: the cache (and its shared memory); the credentials and a certificate; the node
+  // socket; the service, complete when made; the bulk path and the gRPC server.
+  Status OpenCache();
+  Status OpenCredentials();
+  Status StartNodeSocket();
+  void MakeService();
+  Status StartServing() EXCLUDES(address_mu_);
   void HeartbeatLoop() EXCLUDES(mu_);
+  // HeartbeatLoop's calls to `master`: a registration (which may set a new *interval), and a
+  // heartbeat (*known false when the master does not know this worker: it registers again).
+  grpc::Status RegisterWith(const std::string& master,
+                            const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* ctx,
+                            std::chrono::milliseconds* interval);
+  grpc::Status HeartbeatTo(const std::string& master, const std::shared_ptr<grpc::Channel>& channel,
+                           grpc::ClientContext* ctx, std::chrono::milliseconds interval,
+                           bool* known);
   // With credentials: a certificate for the worker's key from the master, written to
   // identity_.cert_path; sets renew_at_. Waits for a master that is down until `deadline`.
   Status ObtainCertificate(std::chrono::system_clock::time_point deadline);
@@ -128,6 +150,7 @@ class WorkerServer {
   // The masters of options_.master (a list, checked by Start).
   std::vector<std::string> MasterList() const;
   void FillInfo(rpc::WorkerInfo* info) const EXCLUDES(address_mu_);
+  void FillShmStats(rpc::WorkerStats* stats) const EXCLUDES(node_mu_);
 
   Config config_;
   WorkerOptions options_;
@@ -148,7 +171,7 @@ class WorkerServer {
   std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_server.cc)
   std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
   std::unique_ptr<BlockReader> reader_;    // serves ReadBlock (and the bulk path)
-  std::unique_ptr<Service> service_;
+  std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<ShmArena> arena_;  // null without shared memory
   // Read by calls (Stats) on gRPC's threads, reset at shutdown: under node_mu_, so the order is

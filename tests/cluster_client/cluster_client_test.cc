@@ -1,5 +1,6 @@
-// ClusterClient against a scripted master: which views it installs, and that refreshes racing each
-// other (the background loop, tools, tests) never move it back to an older view.
+// ClusterClient against a fake master (which views it installs, what a worker's down mark
+// survives, reads failing over without a master) and against a scripted gRPC master (refreshes
+// racing each other never move it back to an older view).
 #include "cluster_client/cluster_client.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_client/fake_master_client.h"
 #include "common/mutex.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
@@ -88,8 +90,42 @@ class ClusterClientTest : public ::testing::Test {
   std::shared_ptr<ClusterClient> client_;
 };
 
-TEST_F(ClusterClientTest, OlderViewIsNotInstalled) {
-  Start({10, 5, 20}, std::chrono::milliseconds(0));
+// Over a fake master: no master runs, and no worker (their addresses refuse).
+class FakeMasterTest : public ::testing::Test {
+ protected:
+  // Opens the client over the fake, whose first view is `first`.
+  void Open(rpc::ClusterView first) {
+    auto fake = std::make_unique<testing::FakeMasterClient>();
+    fake->AddView(std::move(first));
+    master_ = fake.get();
+    ClusterClientOptions options;
+    options.transport = ClusterClientOptions::Transport::kGrpc;
+    auto client = ClusterClient::Open("fake", std::move(fake), options);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = *client;
+  }
+  bool Down(const std::string& id) const {
+    for (const ClusterWorker& w : client_->Workers()) {
+      if (w.id == id) return w.down;
+    }
+    ADD_FAILURE() << "no worker " << id;
+    return false;
+  }
+
+  testing::FakeMasterClient* master_ = nullptr;  // owned by client_
+  std::shared_ptr<ClusterClient> client_;
+};
+
+rpc::ClusterView ViewWithCapacity(uint64_t epoch) {
+  rpc::ClusterView view = testing::FakeMasterClient::MakeView(epoch, {{"w1", "127.0.0.1:1"}});
+  view.mutable_workers(0)->set_capacity_bytes(epoch << 20);
+  return view;
+}
+
+TEST_F(FakeMasterTest, OlderViewIsNotInstalled) {
+  Open(ViewWithCapacity(10));
+  master_->AddView(ViewWithCapacity(5));
+  master_->AddView(ViewWithCapacity(20));
   ASSERT_EQ(client_->epoch(), 10u);
   ASSERT_TRUE(client_->RefreshView().ok());
   EXPECT_EQ(client_->epoch(), 10u) << "epoch 5 is older than the installed 10";
@@ -98,6 +134,49 @@ TEST_F(ClusterClientTest, OlderViewIsNotInstalled) {
   ASSERT_TRUE(client_->RefreshView().ok());
   EXPECT_EQ(client_->epoch(), 20u);
   EXPECT_EQ(client_->Workers()[0].capacity_bytes, 20u << 20);
+}
+
+TEST_F(FakeMasterTest, ReadOfRefusingWorkersFailsOverEveryOneAndMarksThemDown) {
+  Open(testing::FakeMasterClient::MakeView(1, {{"w1", "127.0.0.1:1"}, {"w2", "127.0.0.1:2"}}));
+  rpc::BlockId block;
+  block.set_ns("ns");
+  block.set_key("k");
+  block.set_etag("e");
+  block.set_object_size(10);
+  block.set_block_size(10);
+  char buf[10];
+  Result<size_t> got = client_->ReadBlock(block, 0, buf, Clock::now() + std::chrono::seconds(30));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnavailable) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("every worker failed reading k block 0"), std::string::npos)
+      << got.status().message();
+  EXPECT_EQ(client_->worker_calls(), 2u);
+  EXPECT_TRUE(Down("w1"));
+  EXPECT_TRUE(Down("w2"));
+}
+
+TEST_F(FakeMasterTest, ADownMarkLastsForTheIncarnationAndARestartClearsIt) {
+  Open(testing::FakeMasterClient::MakeView(1, {{"w1", "127.0.0.1:1"}}));
+  rpc::WriteCallRequest request;
+  request.set_key("k");
+  ASSERT_FALSE(client_->WriteCall(request, Clock::now() + std::chrono::seconds(30)).ok());
+  ASSERT_TRUE(Down("w1"));
+  master_->AddView(testing::FakeMasterClient::MakeView(2, {{"w1", "127.0.0.1:1"}}));
+  ASSERT_TRUE(client_->RefreshView().ok());
+  EXPECT_TRUE(Down("w1")) << "the same incarnation keeps its down mark in a new view";
+  rpc::ClusterView restarted = testing::FakeMasterClient::MakeView(3, {{"w1", "127.0.0.1:1"}});
+  restarted.mutable_workers(0)->set_start_time_ms(2);
+  master_->AddView(restarted);
+  ASSERT_TRUE(client_->RefreshView().ok());
+  EXPECT_FALSE(Down("w1")) << "a restarted worker starts afresh";
+}
+
+TEST_F(FakeMasterTest, AMasterThatStopsAnsweringLeavesTheLastViewInPlace) {
+  Open(testing::FakeMasterClient::MakeView(4, {{"w1", "127.0.0.1:1"}, {"w2", "127.0.0.1:2"}}));
+  master_->FailViews(Status::Unavailable("the master is down"));
+  EXPECT_EQ(client_->RefreshView().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(client_->epoch(), 4u);
+  EXPECT_EQ(client_->Workers().size(), 2u);
 }
 
 TEST_F(ClusterClientTest, RacingRefreshesNeverMoveTheEpochBack) {
