@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/mount_table.h"
+#include "common/mount_table.h"
 #include "mount/mount_admin.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"

@@ -1,5 +1,7 @@
 #include "cli/cluster_launcher.h"
 
+#include "common/scoped_fd.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -136,20 +138,13 @@ Result<pid_t> SpawnDetached(const std::vector<std::string>& argv, const std::str
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return ErrnoStatus("open " + log_path);
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0) {
-    Status s = ErrnoStatus("open /dev/null");
-    ::close(log_fd);
-    return s;
-  }
+  ScopedFd log_fd(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!log_fd.valid()) return ErrnoStatus("open " + log_path);
+  ScopedFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null_fd.valid()) return ErrnoStatus("open /dev/null");
   pid_t pid = ::fork();
-  if (pid == 0) ExecDetached(args.data(), null_fd, log_fd);
-  Status fork_error = pid < 0 ? ErrnoStatus("fork") : Status::Ok();
-  ::close(null_fd);
-  ::close(log_fd);
-  if (!fork_error.ok()) return fork_error;
+  if (pid == 0) ExecDetached(args.data(), null_fd.get(), log_fd.get());
+  if (pid < 0) return ErrnoStatus("fork");
   return pid;
 }
 

@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "cli/admin_target.h"
-#include "cli/mount_table.h"
 #include "cli/unmount.h"
+#include "common/mount_table.h"
 
 namespace lakecache::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/mount_table.h"
+#include "common/mount_table.h"
 #include "common/units.h"
 #include "mount/mount_admin.h"
 #include "rpc/health.h"

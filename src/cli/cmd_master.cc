@@ -82,6 +82,34 @@ Status EtcdTlsAndAuth(const MasterRequest& req, const std::string& env_password,
   return Status::Ok();
 }
 
+// --etcd and its settings (membership and election in etcd), and --status-interval.
+Status ApplyMembershipFlags(const MasterRequest& req, const std::string& env_password,
+                            MasterOptions* options) {
+  if (!req.etcd.empty()) {
+    Result<std::vector<std::string>> endpoints = ParseEtcdEndpoints("--etcd", req.etcd);
+    if (!endpoints.ok()) return endpoints.status();
+    options->etcd.endpoints = std::move(*endpoints);
+    if (req.etcd_prefix.empty() || req.etcd_prefix.front() != '/' ||
+        req.etcd_prefix.back() != '/') {
+      return Status::InvalidArgument("--etcd-prefix: '" + req.etcd_prefix +
+                                     "' must start and end with '/'");
+    }
+    options->etcd_prefix = req.etcd_prefix;
+    options->election_ttl = std::chrono::seconds(req.election_ttl);
+    LC_RETURN_IF_ERROR(EtcdTlsAndAuth(req, env_password, &options->etcd));
+  } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
+             !req.etcd_user.empty() || !req.etcd_password_file.empty()) {
+    return Status::InvalidArgument(
+        "--etcd-ca, --etcd-cert, --etcd-key and --etcd-user need --etcd");
+  }
+  Result<Duration> interval = ParseDuration(req.status_interval);
+  if (!interval.ok()) return interval.status().WithContext("--status-interval");
+  options->status_interval =
+      std::max(std::chrono::duration_cast<std::chrono::milliseconds>(*interval),
+               std::chrono::milliseconds(100));
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
@@ -129,28 +157,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   options.metrics = registry.get();
   options.store.metrics = registry.get();
   options.version = kVersionNumber;
-  if (!req.etcd.empty()) {
-    Result<std::vector<std::string>> endpoints = ParseEtcdEndpoints("--etcd", req.etcd);
-    if (!endpoints.ok()) return fail(endpoints.status());
-    options.etcd.endpoints = std::move(*endpoints);
-    if (req.etcd_prefix.empty() || req.etcd_prefix.front() != '/' ||
-        req.etcd_prefix.back() != '/') {
-      return fail(Status::InvalidArgument("--etcd-prefix: '" + req.etcd_prefix +
-                                          "' must start and end with '/'"));
-    }
-    options.etcd_prefix = req.etcd_prefix;
-    options.election_ttl = std::chrono::seconds(req.election_ttl);
-    Status tls = EtcdTlsAndAuth(req, env_password, &options.etcd);
-    if (!tls.ok()) return fail(tls);
-  } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
-             !req.etcd_user.empty() || !req.etcd_password_file.empty()) {
-    return fail(
-        Status::InvalidArgument("--etcd-ca, --etcd-cert, --etcd-key and --etcd-user need --etcd"));
-  }
-  // How often the status page samples the workers (tests sample faster); default 2 s.
-  if (const char* ms = std::getenv("LAKECACHE_STATUS_INTERVAL_MS"); ms != nullptr) {
-    options.status_interval = std::chrono::milliseconds(std::max(100, std::atoi(ms)));
-  }
+  if (Status s = ApplyMembershipFlags(req, env_password, &options); !s.ok()) return fail(s);
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return fail(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/mount_table.h"
 #include "cli/unmount.h"
+#include "common/mount_table.h"
 
 namespace lakecache::cli {
 

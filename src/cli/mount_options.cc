@@ -4,6 +4,8 @@
 
 #include <charconv>
 
+#include "common/units.h"
+
 namespace lakecache::cli {
 namespace {
 
@@ -33,6 +35,15 @@ constexpr MountOptionSpec kMountOptions[] = {
     {"default_permissions", "", "the kernel checks those modes (always on)"},
     {"ro", "", "read-only, whatever the namespaces allow (default: rw when a namespace writes)"},
     {"rw", "", "read-write where the namespaces allow it (the default)"},
+    {"fuse_descriptors", "N",
+     "descriptors of the FUSE connection read in parallel (default 4; for measuring)"},
+    {"nosplice", "", "copy cached bytes into FUSE replies instead of splicing (for measuring)"},
+    {"noresend", "",
+     "on a takeover, answer EINTR to what the previous server left unanswered, as on a kernel "
+     "before 6.9 (for tests)"},
+    {"single_put_max", "SIZE",
+     "files up to SIZE staged on disk go as one Put at close (an experiment; default off)"},
+    {"upload_parts_per_step", "N", "upload parts per part-size step (for tests)"},
 };
 
 std::string Spelled(const MountOptionSpec& o) {
@@ -51,6 +62,23 @@ Status ApplyOne(const std::string& opt, MountOptions* out) {
     out->fs.read_only = true;
   } else if (name == "rw" && eq == std::string::npos) {
     out->fs.read_only = false;
+  } else if (name == "nosplice" && eq == std::string::npos) {
+    out->fuse.splice = false;
+  } else if (name == "noresend" && eq == std::string::npos) {
+    out->fuse.kernel_resend = false;
+  } else if (name == "fuse_descriptors") {
+    LC_ASSIGN_OR_RETURN(uint32_t n, ParseNumber(opt, value, 10));
+    if (n < 1 || n >= 64) return Status::InvalidArgument("-o " + opt + ": from 1 to 63");
+    out->fuse_descriptors = static_cast<int>(n);
+  } else if (name == "single_put_max") {
+    Result<uint64_t> bytes = ParseByteSize(value);
+    if (!bytes.ok()) return Status::InvalidArgument("-o " + opt + ": " + bytes.status().message());
+    out->single_put_max = *bytes;
+  } else if (name == "upload_parts_per_step") {
+    LC_ASSIGN_OR_RETURN(out->upload_parts_per_step, ParseNumber(opt, value, 10));
+    if (out->upload_parts_per_step == 0) {
+      return Status::InvalidArgument("-o " + opt + ": at least 1");
+    }
   } else if (name == "uid") {
     LC_ASSIGN_OR_RETURN(out->fs.uid, ParseNumber(opt, value, 10));
   } else if (name == "gid") {

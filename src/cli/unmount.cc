@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli/mount_table.h"
+#include "common/mount_table.h"
 #include "mount/mount_admin.h"
 #include "mount/mount_holder.h"
 #include "rpc/unix_socket.h"
@@ -37,15 +37,14 @@ constexpr size_t kUsersNamed = 3;  // processes a busy mount's message names; th
 pid_t ListenerPid(const std::string& path, int type) {
   Result<sockaddr_un> addr = rpc::UnixSocketAddress("socket", path);
   if (!addr.ok()) return 0;
-  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return 0;
+  ScopedFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return 0;
   pid_t pid = 0;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) == 0) {
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) == 0) {
     ucred cred{};
     socklen_t len = sizeof(cred);
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) pid = cred.pid;
+    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) pid = cred.pid;
   }
-  ::close(fd);
   return pid;
 }
 
@@ -84,6 +83,7 @@ Status RunFusermount(const std::string& mountpoint, bool lazy, bool* busy) {
   if (::pipe2(err, O_CLOEXEC) != 0) {
     return Status::IoError(std::string("pipe: ") + std::strerror(errno));
   }
+  ScopedFd err_read(err[0]), err_write(err[1]);
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
   ::posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
@@ -91,9 +91,9 @@ Status RunFusermount(const std::string& mountpoint, bool lazy, bool* busy) {
   pid_t pid = 0;
   int rc = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   ::posix_spawn_file_actions_destroy(&actions);
-  ::close(err[1]);
-  std::string said = rc == 0 ? ReadToEnd(err[0]) : "";
-  ::close(err[0]);
+  err_write.reset();  // so that the read ends with fusermount3
+  std::string said = rc == 0 ? ReadToEnd(err_read.get()) : "";
+  err_read.reset();
   if (rc != 0) return Status::IoError(std::string("cannot run fusermount3: ") + std::strerror(rc));
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -147,19 +147,10 @@ MountProcesses MountProcesses::Find(const std::string& mountpoint) {
                              [pid](const Process& p) { return p.pid == pid; });
     if (pid <= 0 || pid == ::getpid() || known) continue;
     // Fails when it is gone already, or on a kernel before 5.3: nothing to wait for then.
-    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd >= 0) found.processes_.push_back({pid, pidfd, s.role});
+    ScopedFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (pidfd.valid()) found.processes_.push_back({pid, std::move(pidfd), s.role});
   }
   return found;
-}
-
-MountProcesses::MountProcesses(MountProcesses&& other) noexcept
-    : processes_(std::move(other.processes_)) {
-  other.processes_.clear();
-}
-
-MountProcesses::~MountProcesses() {
-  for (const Process& p : processes_) ::close(p.pidfd);
 }
 
 Status MountProcesses::WaitForExit(std::chrono::milliseconds patience,
@@ -178,7 +169,7 @@ Status MountProcesses::WaitForExit(std::chrono::milliseconds patience,
       told = true;
     }
     std::vector<pollfd> polls;
-    for (const Process& p : processes_) polls.push_back({p.pidfd, POLLIN, 0});
+    for (const Process& p : processes_) polls.push_back({p.pidfd.get(), POLLIN, 0});
     // A pidfd is readable once its process has exited.
     Clock::duration until = told ? limit : std::min(patience, limit);
     int rc = ::poll(polls.data(), polls.size(), Milliseconds(until - elapsed));
@@ -186,7 +177,6 @@ Status MountProcesses::WaitForExit(std::chrono::milliseconds patience,
       return Status::IoError(std::string("poll: ") + std::strerror(errno));
     for (size_t i = polls.size(); i-- > 0;) {
       if (polls[i].revents == 0) continue;
-      ::close(processes_[i].pidfd);
       processes_.erase(processes_.begin() + static_cast<ptrdiff_t>(i));
     }
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/scoped_fd.h"
 
 namespace lakecache::cli {
 
@@ -27,10 +28,9 @@ class MountProcesses {
   static MountProcesses Find(const std::string& mountpoint);
 
   MountProcesses() = default;
-  MountProcesses(MountProcesses&& other) noexcept;
+  MountProcesses(MountProcesses&& other) noexcept = default;
   MountProcesses& operator=(MountProcesses&&) = delete;
   MountProcesses(const MountProcesses&) = delete;
-  ~MountProcesses();
 
   // Waits until every one has exited, at most `limit`; once `patience` has passed, says on stderr
   // which it still waits for. kDeadlineExceeded naming those still running after `limit`.
@@ -40,7 +40,7 @@ class MountProcesses {
  private:
   struct Process {
     pid_t pid = 0;
-    int pidfd = -1;
+    ScopedFd pidfd;
     const char* role = "";  // "holder", "server"
   };
   std::vector<Process> processes_;

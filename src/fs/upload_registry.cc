@@ -12,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/text_codec.h"
+
 namespace lakecache {
 namespace {
 
@@ -32,45 +34,16 @@ std::vector<UploadRecord> ReadRecords(const std::string& path) {
   return out;
 }
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 bool ProcessAlive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
-std::string EscapeField(std::string_view field) {
-  std::string out;
-  for (char c : field) {
-    if (c == '%' || c == '\t' || c == '\n' || c == '\r') {
-      char hex[4];
-      std::snprintf(hex, sizeof(hex), "%%%02X", static_cast<unsigned char>(c));
-      out += hex;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+// A field of a registry line: '%', tab, newline and carriage return as %XX.
+constexpr TextCodec kFieldCodec = TextCodec::PercentHex("\t\n\r");
 
-std::string UnescapeField(std::string_view field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    int high = i + 2 < field.size() ? HexDigit(field[i + 1]) : -1;
-    int low = i + 2 < field.size() ? HexDigit(field[i + 2]) : -1;
-    if (field[i] == '%' && high >= 0 && low >= 0) {
-      out += static_cast<char>(high * 16 + low);
-      i += 2;
-    } else {
-      out += field[i];
-    }
-  }
-  return out;
-}
+std::string EscapeField(std::string_view field) { return kFieldCodec.Escape(field); }
+
+std::string UnescapeField(std::string_view field) { return kFieldCodec.Unescape(field); }
 
 UploadRegistry::UploadRegistry(std::string base)
     : base_(std::move(base)), file_(base_.empty() ? "" : base_ + "." + std::to_string(::getpid())) {

@@ -37,27 +37,24 @@ Result<std::unique_ptr<FuseConnection>> FuseConnection::Mount(const std::string&
   // A clone is a descriptor of the same connection with a queue of its own for the requests read
   // on it; as this process keeps them all, none of those queues dies with a server.
   for (int i = 1; i < descriptors; ++i) {
-    int clone = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
-    if (clone < 0) break;
+    ScopedFd clone(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
+    if (!clone.valid()) break;
     uint32_t master = static_cast<uint32_t>(fd);
-    if (::ioctl(clone, FUSE_DEV_IOC_CLONE, &master) != 0) {
-      ::close(clone);
-      break;
-    }
-    conn->clones_.push_back(clone);
+    if (::ioctl(clone.get(), FUSE_DEV_IOC_CLONE, &master) != 0) break;
+    conn->clones_.push_back(std::move(clone));
   }
   return conn;
 }
 
 std::vector<int> FuseConnection::fds() const {
   std::vector<int> all = {fd()};
-  all.insert(all.end(), clones_.begin(), clones_.end());
+  for (const ScopedFd& clone : clones_) all.push_back(clone.get());
   return all;
 }
 
 FuseConnection::~FuseConnection() {
   Unmount();
-  for (int c : clones_) ::close(c);
+  clones_.clear();
   if (session_ != nullptr) fuse_session_destroy(session_);
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/scoped_fd.h"
 #include "fuse/fuse_mount.h"
 #include "fuse/held_connection.h"
 
@@ -36,7 +37,7 @@ class FuseConnection : public HeldConnection {
  private:
   FuseConnection() = default;
   fuse_session* session_ = nullptr;
-  std::vector<int> clones_;
+  std::vector<ScopedFd> clones_;
   bool mounted_ = false;
 };
 

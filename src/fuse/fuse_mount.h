@@ -5,6 +5,8 @@
 // false), else "ro". Multi-threaded, reads of up to 1 MiB, readdirplus. Entry and attribute
 // timeouts come from the FileSystem (the namespace's metadata TTL). Run() blocks until the file
 // system is unmounted or the process gets SIGTERM/SIGINT, then unmounts. One FuseMount per process.
+// The parts: fuse_ops.h (the request handlers), fuse_takeover.cc (INIT replay, lost requests),
+// session_pool.h (the threads over an adopted connection's descriptors).
 #pragma once
 
 #include <pthread.h>
@@ -17,7 +19,9 @@
 #include <vector>
 
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "common/result.h"
+#include "common/scoped_fd.h"
 #include "common/status.h"
 #include "fs/file_system.h"
 
@@ -40,11 +44,16 @@ struct FuseMountOptions {
   // Non-null: each request's duration and errors by operation, and the bytes read and written
   // (lakecache_fuse_*), are recorded there. Must outlive the FuseMount.
   metrics::Registry* metrics = nullptr;
+  // Replies of bytes that live in a file (a co-located worker's shared memory) are spliced from
+  // it (FUSE_CAP_SPLICE_WRITE); false: copied from the mapping (`-o nosplice`, for measuring).
+  bool splice = true;
+  // A takeover asks the kernel to resend what the previous server left unanswered where the
+  // kernel can (6.9 and later); false: serves as on an older kernel (`-o noresend`, for tests).
+  bool kernel_resend = true;
 };
 
 // The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."; "rw,..." when
-// not read_only); a connection
-// held by another process must have been mounted with the same.
+// not read_only); a connection held by another process must have been mounted with the same.
 std::string FuseMountOptionString(const FuseMountOptions& options);
 
 // A libfuse session with the mount options `opts` (as FuseMountOptionString makes them), calling
@@ -115,8 +124,11 @@ class FuseMount {
   FuseInit init_;  // adopted: the INIT to replay (empty request: capture one)
   std::function<void(const FuseInit&)> on_init_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> running_{false};
-  pthread_t run_thread_{};
+  ScopedFd wake_fd_;  // an eventfd: Stop wakes a session pool's wait
+  Mutex run_mu_;
+  CondVar run_done_;  // Run has returned
+  bool running_ GUARDED_BY(run_mu_) = false;
+  pthread_t run_thread_ GUARDED_BY(run_mu_){};
 };
 
 }  // namespace lakecache

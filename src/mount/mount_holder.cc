@@ -1,162 +1,31 @@
 #include "mount/mount_holder.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <mutex>
 #include <set>
-#include <thread>
 
-#include "common/units.h"
+#include "common/scoped_fd.h"
+#include "mount/holder_wire.h"
 #include "mount/mount_admin.h"
+#include "mount/server_process.h"
 #include "rpc/unix_socket.h"
 
 namespace lakecache {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kMaxMessage = 64 << 10;
-constexpr size_t kMaxFds = 64;
-
-std::string Escape(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string Unescape(std::string_view v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] == '\\' && i + 1 < v.size()) {
-      out += v[i + 1] == 'n' ? '\n' : v[i + 1];
-      ++i;
-    } else {
-      out += v[i];
-    }
-  }
-  return out;
-}
-
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kDigits[c >> 4];
-    out += kDigits[c & 15];
-  }
-  return out;
-}
-
-std::string Unhex(std::string_view hex) {
-  auto digit = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out += static_cast<char>(digit(hex[i]) << 4 | digit(hex[i + 1]));
-  }
-  return out;
-}
-
-Status Send(int fd, const HolderMessage& message, std::span<const int> fds = {}) {
-  std::string bytes = EncodeHolderMessage(message);
-  std::string_view part = bytes;
-  return rpc::SendWithFds(fd, std::span<const std::string_view>(&part, 1), fds);
-}
-
-// One message (and its descriptors); kUnavailable when the peer has gone, kDeadlineExceeded when
-// none came in `wait` (negative: wait for ever).
-Result<HolderMessage> Receive(int fd, std::vector<int>* fds, std::chrono::milliseconds wait) {
-  if (wait.count() >= 0) {
-    pollfd p{fd, POLLIN, 0};
-    int rc = 0;
-    do {
-      rc = ::poll(&p, 1, static_cast<int>(wait.count()));
-    } while (rc < 0 && errno == EINTR);
-    if (rc == 0) return Status::DeadlineExceeded("no answer");
-  }
-  std::string buffer(kMaxMessage, '\0');
-  iovec iov{buffer.data(), buffer.size()};
-  LC_ASSIGN_OR_RETURN(rpc::ReceivedMessage got,
-                      rpc::ReceiveWithFds(fd, std::span<iovec>(&iov, 1), kMaxFds));
-  if (got.bytes == 0) return Status::Unavailable("the other end has gone");
-  if (got.truncated) return Status::InvalidArgument("a message too long");
-  if (fds != nullptr) {
-    *fds = std::move(got.fds);
-  } else {
-    for (int f : got.fds) ::close(f);
-  }
-  buffer.resize(got.bytes);
-  return DecodeHolderMessage(buffer);
-}
-
-void CloseFd(int* fd) {
-  if (*fd >= 0) ::close(*fd);
-  *fd = -1;
-}
-
-Result<int> ConnectTo(const std::string& path) {
-  LC_ASSIGN_OR_RETURN(sockaddr_un addr, rpc::UnixSocketAddress("holder socket", path));
-  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    int err = errno;
-    ::close(fd);
-    return Status::Unavailable("no holder answers at " + path + ": " + std::strerror(err));
-  }
-  return fd;
-}
-
-std::string ExitText(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-           ::strsignal(WTERMSIG(status)) + ")";
-  }
-  return "ended";
-}
-
-// Starts `argv` as a child with the signals a holder blocks set back; only async-signal-safe
-// calls between fork and exec.
-Result<pid_t> Spawn(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::IoError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::close_range(3, ~0U, 0);
-    ::execv(args[0], args.data());
-    constexpr char kMessage[] = "lakecache holder: cannot exec the server\n";
-    [[maybe_unused]] ssize_t n = ::write(2, kMessage, sizeof(kMessage) - 1);
-    ::_exit(127);
-  }
-  return pid;
-}
+// How long the servers have to exit once the holder has unmounted, before they are killed.
+constexpr auto kServersExitWait = std::chrono::seconds(10);
 
 // The holder's state; one thread, one poll loop.
 class Holder {
@@ -166,6 +35,7 @@ class Holder {
 
  private:
   struct Peer {
+    ScopedFd socket;
     pid_t pid = 0;
     bool hello = false;
     bool serving = false;
@@ -173,8 +43,17 @@ class Holder {
   };
 
   Status Listen();
+  // Signals arrive on a descriptor (SIGCHLD among them); Shutdown sets the mask back.
+  void WatchSignals();
+  // One turn of the loop: waits for what comes next and handles it.
+  Status PollOnce();
+  void OnSignals();
+  void ReadPeer(int fd);
+  void KillSlowDrain();
+  void Shutdown();
+  void WaitForServers();
   void Accept();
-  void OnMessage(int fd, HolderMessage message, std::vector<int> fds);
+  void OnMessage(int fd, HolderMessage message, std::vector<ScopedFd> fds);
   void OnHello(int fd, const HolderMessage& message);
   void OnTakeover(int fd, const HolderMessage& message);
   void OnGone(int fd);
@@ -189,11 +68,14 @@ class Holder {
   void MaybeRestart();
 
   const MountHolderOptions& options_;
-  int listen_fd_ = -1;
-  int journal_fd_ = -1;
+  ScopedFd listen_fd_;
+  ScopedFd journal_fd_;
+  ScopedFd signal_fd_;
+  sigset_t old_mask_{};
+  bool unmounted_ = false;  // by someone else
   std::unique_ptr<HeldConnection> conn_;
   std::string mountpoint_, fuse_options_, init_;
-  std::map<int, Peer> peers_;  // by socket
+  std::map<int, Peer> peers_;  // by socket (Peer::socket), which the peer owns
   int current_ = -1;           // the serving server's socket
   int successor_ = -1;         // a server waiting for the current one to go
   Clock::time_point stop_sent_{};
@@ -215,52 +97,36 @@ class Holder {
 };
 
 Status Holder::Listen() {
-  LC_ASSIGN_OR_RETURN(sockaddr_un addr,
-                      rpc::UnixSocketAddress("holder socket", options_.socket_path));
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(options_.socket_path).parent_path(),
-                                      ec);
-  if (Result<int> live = ConnectTo(options_.socket_path); live.ok()) {
-    ::close(*live);
-    return Status::PreconditionFailed("a holder already listens at " + options_.socket_path);
-  }
-  ::unlink(options_.socket_path.c_str());
-  listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
-  mode_t old = ::umask(077);
-  int rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::umask(old);
-  if (rc != 0 || ::listen(listen_fd_, 16) != 0) {
-    return Status::IoError("cannot listen at " + options_.socket_path + ": " +
-                           std::strerror(errno));
-  }
+  LC_ASSIGN_OR_RETURN(listen_fd_, ListenAsHolder(options_.socket_path));
   return Status::Ok();
 }
 
 void Holder::Accept() {
-  int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
+  ScopedFd socket(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!socket.valid()) return;
+  int fd = socket.get();
   Result<uid_t> uid = rpc::PeerUid(fd);
   if (!uid.ok() || (*uid != 0 && *uid != ::geteuid())) {
     Refuse(fd, "only uid " + std::to_string(::geteuid()) + " and root may serve this mount");
-    ::close(fd);
     return;
   }
   ucred cred{};
   socklen_t len = sizeof(cred);
   ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-  peers_[fd].pid = cred.pid;
+  Peer& peer = peers_[fd];
+  peer.socket = std::move(socket);
+  peer.pid = cred.pid;
 }
 
 void Holder::Refuse(int fd, const std::string& error) {
   spdlog::warn("holder: refused: {}", error);
-  (void)Send(fd, {"refused", {{"error", error}}});
+  (void)SendHolderMessage(fd, {"refused", {{"error", error}}});
 }
 
 void Holder::Welcome(int fd) {
-  std::vector<int> fds = {journal_fd_};
+  std::vector<int> fds = {journal_fd_.get()};
   for (int f : conn_->fds()) fds.push_back(f);
-  if (Status s = Send(fd, {"welcome", {{"init", init_}}}, fds); !s.ok()) {
+  if (Status s = SendHolderMessage(fd, {"welcome", {{"init", init_}}}, fds); !s.ok()) {
     spdlog::warn("holder: could not hand the mount over: {}", s.message());
     Drop(fd);
     return;
@@ -279,7 +145,7 @@ void Holder::OnHello(int fd, const HolderMessage& m) {
   }
   if (conn_ == nullptr) {
     int descriptors =
-        std::clamp(std::atoi(m.Get("descriptors").c_str()), 1, static_cast<int>(kMaxFds) - 1);
+        std::clamp(std::atoi(m.Get("descriptors").c_str()), 1, static_cast<int>(kHolderMaxFds) - 1);
     Result<std::unique_ptr<HeldConnection>> conn =
         options_.mount(m.Get("mountpoint"), m.Get("options"), descriptors);
     if (!conn.ok()) {
@@ -317,13 +183,13 @@ void Holder::OnHello(int fd, const HolderMessage& m) {
   told_to_stop_.insert(stopping_pid_);
   spdlog::info("holder: pid {} takes over {}; telling pid {} to stop", peer.pid, mountpoint_,
                stopping_pid_);
-  (void)Send(current_, {"stop", {{"successor", std::to_string(peer.pid)}}});
+  (void)SendHolderMessage(current_, {"stop", {{"successor", std::to_string(peer.pid)}}});
 }
 
 Result<pid_t> Holder::StartServer(const std::string& exe) {
   std::vector<std::string> argv = options_.server_argv;
   argv[0] = exe;
-  Result<pid_t> pid = Spawn(argv);
+  Result<pid_t> pid = SpawnServer(argv);
   if (!pid.ok()) {
     spdlog::error("holder: cannot start the server: {}", pid.status().message());
     return pid;
@@ -367,10 +233,10 @@ void Holder::EndTakeover(const std::string& error) {
   if (takeover_client_ >= 0) {
     if (error.empty()) {
       double pause = std::chrono::duration<double>(Clock::now() - stop_sent_).count();
-      (void)Send(takeover_client_,
-                 {"taken",
-                  {{"pid", std::to_string(takeover_pid_)},
-                   {"pause_ms", std::to_string(static_cast<int>(pause * 1000))}}});
+      (void)SendHolderMessage(takeover_client_,
+                              {"taken",
+                               {{"pid", std::to_string(takeover_pid_)},
+                                {"pause_ms", std::to_string(static_cast<int>(pause * 1000))}}});
     } else {
       Refuse(takeover_client_, error);
     }
@@ -381,7 +247,7 @@ void Holder::EndTakeover(const std::string& error) {
   takeover_exe_.clear();
 }
 
-void Holder::OnMessage(int fd, HolderMessage m, std::vector<int> fds) {
+void Holder::OnMessage(int fd, HolderMessage m, std::vector<ScopedFd> fds) {
   Peer& peer = peers_[fd];
   if (m.type == "hello") {
     OnHello(fd, m);
@@ -398,18 +264,14 @@ void Holder::OnMessage(int fd, HolderMessage m, std::vector<int> fds) {
     }
     if (takeover_pid_ != 0 && peer.pid == takeover_pid_) EndTakeover("");
   } else if (m.type == "journal" && fd == current_ && fds.size() == 1) {
-    CloseFd(&journal_fd_);
-    journal_fd_ = fds[0];
-    fds.clear();
+    journal_fd_ = std::move(fds[0]);
   } else {
     spdlog::warn("holder: unexpected '{}' from pid {}", m.type, peer.pid);
   }
-  for (int f : fds) ::close(f);
 }
 
 void Holder::Drop(int fd) {
-  peers_.erase(fd);
-  ::close(fd);
+  peers_.erase(fd);  // closes it
   if (fd == takeover_client_) takeover_client_ = -1;
   OnGone(fd);
 }
@@ -472,137 +334,141 @@ void Holder::End(Status why) {
   if (!end_) end_ = std::move(why);
 }
 
-Status Holder::Run() {
-  LC_RETURN_IF_ERROR(Listen());
-  journal_fd_ = ::memfd_create("lakecache-mount-journal", MFD_CLOEXEC);
-  if (journal_fd_ < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+void Holder::WatchSignals() {
   sigset_t mask;
   sigemptyset(&mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&mask, sig);
-  sigset_t old_mask;
-  ::sigprocmask(SIG_BLOCK, &mask, &old_mask);
-  int sig_fd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  ::sigprocmask(SIG_BLOCK, &mask, &old_mask_);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   ::signal(SIGPIPE, SIG_IGN);
+}
+
+Status Holder::Run() {
+  LC_RETURN_IF_ERROR(Listen());
+  journal_fd_.reset(::memfd_create("lakecache-mount-journal", MFD_CLOEXEC));
+  if (!journal_fd_.valid()) {
+    return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+  }
+  WatchSignals();
   if (Supervising()) {
     exe_ = options_.server_argv[0];
     if (Result<pid_t> pid = StartServer(exe_); !pid.ok()) End(pid.status());
   }
-  bool unmounted = false;
   while (!end_) {
-    std::vector<pollfd> polls = {{sig_fd, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    // POLLERR: unmounted. Not while a server serves: every request queued on the connection wakes
-    // whoever polls it, and this loop would wake with each (about 8% of the server's CPU on warm
-    // reads). A server whose mount is gone exits, and its going brings the watch back.
-    auto current = peers_.find(current_);
-    bool watch_conn = conn_ != nullptr && (current == peers_.end() || !current->second.serving);
-    if (watch_conn) polls.push_back({conn_->fd(), 0, 0});
-    size_t first_peer = polls.size();
-    for (const auto& [fd, peer] : peers_) polls.push_back({fd, POLLIN, 0});
-    int timeout = 1000;
-    if (restart_at_) {
-      timeout = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(*restart_at_ - Clock::now())
-                 .count()));
-    }
-    int rc = ::poll(polls.data(), polls.size(), timeout);
-    if (rc < 0 && errno != EINTR) break;
-    if (polls[0].revents != 0) {
-      signalfd_siginfo info;
-      while (::read(sig_fd, &info, sizeof(info)) == sizeof(info)) {
-        if (info.ssi_signo != SIGCHLD) {
-          spdlog::info("holder: {}: unmounting {}", ::strsignal(info.ssi_signo), mountpoint_);
-          End(Status::Ok());
-        }
-      }
-      int status = 0;
-      for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) OnChildExit(pid, status);
-    }
-    if (polls[1].revents != 0) Accept();
-    if (watch_conn && (polls[2].revents & (POLLERR | POLLHUP)) != 0) {
-      spdlog::info("holder: {} was unmounted", mountpoint_);
-      unmounted = true;
+    if (Status s = PollOnce(); !s.ok()) End(s);
+  }
+  Shutdown();
+  return *end_;
+}
+
+Status Holder::PollOnce() {
+  std::vector<pollfd> polls = {{signal_fd_.get(), POLLIN, 0}, {listen_fd_.get(), POLLIN, 0}};
+  // POLLERR: unmounted. Not while a server serves: every request queued on the connection wakes
+  // whoever polls it, and this loop would wake with each (about 8% of the server's CPU on warm
+  // reads). A server whose mount is gone exits, and its going brings the watch back.
+  auto current = peers_.find(current_);
+  bool watch_conn = conn_ != nullptr && (current == peers_.end() || !current->second.serving);
+  if (watch_conn) polls.push_back({conn_->fd(), 0, 0});
+  size_t first_peer = polls.size();
+  for (const auto& [fd, peer] : peers_) polls.push_back({fd, POLLIN, 0});
+  // Woken at least every second: a drain's deadline is checked then.
+  int timeout = 1000;
+  if (restart_at_) {
+    timeout = static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(*restart_at_ - Clock::now())
+               .count()));
+  }
+  int rc = ::poll(polls.data(), polls.size(), timeout);
+  if (rc < 0 && errno != EINTR) return Status::IoError(std::strerror(errno));
+  if (polls[0].revents != 0) OnSignals();
+  if (polls[1].revents != 0) Accept();
+  if (watch_conn && (polls[2].revents & (POLLERR | POLLHUP)) != 0) {
+    spdlog::info("holder: {} was unmounted", mountpoint_);
+    unmounted_ = true;
+    End(Status::Ok());
+  }
+  for (size_t i = first_peer; i < polls.size(); ++i) {
+    if (polls[i].revents != 0) ReadPeer(polls[i].fd);
+  }
+  KillSlowDrain();
+  MaybeRestart();
+  if (restart_at_ && Clock::now() >= *restart_at_ && !end_) {
+    restart_at_.reset();
+    if (Result<pid_t> pid = StartServer(exe_); !pid.ok()) ++failed_starts_;
+  }
+  return Status::Ok();
+}
+
+void Holder::OnSignals() {
+  signalfd_siginfo info;
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
+    if (info.ssi_signo != SIGCHLD) {
+      spdlog::info("holder: {}: unmounting {}", ::strsignal(info.ssi_signo), mountpoint_);
       End(Status::Ok());
     }
-    for (size_t i = first_peer; i < polls.size(); ++i) {
-      if (polls[i].revents == 0) continue;
-      int fd = polls[i].fd;
-      std::vector<int> fds;
-      Result<HolderMessage> m = Receive(fd, &fds, std::chrono::milliseconds(0));
-      if (!m.ok()) {
-        if (m.status().code() != StatusCode::kDeadlineExceeded) Drop(fd);
-        continue;
-      }
-      OnMessage(fd, std::move(*m), std::move(fds));
-    }
-    if (stopping_pid_ != 0 && Clock::now() - stop_sent_ > options_.drain_timeout) {
-      spdlog::warn("holder: pid {} did not stop in {} ms: killing it", stopping_pid_,
-                   options_.drain_timeout.count());
-      ::kill(stopping_pid_, SIGKILL);
-      stopping_pid_ = 0;
-    }
-    MaybeRestart();
-    if (restart_at_ && Clock::now() >= *restart_at_ && !end_) {
-      restart_at_.reset();
-      if (Result<pid_t> pid = StartServer(exe_); !pid.ok()) ++failed_starts_;
-    }
   }
-  // The end: unmount (the servers see it and exit), then wait for them.
-  if (conn_ != nullptr && !unmounted) conn_->Unmount();
+  int status = 0;
+  for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) OnChildExit(pid, status);
+}
+
+void Holder::ReadPeer(int fd) {
+  std::vector<ScopedFd> fds;
+  Result<HolderMessage> m = ReceiveHolderMessage(fd, &fds, std::chrono::milliseconds(0));
+  if (!m.ok()) {
+    if (m.status().code() != StatusCode::kDeadlineExceeded) Drop(fd);
+    return;
+  }
+  OnMessage(fd, std::move(*m), std::move(fds));
+}
+
+void Holder::KillSlowDrain() {
+  if (stopping_pid_ == 0 || Clock::now() - stop_sent_ <= options_.drain_timeout) return;
+  spdlog::warn("holder: pid {} did not stop in {} ms: killing it", stopping_pid_,
+               options_.drain_timeout.count());
+  ::kill(stopping_pid_, SIGKILL);
+  stopping_pid_ = 0;
+}
+
+// The end: unmount (the servers see it and exit), then wait for them.
+void Holder::Shutdown() {
+  if (conn_ != nullptr && !unmounted_) conn_->Unmount();
   conn_.reset();
-  auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!children_.empty() && Clock::now() < deadline) {
+  WaitForServers();
+  peers_.clear();
+  journal_fd_.reset();
+  signal_fd_.reset();
+  listen_fd_.reset();
+  ::unlink(options_.socket_path.c_str());
+  ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+// Each exit is a SIGCHLD on the signal descriptor: waited for there, until the deadline; the
+// servers still running then are killed.
+void Holder::WaitForServers() {
+  auto deadline = Clock::now() + kServersExitWait;
+  while (!children_.empty()) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       children_.erase(pid);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{signal_fd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+      signalfd_siginfo info;
+      while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
+      }
     }
   }
   for (pid_t pid : children_) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
-  for (auto& [fd, peer] : peers_) ::close(fd);
-  CloseFd(&journal_fd_);
-  ::close(sig_fd);
-  ::close(listen_fd_);
-  ::unlink(options_.socket_path.c_str());
-  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  return *end_;
 }
 
 }  // namespace
-
-std::string HolderMessage::Get(const std::string& key) const {
-  auto it = fields.find(key);
-  return it == fields.end() ? "" : it->second;
-}
-
-std::string EncodeHolderMessage(const HolderMessage& message) {
-  std::string out = message.type + "\n";
-  for (const auto& [key, value] : message.fields) out += key + "=" + Escape(value) + "\n";
-  return out;
-}
-
-Result<HolderMessage> DecodeHolderMessage(std::string_view bytes) {
-  HolderMessage m;
-  size_t end = bytes.find('\n');
-  if (end == std::string_view::npos || end == 0) {
-    return Status::InvalidArgument("not a holder message");
-  }
-  m.type = bytes.substr(0, end);
-  bytes.remove_prefix(end + 1);
-  while (!bytes.empty()) {
-    end = bytes.find('\n');
-    std::string_view line = bytes.substr(0, end);
-    size_t eq = line.find('=');
-    if (eq == std::string_view::npos) return Status::InvalidArgument("a holder field without =");
-    m.fields[std::string(line.substr(0, eq))] = Unescape(line.substr(eq + 1));
-    bytes.remove_prefix(end == std::string_view::npos ? bytes.size() : end + 1);
-  }
-  return m;
-}
 
 std::string HolderSocketPath(const std::string& mountpoint) {
   std::string control = ControlSocketPath(mountpoint);
@@ -614,125 +480,6 @@ Status RunMountHolder(const MountHolderOptions& options, int* server_exit) {
   Status s = holder.Run();
   if (server_exit != nullptr) *server_exit = holder.server_exit_;
   return s;
-}
-
-// --- the server's side ---
-
-struct HolderLink::Watcher {
-  std::thread thread;
-  int wake[2] = {-1, -1};
-};
-
-Result<std::unique_ptr<HolderLink>> HolderLink::Connect(const std::string& socket_path,
-                                                        const std::string& mountpoint,
-                                                        const std::string& options, int descriptors,
-                                                        std::chrono::milliseconds wait) {
-  std::unique_ptr<HolderLink> link(new HolderLink());
-  LC_ASSIGN_OR_RETURN(link->fd_, ConnectTo(socket_path));
-  LC_RETURN_IF_ERROR(Send(link->fd_, {"hello",
-                                      {{"version", std::to_string(kHolderProtocol)},
-                                       {"mountpoint", mountpoint},
-                                       {"options", options},
-                                       {"descriptors", std::to_string(descriptors)},
-                                       {"pid", std::to_string(::getpid())}}}));
-  std::vector<int> fds;
-  Result<HolderMessage> answer = Receive(link->fd_, &fds, wait);
-  if (!answer.ok()) {
-    if (answer.status().code() == StatusCode::kDeadlineExceeded) {
-      return Status::DeadlineExceeded("the holder at " + socket_path +
-                                      " did not hand the mount over in " +
-                                      std::to_string(wait.count()) + " ms");
-    }
-    return answer.status().WithContext("the holder at " + socket_path);
-  }
-  if (answer->type == "refused") return Status::PreconditionFailed(answer->Get("error"));
-  if (answer->type != "welcome" || fds.size() < 2) {
-    for (int f : fds) ::close(f);
-    return Status::Internal("the holder's answer was '" + answer->type + "' with " +
-                            std::to_string(fds.size()) + " descriptors");
-  }
-  link->journal_fd_ = fds[0];
-  link->fuse_fds_.assign(fds.begin() + 1, fds.end());
-  link->init_ = Unhex(answer->Get("init"));
-  return link;
-}
-
-HolderLink::~HolderLink() {
-  Unwatch();
-  CloseFd(&fd_);
-  for (int f : fuse_fds_) ::close(f);
-  CloseFd(&journal_fd_);
-}
-
-std::vector<int> HolderLink::TakeFuseFds() { return std::exchange(fuse_fds_, {}); }
-int HolderLink::TakeJournalFd() { return std::exchange(journal_fd_, -1); }
-
-void HolderLink::SendInit(const std::string& init) {
-  init_ = init;
-  if (Status s = Send(fd_, {"init", {{"init", Hex(init)}}}); !s.ok()) {
-    spdlog::warn("could not give the holder the FUSE INIT: {}", s.message());
-  }
-}
-
-void HolderLink::SendServing() { (void)Send(fd_, {"serving", {}}); }
-
-Status HolderLink::SendJournal(int fd) {
-  int fds[] = {fd};
-  Status s = Send(fd_, {"journal", {}}, std::span<const int>(fds));
-  ::close(fd);
-  return s;
-}
-
-void HolderLink::Unwatch() {
-  if (watcher_ == nullptr) return;
-  (void)!::write(watcher_->wake[1], "x", 1);
-  if (watcher_->thread.joinable()) watcher_->thread.join();
-  ::close(watcher_->wake[0]);
-  ::close(watcher_->wake[1]);
-  watcher_.reset();
-}
-
-void HolderLink::Watch(std::function<void()> on_stop, std::function<void()> on_gone) {
-  watcher_ = std::make_unique<Watcher>();
-  if (::pipe2(watcher_->wake, O_CLOEXEC) != 0) return;
-  int fd = fd_;
-  int wake = watcher_->wake[0];
-  watcher_->thread =
-      std::thread([fd, wake, on_stop = std::move(on_stop), on_gone = std::move(on_gone)] {
-        while (true) {
-          pollfd polls[] = {{fd, POLLIN, 0}, {wake, POLLIN, 0}};
-          if (::poll(polls, 2, -1) < 0 && errno != EINTR) return;
-          if (polls[1].revents != 0) return;
-          if (polls[0].revents == 0) continue;
-          Result<HolderMessage> m = Receive(fd, nullptr, std::chrono::milliseconds(0));
-          if (!m.ok()) {
-            if (m.status().code() == StatusCode::kDeadlineExceeded) continue;
-            on_gone();
-            return;
-          }
-          if (m->type == "stop") {
-            spdlog::info("holder: pid {} takes the mount over: stopping", m->Get("successor"));
-            on_stop();
-          }
-        }
-      });
-}
-
-Result<TakeoverResult> RequestTakeover(const std::string& socket_path, const std::string& exe,
-                                       std::chrono::milliseconds timeout) {
-  LC_ASSIGN_OR_RETURN(int fd, ConnectTo(socket_path));
-  Status sent = Send(fd, {"takeover", {{"exe", exe}}});
-  Result<HolderMessage> answer =
-      sent.ok() ? Receive(fd, nullptr, timeout) : Result<HolderMessage>(sent);
-  ::close(fd);
-  if (!answer.ok()) return answer.status().WithContext("the holder at " + socket_path);
-  if (answer->type == "refused") return Status::PreconditionFailed(answer->Get("error"));
-  if (answer->type != "taken")
-    return Status::Internal("the holder answered '" + answer->type + "'");
-  TakeoverResult result;
-  result.pid = std::stoi(answer->Get("pid"));
-  result.pause_s = std::stoi(answer->Get("pause_ms")) / 1000.0;
-  return result;
 }
 
 }  // namespace lakecache

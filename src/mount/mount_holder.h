@@ -13,8 +13,8 @@
 // is unmounted by someone else, when a supervised server exits by choice, or when servers keep
 // dying before they serve.
 //
-// The wire: a SOCK_SEQPACKET Unix socket only the holder's uid and root may use. Each message is
-// a type line, then KEY=VALUE lines (values escaped: \\ and \n):
+// The wire (holder_wire.h): a SOCK_SEQPACKET Unix socket only the holder's uid and root may use.
+// Each message is a type line, then KEY=VALUE lines (values escaped: \\ and \n):
 //   server -> holder  hello  version mountpoint options descriptors pid   (first; options: the
 //                     FUSE mount's; descriptors: how many to read on, asked by the first server)
 //   holder -> server  welcome init(hex) + [journal fd, fuse fds...] | refused error
@@ -23,16 +23,15 @@
 //   server -> holder  journal + [fd]    a compacted journal replaces the one held
 //   holder -> server  stop successor    drain and exit: a successor waits
 //   client -> holder  takeover exe      -> taken pid pause_ms | refused error (supervising only)
+// The server's side is holder_link.h.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -40,8 +39,6 @@
 #include "fuse/held_connection.h"
 
 namespace lakecache {
-
-inline constexpr int kHolderProtocol = 1;
 
 struct MountHolderOptions {
   std::string socket_path;
@@ -65,64 +62,5 @@ Status RunMountHolder(const MountHolderOptions& options, int* server_exit = null
 
 // Where the holder of the mount at `mountpoint` listens by default: beside its control socket.
 std::string HolderSocketPath(const std::string& mountpoint);
-
-// The server's side of the holder's socket.
-class HolderLink {
- public:
-  // Connects to the holder at `socket_path` and asks for the connection mounted at `mountpoint`
-  // with `options`; blocks while the previous server drains (at most `wait`). A refusal is
-  // kPreconditionFailed with the holder's reason.
-  static Result<std::unique_ptr<HolderLink>> Connect(const std::string& socket_path,
-                                                     const std::string& mountpoint,
-                                                     const std::string& options, int descriptors,
-                                                     std::chrono::milliseconds wait);
-  ~HolderLink();
-  HolderLink(const HolderLink&) = delete;
-  HolderLink& operator=(const HolderLink&) = delete;
-
-  // The descriptors handed over; the caller owns what it takes (empty, -1 once taken).
-  std::vector<int> TakeFuseFds();
-  int TakeJournalFd();
-  // The connection's INIT as the first server captured it; empty for the first server.
-  const std::string& init() const { return init_; }
-
-  void SendInit(const std::string& init);
-  void SendServing();
-  // Hands the holder a compacted journal to keep instead of the one it holds (it takes `fd`).
-  Status SendJournal(int fd);
-  // Calls `on_stop` once, from a thread of the link's, when the holder says a successor waits, or
-  // `on_gone` when the holder is gone (the mount still serves, but no longer survives this
-  // server).
-  void Watch(std::function<void()> on_stop, std::function<void()> on_gone);
-  // Ends the watch: neither callback runs after it returns (what they use may then go).
-  void Unwatch();
-
- private:
-  HolderLink() = default;
-  int fd_ = -1;
-  std::vector<int> fuse_fds_;
-  int journal_fd_ = -1;
-  std::string init_;
-  struct Watcher;
-  std::unique_ptr<Watcher> watcher_;
-};
-
-struct TakeoverResult {
-  pid_t pid = 0;       // the new server's
-  double pause_s = 0;  // from telling the old one to stop to the new one serving
-};
-// Asks the supervising holder at `socket_path` to start `exe` with its server's arguments and hand
-// it the mount; returns once the new server serves, or why it does not (the old one serves on).
-Result<TakeoverResult> RequestTakeover(const std::string& socket_path, const std::string& exe,
-                                       std::chrono::milliseconds timeout);
-
-// The wire format, exposed for tests.
-struct HolderMessage {
-  std::string type;
-  std::map<std::string, std::string> fields;
-  std::string Get(const std::string& key) const;
-};
-std::string EncodeHolderMessage(const HolderMessage& message);
-Result<HolderMessage> DecodeHolderMessage(std::string_view bytes);
 
 }  // namespace lakecache

@@ -179,6 +179,7 @@ TEST(EscapeFieldTest, RoundTripsTabsNewlinesAndPercents) {
     EXPECT_EQ(UnescapeField(escaped), field) << escaped;
   }
   EXPECT_EQ(EscapeField("a\tb%"), "a%09b%25");
+  EXPECT_EQ(UnescapeField("odd%09key%0a%25%zz%"), "odd\tkey\n%%zz%");  // as older lines read
 }
 
 }  // namespace

@@ -97,7 +97,7 @@ class FuseHandoverTest : public ::testing::Test {
     return wrong;
   }
 
-  testing::RestartReadStats ReadThroughAKill(const std::vector<std::string>& env);
+  testing::RestartReadStats ReadThroughAKill(const std::vector<std::string>& extra);
 
   static constexpr int kFiles = 20;
   std::unique_ptr<testing::TempDir> dir_;
@@ -165,8 +165,10 @@ TEST_F(FuseHandoverTest, AServerWithOtherFuseOptionsIsRefusedAndTheMountStays) {
 }
 
 // Eight readers (four sequential, four random, each with its file open across the kill) read big
-// files while the server is SIGKILLed and a new one (with `env`) started; prints what they saw.
-testing::RestartReadStats FuseHandoverTest::ReadThroughAKill(const std::vector<std::string>& env) {
+// files while the server is SIGKILLed and a new one (with the `extra` arguments) started; prints
+// what they saw.
+testing::RestartReadStats FuseHandoverTest::ReadThroughAKill(
+    const std::vector<std::string>& extra) {
   constexpr int kBig = 8;
   constexpr size_t kBigSize = 8 << 20;
   std::vector<std::string> paths;
@@ -182,10 +184,10 @@ testing::RestartReadStats FuseHandoverTest::ReadThroughAKill(const std::vector<s
   readers.ResetLongest();
   ::kill(server_->pid(), SIGKILL);
   while (server_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  server_ = StartServer("server-2.log", {}, env);
+  server_ = StartServer("server-2.log", extra);
   readers.WaitForReads(400);
   testing::RestartReadStats stats = readers.Stop();
-  std::printf("handover under 8 readers (%s): %s\n", env.empty() ? "resend" : "no resend",
+  std::printf("handover under 8 readers (%s): %s\n", extra.empty() ? "resend" : "no resend",
               stats.ToString().c_str());
   return stats;
 }
@@ -202,7 +204,7 @@ TEST_F(FuseHandoverTest, ReadersOfAKilledServerNeitherFailNorSeeWrongBytes) {
 // Without the resend (older kernels, forced here), the reads the dead server held get EINTR,
 // and none hangs.
 TEST_F(FuseHandoverTest, WithoutTheKernelsResendLostReadsGetEintrAndNoneHangs) {
-  testing::RestartReadStats stats = ReadThroughAKill({"LAKECACHE_FUSE_RESEND=0"});
+  testing::RestartReadStats stats = ReadThroughAKill({"-o", "noresend"});
   EXPECT_EQ(stats.failed, 0u) << server_->LogTail();
   EXPECT_LE(stats.eintr, 8u) << "at most the reads in flight when the server died";
   EXPECT_EQ(stats.wrong, 0u);

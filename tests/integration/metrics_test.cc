@@ -274,9 +274,9 @@ TEST_F(MetricsTest, StandaloneMountCountsWhatItReads) {
 
 TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
   // The status page samples every 300 ms here (2 s by default), so its plot fills quickly.
-  ::setenv("LAKECACHE_STATUS_INTERVAL_MS", "300", 1);
   int master_port = FreePort();
-  master_args_ = {"--metrics-listen", "127.0.0.1:" + std::to_string(master_port)};
+  master_args_ = {"--metrics-listen", "127.0.0.1:" + std::to_string(master_port),
+                  "--status-interval", "300ms"};
   std::vector<int> worker_ports = {FreePort(), FreePort()};
   StartMaster();
   ASSERT_FALSE(master_address_.empty());

@@ -111,8 +111,10 @@ class MountRestartTest : public testing::ClusterProcessFixture {
     *out = std::move(*started);
   }
 
-  void StartStandalone(const std::vector<std::string>& env = {}) {
-    StartMount({"--config", config_, "mount", mountpoint_}, env);
+  void StartStandalone(const std::vector<std::string>& mount_args = {}) {
+    std::vector<std::string> args = {"--config", config_, "mount", mountpoint_};
+    args.insert(args.end(), mount_args.begin(), mount_args.end());
+    StartMount(args);
   }
 
   pid_t ServerPid() {
@@ -211,7 +213,7 @@ TEST_F(MountRestartTest, ClusterReadersReadOnThroughAServerKill) {
 // Linux before 6.9 cannot resend (forced here): what the killed server had read gets EINTR from
 // the next one, and no reader hangs.
 TEST_F(MountRestartTest, WithoutTheKernelsResendLostReadsGetEintrAndNoneHangs) {
-  StartStandalone({"LAKECACHE_FUSE_RESEND=0"});
+  StartStandalone({"-o", "noresend"});
   testing::RestartReadStats stats = ReadThroughAServerKill("standalone, no resend");
   EXPECT_EQ(stats.failed, 0u) << holder_->LogTail();
   EXPECT_LE(stats.eintr, 8u) << "at most the reads in flight when the server died";

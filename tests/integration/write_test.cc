@@ -164,7 +164,7 @@ class WriteTest : public testing::CliFixture, public ::testing::WithParamInterfa
 TEST_P(WriteTest, CheckpointShowsAtCloseInGrowingParts) {
   // Parts of 8, 16 and 32 MiB, four of each size (the step is 1,000 parts unless told): a
   // 240 MiB file is 13 parts, where parts of one size would be 30 (8 MiB) or 5 (51 MiB).
-  std::string mnt = MountConfig(Config(), {}, {"LAKECACHE_UPLOAD_PARTS_PER_STEP=4"});
+  std::string mnt = MountConfig(Config(), {"-o", "upload_parts_per_step=4"});
   ASSERT_FALSE(mnt.empty());
   std::string content = MakeBytes(1, 240 * kMiB);
   int fd = ::open((mnt + "/ckpt.bin").c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
@@ -382,11 +382,11 @@ TEST_P(WriteTest, ReadOnlyNamespaceAndRoMountRefuseWithErofs) {
   }
 }
 
-// The one-Put experiment (LAKECACHE_SINGLE_PUT_MAX_MIB, docs/benchmarks.md "Writes"): a staged
+// The one-Put experiment (-o single_put_max, docs/benchmarks.md "Writes"): a staged
 // file within the limit is one Put at close; one that outgrows it, or is fsynced, streams on.
 TEST_P(WriteTest, StagedFilesWithinTheOnePutLimitAreExact) {
   std::string top = "cache:\n  disks:\n    - path: " + Folder("cache") + "\n      capacity: 1GiB\n";
-  std::string mnt = MountConfig(Config("", top), {}, {"LAKECACHE_SINGLE_PUT_MAX_MIB=16"});
+  std::string mnt = MountConfig(Config("", top), {"-o", "single_put_max=16MiB"});
   ASSERT_FALSE(mnt.empty());
   std::string small = MakeBytes(30, 10 * kMiB + 1);
   std::string large = MakeBytes(31, 30 * kMiB + 7);

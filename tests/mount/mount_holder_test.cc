@@ -2,6 +2,8 @@
 // on the first hello and hands its descriptors over; a server with other settings is refused; a
 // second one takes over once the first, told to stop, has gone; SIGTERM ends it, unmounting.
 #include "mount/mount_holder.h"
+#include "mount/holder_link.h"
+#include "mount/holder_wire.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -28,6 +30,16 @@ TEST(HolderMessageTest, FieldsRoundTripWithNewlinesAndBackslashes) {
   EXPECT_EQ(back->Get("absent"), "");
   EXPECT_FALSE(DecodeHolderMessage("").ok());
   EXPECT_FALSE(DecodeHolderMessage("hello\nno-equals\n").ok());
+}
+
+// The bytes a holder or server of an older release sends: a takeover may pair the two.
+TEST(HolderMessageTest, TheWireIsTheOneEarlierReleasesSpeak) {
+  HolderMessage m{"hello", {{"mountpoint", "/mnt/a\nb\\c"}, {"options", "ro,fsname=x"}}};
+  const std::string wire = "hello\nmountpoint=/mnt/a\\nb\\\\c\noptions=ro,fsname=x\n";
+  EXPECT_EQ(EncodeHolderMessage(m), wire);
+  auto back = DecodeHolderMessage(wire);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->fields, m.fields);
 }
 
 class FakeConnection : public HeldConnection {

@@ -1,34 +1,23 @@
-#include "cli/mount_table.h"
+#include "common/mount_table.h"
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
-namespace lakecache::cli {
+#include "common/text_codec.h"
+
+namespace lakecache {
 namespace {
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string Unescape(const std::string& field) {
-  std::string out;
-  for (size_t i = 0; i < field.size(); ++i) {
-    bool octal = field[i] == '\\' && i + 3 < field.size();
-    for (size_t k = 1; octal && k <= 3; ++k) octal = field[i + k] >= '0' && field[i + k] <= '7';
-    if (octal) {
-      out.push_back(static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
-                                      (field[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(field[i]);
-    }
-  }
-  return out;
-}
+constexpr TextCodec kMountInfoCodec = TextCodec::Octal(" \t\n");
 
 }  // namespace
 
-std::vector<MountEntry> ReadMountTable() {
+std::vector<MountEntry> ParseMountInfo(std::string_view text) {
   std::vector<MountEntry> out;
-  std::ifstream in("/proc/self/mountinfo");
+  std::istringstream in{std::string(text)};
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
@@ -37,9 +26,16 @@ std::vector<MountEntry> ReadMountTable() {
     size_t dash = 0;
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (f.size() < 5 || dash + 2 >= f.size()) continue;
-    out.push_back({Unescape(f[4]), f[dash + 1], Unescape(f[dash + 2])});
+    out.push_back(
+        {kMountInfoCodec.Unescape(f[4]), f[dash + 1], kMountInfoCodec.Unescape(f[dash + 2]), f[2]});
   }
   return out;
+}
+
+std::vector<MountEntry> ReadMountTable() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseMountInfo(text);
 }
 
 std::vector<std::string> LakecacheMounts() {
@@ -73,4 +69,4 @@ std::string NormalizedPath(const std::string& path) {
   return p;
 }
 
-}  // namespace lakecache::cli
+}  // namespace lakecache
