@@ -5,6 +5,8 @@
 // WorkerRegistry. Start opens and probes every namespace, then listens; Shutdown stops it. Calls
 // are served on gRPC's threads; the object's methods are thread-safe. It also serves the admin
 // commands (rpc::AdminService: load, report, free, stat) for the cluster (see ClusterAdmin).
+// The calls of rpc::MasterService are MasterServiceImpl's (master_service.h); this class sets the
+// master up, leads or follows with etcd, and keeps the loads' pins there.
 #pragma once
 
 #include <grpcpp/support/status.h>

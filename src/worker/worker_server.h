@@ -12,6 +12,10 @@
 // its life) and serves TLS with it; callers are checked against the token digests the master
 // sends. Thread-safe; Shutdown (or the destructor) stops serving, stops heartbeating and writes
 // the disk tier's queued blocks.
+//
+// Its files: the setup (worker_server.cc), the calls it serves (WorkerServiceImpl,
+// worker_service.h), its identity and certificate (worker_identity.cc), its registration and
+// heartbeats (worker_heartbeat.cc).
 #pragma once
 
 #include <atomic>
@@ -168,7 +172,7 @@ class WorkerServer {
   std::unique_ptr<NamespaceTable> namespaces_;
   std::shared_ptr<BlockStore> blocks_;
   std::unique_ptr<ThreadPool> prefetch_pool_;
-  std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_server.cc)
+  std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_service.cc)
   std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
   std::unique_ptr<BlockReader> reader_;    // serves ReadBlock (and the bulk path)
   std::unique_ptr<WorkerServiceImpl> service_;
