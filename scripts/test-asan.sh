@@ -28,9 +28,9 @@ INTEGRATION=(cli_test cli_mount_test cli_server_test cli_cert_test cluster_launc
 # Line tables only: enough for the reports' file:line, and far smaller objects to link.
 # With the libFuzzer targets (LAKECACHE_FUZZ: our code also gets coverage instrumentation, which
 # the tests do not notice), so CI's short fuzzing run below needs no build of its own.
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug \
+CC=clang CXX=clang++ scripts/configure.sh "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only" -DLAKECACHE_SANITIZE=address,undefined \
-  -DLAKECACHE_FUZZ=ON >/dev/null
+  -DLAKECACHE_FUZZ=ON
 cmake --build "$BUILD_DIR" -j"$JOBS"
 
 cd "$BUILD_DIR"

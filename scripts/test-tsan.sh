@@ -16,7 +16,7 @@ CTEST_JOBS=${CTEST_JOBS:-2}
 TARGETS=(common_tests ufs_tests cache_tests meta_tests jobs_tests client_tests rpc_tests master_tests
   membership_tests cluster_tests)
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread >/dev/null
+scripts/configure.sh "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread
 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}"
 
 run=()
