@@ -41,6 +41,6 @@ ctest --output-on-failure -j"$CTEST_JOBS" -L '^(unit|cluster|clang)$'
 names=$(IFS='|'; echo "${INTEGRATION[*]}")
 ctest --output-on-failure -j"$CTEST_JOBS" -R "^integration\.($names)(\.[0-9]+)?$"
 cd ..
-# Every fuzz target for FUZZ_SECONDS (default 20 here) from its seed corpus: a parser change that
+# Every fuzz target for FUZZ_SECONDS (default 10 here) from its seed corpus: a parser change that
 # crashes on the corpus or near it fails the run. `make fuzz` runs them 10 minutes each.
-FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_BUILD_DIR=$BUILD_DIR FUZZ_REUSE_BUILD=1 scripts/fuzz.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} FUZZ_BUILD_DIR=$BUILD_DIR FUZZ_REUSE_BUILD=1 scripts/fuzz.sh
