@@ -12,8 +12,9 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# Ninja when installed (scripts/configure.sh; a folder made with another generator is reconfigured).
 configure: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@scripts/configure.sh $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j$(JOBS)

@@ -21,9 +21,9 @@ scripts/apt-install-missing.sh fuzz clang libclang-rt-14-dev
 # FUZZ_REUSE_BUILD=1: FUZZ_BUILD_DIR is a build configured with LAKECACHE_FUZZ already (make
 # test-asan's): its flags are kept.
 if [ "${FUZZ_REUSE_BUILD:-0}" != 1 ]; then
-  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang CXX=clang++ scripts/configure.sh "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DLAKECACHE_FUZZ=ON \
-    -DLAKECACHE_BUILD_TESTS=OFF >/dev/null
+    -DLAKECACHE_BUILD_TESTS=OFF
 fi
 nice -n 10 cmake --build "$BUILD_DIR" -j"$JOBS" --target fuzzers
 

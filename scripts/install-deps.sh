@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
-  build-essential cmake pkg-config git ca-certificates openssl curl bc unzip python3 clang clang-format ccache
+  build-essential cmake ninja-build lld pkg-config git ca-certificates openssl curl bc unzip python3 clang clang-format ccache
   python3-venv python3-pip python3-setuptools python3-wheel
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev

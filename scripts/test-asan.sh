@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-clang}
+ROOT=$(pwd)
 JOBS=${JOBS:-2}
 CTEST_JOBS=${CTEST_JOBS:-2}
 # The sanitizers' and libFuzzer's runtimes (Debian 12 ships them apart from clang).
@@ -28,19 +29,26 @@ INTEGRATION=(cli_test cli_mount_test cli_server_test cli_cert_test cluster_launc
 # Line tables only: enough for the reports' file:line, and far smaller objects to link.
 # With the libFuzzer targets (LAKECACHE_FUZZ: our code also gets coverage instrumentation, which
 # the tests do not notice), so CI's short fuzzing run below needs no build of its own.
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug \
+CC=clang CXX=clang++ scripts/configure.sh "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only" -DLAKECACHE_SANITIZE=address,undefined \
-  -DLAKECACHE_FUZZ=ON >/dev/null
+  -DLAKECACHE_FUZZ=ON
 cmake --build "$BUILD_DIR" -j"$JOBS"
 
 cd "$BUILD_DIR"
 if [ "${1:-}" = "--build-only" ]; then
   exec ctest --output-on-failure -L '^clang$'
 fi
-ctest --output-on-failure -j"$CTEST_JOBS" -L '^(unit|cluster|clang)$'
+# One ctest run: the integration tests (their COST puts the longest first) start at once and the
+# short unit tests fill the other core around them, instead of two runs that each end on one core.
 names=$(IFS='|'; echo "${INTEGRATION[*]}")
-ctest --output-on-failure -j"$CTEST_JOBS" -R "^integration\.($names)(\.[0-9]+)?$"
+others=$(cd "$ROOT/tests/integration" && ls ./*_test.cc | sed 's|^\./||; s|\.cc$||' |
+  { grep -vxE "$names" || true; } | paste -sd'|' -)
+exclude=()
+if [ -n "$others" ]; then
+  exclude=(-E "^integration\.($others)(\.[0-9]+)?$")
+fi
+ctest --output-on-failure -j"$CTEST_JOBS" -L '^(unit|cluster|clang|integration)$' "${exclude[@]}"
 cd ..
-# Every fuzz target for FUZZ_SECONDS (default 20 here) from its seed corpus: a parser change that
+# Every fuzz target for FUZZ_SECONDS (default 10 here) from its seed corpus: a parser change that
 # crashes on the corpus or near it fails the run. `make fuzz` runs them 10 minutes each.
-FUZZ_SECONDS=${FUZZ_SECONDS:-20} FUZZ_BUILD_DIR=$BUILD_DIR FUZZ_REUSE_BUILD=1 scripts/fuzz.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} FUZZ_BUILD_DIR=$BUILD_DIR FUZZ_REUSE_BUILD=1 scripts/fuzz.sh

@@ -17,7 +17,7 @@ TARGETS=(common_tests ufs_tests cache_tests meta_tests fetch_tests jobs_tests rp
   master_client_tests http_tests fs_tests cluster_client_tests mount_tests fuse_tests cli_tests
   master_tests membership_tests cluster_tests)
 
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread >/dev/null
+scripts/configure.sh "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread
 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}"
 
 run=()
