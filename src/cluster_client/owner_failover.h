@@ -3,8 +3,8 @@
 // tried in rendezvous order of the key, those marked down last (tried only when every other one
 // failed too), until one answers or fails with an answer about the request itself (not a failed
 // peer: the object store's answer is the same everywhere). A worker that fails is marked down. A
-// caller's deadline bounds the whole call, failovers included. No allocation per attempt, and the
-// messages are built only on failure. Thread-safe.
+// caller's deadline bounds the whole call, failovers included. No allocation per attempt (the
+// order is one per call), and the messages are built only on failure. Thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -29,8 +29,8 @@ struct OwnerCall {
 
 class OwnerFailover {
  public:
-  // `master` names the master in messages; `worker_calls` counts every attempt. It and
-  // `live`, must outlive this.
+  // `master` names the master in messages; `worker_calls` counts every attempt. `live` and
+  // `worker_calls` must outlive this.
   OwnerFailover(const LiveView& live, std::string master, std::atomic<uint64_t>& worker_calls)
       : live_(live), master_(std::move(master)), worker_calls_(worker_calls) {}
 
