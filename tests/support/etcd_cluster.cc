@@ -124,8 +124,8 @@ void EtcdCluster::Kill(int member) {
 
 namespace {
 
-// True once every thread of `pid` is stopped: SIGSTOP is delivered to each thread on its own, and one
-// still running may answer a call after kill() returned.
+// True once every thread of `pid` is stopped: SIGSTOP is delivered to each thread on its own, and
+// one still running may answer a call after kill() returned.
 bool AllThreadsStopped(pid_t pid) {
   std::error_code ec;
   for (const auto& task : fs::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
