@@ -48,7 +48,7 @@
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"
 
-namespace lakecache {
+namespace lakecache::write_contract {
 namespace {
 
 constexpr uint64_t kRoot = InodeTable::kRootIno;
@@ -878,4 +878,4 @@ TEST_F(WriteContractTest, AFileThatOutgrowsItsStageReadsEbadfThroughItsWriter) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::write_contract

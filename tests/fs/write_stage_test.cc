@@ -7,7 +7,7 @@
 
 #include "support/test_servers.h"
 
-namespace lakecache {
+namespace lakecache::write_stage {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -65,4 +65,4 @@ TEST_F(WriteStageTest, DestroyedStageGivesItsAllowanceBack) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::write_stage
