@@ -66,6 +66,53 @@ void AddHitRatio(const rpc::WorkerStats& w, json* worker) {
 
 uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - before : 0; }
 
+// A worker of the view: its stats from the last poll, or `stats` null when it did not answer (its
+// error is the entry of `unreachable` that names it).
+json WorkerJson(const rpc::WorkerInfo& info, const rpc::WorkerStats* stats,
+                const google::protobuf::RepeatedPtrField<std::string>& unreachable) {
+  json worker = {{"id", info.id()},
+                 {"address", info.address()},
+                 {"capacity_bytes", info.capacity_bytes()},
+                 {"used_bytes", info.used_bytes()}};
+  if (stats == nullptr) {
+    worker["state"] = "unreachable";
+    worker["hit_ratio"] = nullptr;
+    for (const std::string& u : unreachable) {
+      if (u.starts_with(info.id() + " ")) worker["error"] = u.substr(info.id().size() + 1);
+    }
+    return worker;
+  }
+  worker["state"] = "live";
+  worker["bytes_served"] = stats->bytes_served();
+  AddHitRatio(*stats, &worker);
+  json tiers = json::array();
+  for (const rpc::TierStatsProto& t : stats->tiers()) {
+    tiers.push_back({{"tier", t.tier()},
+                     {"used_bytes", t.used_bytes()},
+                     {"capacity_bytes", t.capacity_bytes()}});
+  }
+  worker["tiers"] = std::move(tiers);
+  return worker;
+}
+
+json LoadsJson(const std::vector<LoadJobTable::Job>& jobs) {
+  json loads = json::array();
+  for (const LoadJobTable::Job& job : jobs) {
+    const LoadProgress& p = job.progress;
+    loads.push_back({{"ns", job.ns},
+                     {"path", job.path},
+                     {"started_ms", job.started_ms},
+                     {"seconds", p.seconds},
+                     {"listed", p.listed},
+                     {"files_total", p.total.files},
+                     {"files_done", p.files_done},
+                     {"bytes_total", p.total.bytes},
+                     {"bytes_done", p.loaded.bytes + p.already_cached.bytes + p.failed.bytes},
+                     {"failed_blocks", p.failed.files}});
+  }
+  return loads;
+}
+
 }  // namespace
 
 StatusBoard::StatusBoard(AdminBackend* admin, const NamespaceTable* namespaces,
@@ -178,32 +225,9 @@ std::string StatusBoard::StatusJson() const {
     std::map<std::string, const rpc::WorkerStats*> stats;
     for (const rpc::WorkerStats& w : last_.workers()) stats[w.worker().id()] = &w;
     for (const rpc::WorkerInfo& info : view.workers()) {
-      json worker = {{"id", info.id()},
-                     {"address", info.address()},
-                     {"capacity_bytes", info.capacity_bytes()},
-                     {"used_bytes", info.used_bytes()}};
       auto it = stats.find(info.id());
-      if (it == stats.end()) {
-        worker["state"] = "unreachable";
-        worker["hit_ratio"] = nullptr;
-        for (const std::string& u : last_.unreachable()) {
-          if (u.starts_with(info.id() + " ")) worker["error"] = u.substr(info.id().size() + 1);
-        }
-        workers.push_back(std::move(worker));
-        continue;
-      }
-      const rpc::WorkerStats& w = *it->second;
-      worker["state"] = "live";
-      worker["bytes_served"] = w.bytes_served();
-      AddHitRatio(w, &worker);
-      json tiers = json::array();
-      for (const rpc::TierStatsProto& t : w.tiers()) {
-        tiers.push_back({{"tier", t.tier()},
-                         {"used_bytes", t.used_bytes()},
-                         {"capacity_bytes", t.capacity_bytes()}});
-      }
-      worker["tiers"] = std::move(tiers);
-      workers.push_back(std::move(worker));
+      workers.push_back(
+          WorkerJson(info, it == stats.end() ? nullptr : it->second, last_.unreachable()));
     }
     json points = json::array();
     for (const Point& p : points_) {
@@ -238,21 +262,7 @@ std::string StatusBoard::StatusJson() const {
         {{"name", name}, {"uri", ns->config.uri}, {"block_size", ns->config.block_size}});
   }
   status["namespaces"] = std::move(namespaces);
-  json loads = json::array();
-  for (const LoadJobTable::Job& job : loads_->Snapshot()) {
-    const LoadProgress& p = job.progress;
-    loads.push_back({{"ns", job.ns},
-                     {"path", job.path},
-                     {"started_ms", job.started_ms},
-                     {"seconds", p.seconds},
-                     {"listed", p.listed},
-                     {"files_total", p.total.files},
-                     {"files_done", p.files_done},
-                     {"bytes_total", p.total.bytes},
-                     {"bytes_done", p.loaded.bytes + p.already_cached.bytes + p.failed.bytes},
-                     {"failed_blocks", p.failed.files}});
-  }
-  status["loads"] = std::move(loads);
+  status["loads"] = LoadsJson(loads_->Snapshot());
   return status.dump();
 }
 
