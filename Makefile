@@ -4,7 +4,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 CTEST_JOBS ?= 2
 
-.PHONY: all deps configure build test k8s-test check-clang test-asan test-tsan fuzz demo bench bench-quick bench-train \
+.PHONY: all deps configure build test k8s-test check-clang test-asan test-tsan build-tsan fuzz demo bench bench-quick bench-train \
 	faults faults-quick bench-deps format format-check clean
 
 all: build
@@ -44,6 +44,10 @@ test-asan: deps
 # The unit and in-process cluster tests built with ThreadSanitizer (build-tsan), and run.
 test-tsan: deps
 	@JOBS=$(JOBS) CTEST_JOBS=$(CTEST_JOBS) scripts/test-tsan.sh
+
+# Only the build of test-tsan (build-tsan); a later test-tsan builds nothing again.
+build-tsan: deps
+	@JOBS=$(JOBS) scripts/test-tsan.sh --build-only
 
 # Every libFuzzer target of fuzz/ (built with clang in build-fuzz) for FUZZ_SECONDS each, from a
 # copy of its seed corpus; fails on any crash, naming the reproducer. A short run: make fuzz FUZZ_SECONDS=30.

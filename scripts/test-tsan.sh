@@ -2,7 +2,7 @@
 # `make test-tsan`: builds the gtest programs (unit tests and the in-process cluster tests) with
 # ThreadSanitizer in build-tsan and runs them. The options the tests need (TSAN_OPTIONS with
 # tests/tsan.supp, halt_on_error) come from tests/CMakeLists.txt, so plain `ctest` in build-tsan
-# does the same.
+# does the same. `make build-tsan` (--build-only) stops after the build.
 #
 # TSan keeps its shadow memory at fixed addresses. On a kernel that randomises mmap with more bits
 # than the runtime expects (vm.mmap_rnd_bits above 28), a library can land there and every
@@ -19,6 +19,9 @@ TARGETS=(common_tests ufs_tests cache_tests meta_tests fetch_tests jobs_tests rp
 
 scripts/configure.sh "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAKECACHE_SANITIZE=thread
 cmake --build "$BUILD_DIR" -j"$JOBS" --target "${TARGETS[@]}"
+if [ "${1:-}" = "--build-only" ]; then
+  exit 0
+fi
 
 run=()
 if ! probe=$("$BUILD_DIR/tests/common_tests" --gtest_list_tests 2>&1 >/dev/null); then

@@ -19,11 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Shared so that a miss, frequent when the block is in no tier, allocates nothing.
-const Status& NotHeld() {
-  static const Status miss = Status::NotFound("disk tier: block not held");
-  return miss;
-}
-
 Status DirError(const std::string& path, std::string_view what, int err) {
   return Status::IoError("disk cache dir " + path + ": " + std::string(what) + ": " +
                          std::generic_category().message(err));
@@ -70,6 +65,11 @@ uint64_t FloorBytes(const DiskCacheConfig& c, uint64_t fs_size) {
 }
 
 }  // namespace
+
+const Status& DiskBlockNotHeld() {
+  static const Status miss = Status::NotFound("disk tier: block not held");
+  return miss;
+}
 
 std::optional<std::string> CapacityBeyondDisk(const DiskCacheConfig& config) {
   fs::path at = config.path;
@@ -142,7 +142,7 @@ Result<BlockFile> CacheDir::OpenVerified(const BlockKey& key) const {
 
 Result<BlockRef> CacheDir::Get(const BlockKey& key) {
   std::optional<uint64_t> gen = OnDiskGen(key);
-  if (!gen) return NotHeld();
+  if (!gen) return DiskBlockNotHeld();
   Result<BlockRef> block = BlockFile::ReadWhole(PathFor(key), key);
   if (!block.ok()) return Miss(key, *gen, block.status());
   policy_->OnHit(key);
@@ -152,7 +152,7 @@ Result<BlockRef> CacheDir::Get(const BlockKey& key) {
 Result<size_t> CacheDir::Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
                               bool count_access) {
   std::optional<uint64_t> gen = OnDiskGen(key);
-  if (!gen) return NotHeld();
+  if (!gen) return DiskBlockNotHeld();
   Result<BlockFile> file = OpenVerified(key);
   Result<size_t> n = file.ok() ? file->Read(offset, dst) : Result<size_t>(file.status());
   if (!n.ok()) return Miss(key, *gen, n.status());

@@ -146,4 +146,7 @@ class CacheDir {
 // nothing when it fits. Looks at the nearest existing folder when `config.path` is not made yet.
 std::optional<std::string> CapacityBeyondDisk(const DiskCacheConfig& config);
 
+// The miss a disk tier answers for a block it does not hold (one Status, not built per miss).
+const Status& DiskBlockNotHeld();
+
 }  // namespace lakecache

@@ -11,11 +11,6 @@
 namespace lakecache {
 namespace {
 
-const Status& NotHeld() {
-  static const Status miss = Status::NotFound("disk tier: block not held");
-  return miss;
-}
-
 std::string TierName(const std::vector<DiskCacheConfig>& dirs) {
   std::string name = "disk:";
   for (size_t i = 0; i < dirs.size(); ++i) name += (i > 0 ? "," : "") + dirs[i].path;
@@ -120,7 +115,7 @@ Result<BlockRef> DiskTier::Get(const BlockKey& key) {
     }
   }
   counters_.Add(counters_.misses);
-  return NotHeld();
+  return DiskBlockNotHeld();
 }
 
 Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<char> dst,
@@ -140,7 +135,7 @@ Result<size_t> DiskTier::Read(const BlockKey& key, uint64_t offset, std::span<ch
     }
   }
   counters_.Add(counters_.misses);
-  return NotHeld();
+  return DiskBlockNotHeld();
 }
 
 bool DiskTier::Insert(const BlockRequest& request, const BlockRef& block) {

@@ -11,7 +11,7 @@ namespace lakecache::cli {
 namespace {
 
 // A mount's control socket answers at once: it asks nobody else.
-constexpr auto kHelloTimeout = std::chrono::seconds(2);
+constexpr auto kMountHelloTimeout = std::chrono::seconds(2);
 constexpr char kClusterSource[] = "lakecache:cluster:";
 constexpr char kOfThisCluster[] = "(a mount of this cluster)";
 
@@ -31,7 +31,7 @@ bool Names(const std::string& masters, const std::string& master) {
 }
 
 bool OfCluster(const MountEntry& mount, const std::string& master) {
-  Result<rpc::HelloResponse> hello = MountHello(mount.mountpoint, kHelloTimeout);
+  Result<rpc::HelloResponse> hello = MountHello(mount.mountpoint, kMountHelloTimeout);
   if (hello.ok()) return Names(hello->master(), master);
   return mount.source.starts_with(kClusterSource) &&
          Names(mount.source.substr(sizeof(kClusterSource) - 1), master);

@@ -1,6 +1,13 @@
 #include "common/status.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace lakecache {
+
+Status Status::IoErrorFromErrno(const std::string& what) {
+  return IoError(what + ": " + std::strerror(errno));
+}
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {

@@ -56,6 +56,8 @@ class [[nodiscard]] Status {
     return {StatusCode::kDeadlineExceeded, std::move(msg)};
   }
   static Status IoError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
+  // "WHAT: <strerror(errno)>" for a system call that has just failed (errno is read here).
+  static Status IoErrorFromErrno(const std::string& what);
   static Status NoSpace(std::string msg) { return {StatusCode::kNoSpace, std::move(msg)}; }
   static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
   static Status PreconditionFailed(std::string msg) {

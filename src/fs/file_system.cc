@@ -17,10 +17,6 @@ namespace {
 
 constexpr double kImmutableTimeout = 86400.0;
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
 }  // namespace
 
 FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
@@ -129,7 +125,7 @@ Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string&
     if (ns == nullptr) return Status::NotFound("no namespace named '" + name + "'");
     return DirAttr(AssignInode(ns, "", true));
   }
-  std::string path = Join(parent.path, name);
+  std::string path = JoinPath(parent.path, name);
   LC_ASSIGN_OR_RETURN(DirEntry entry, parent.ns->meta->Stat(path));
   return FileAttrOf(AssignInode(parent.ns, path, entry.is_dir), entry);
 }
@@ -187,7 +183,7 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
   std::vector<DirItem> items;
   items.reserve(listing->entries().size());
   for (const DirEntry& e : listing->entries()) {
-    uint64_t child = AssignInode(info->ns, Join(info->path, e.name), e.is_dir);
+    uint64_t child = AssignInode(info->ns, JoinPath(info->path, e.name), e.is_dir);
     items.push_back({e.name, FileAttrOf(child, e)});
   }
   return items;

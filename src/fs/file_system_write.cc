@@ -13,10 +13,6 @@
 namespace lakecache {
 namespace {
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
 std::string Where(const Namespace* ns, const std::string& path) { return ns->name + "/" + path; }
 
 Status NeedsFlag(const Namespace* ns, const std::string& path, std::string_view what,
@@ -73,7 +69,7 @@ Result<std::pair<Namespace*, std::string>> FileSystem::ChildPath(uint64_t parent
   if (name.empty() || name.size() > 1024 || name.find('/') != std::string::npos) {
     return Status::Refused(EINVAL, "invalid name '" + name + "'");
   }
-  std::string path = Join(info->path, name);
+  std::string path = JoinPath(info->path, name);
   LC_RETURN_IF_ERROR(CheckWritable(info->ns, path));
   return std::make_pair(info->ns, path);
 }

@@ -8,10 +8,6 @@ namespace {
 
 constexpr auto kListTimeout = std::chrono::minutes(10);  // a flat listing of a large tree
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() ? name : dir + "/" + name;
-}
-
 // The folder `dir` and its ancestors up to the root, each listed and (with `pin`) anchored: they
 // keep revalidating, but serve their last listing while the store is unreachable. Returns the
 // listing of `dir`.
@@ -60,7 +56,7 @@ Result<std::map<std::string, ListResult>> ListFlat(MetadataCache& meta, const st
   }
   std::map<std::string, ListResult> out;
   for (auto& [rel, listing] : folders) {
-    std::string rel_dir = rel.empty() ? dir : Join(dir, rel.substr(0, rel.size() - 1));
+    std::string rel_dir = rel.empty() ? dir : JoinPath(dir, rel.substr(0, rel.size() - 1));
     out.emplace(std::move(rel_dir), std::move(listing));
   }
   return out;
@@ -68,7 +64,7 @@ Result<std::map<std::string, ListResult>> ListFlat(MetadataCache& meta, const st
 
 void AddFiles(const std::string& dir, const DirListing& listing, Tree* tree) {
   for (const DirEntry& entry : listing.entries()) {
-    if (!entry.is_dir) tree->files.push_back({Join(dir, entry.name), entry});
+    if (!entry.is_dir) tree->files.push_back({JoinPath(dir, entry.name), entry});
   }
 }
 

@@ -12,6 +12,10 @@ bool IsValidName(std::string_view name) {
 
 }  // namespace
 
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return dir.empty() ? name : dir + "/" + name;
+}
+
 DirListing DirListing::FromObjects(std::string_view prefix, const ListResult& listing) {
   DirListing out;
   out.exists_ = !listing.objects.empty() || !listing.common_prefixes.empty();

@@ -47,4 +47,7 @@ class DirListing {
   bool exists_ = false;
 };
 
+// `name` in the folder `dir` of a namespace ("" is its root): "dir/name", or "name" at the root.
+std::string JoinPath(const std::string& dir, const std::string& name);
+
 }  // namespace lakecache

@@ -24,20 +24,16 @@ struct HelloHeader {
   uint32_t fds = 0;
 };
 
-Status Errno(const std::string& what) {
-  return Status::IoError(what + ": " + std::strerror(errno));
-}
-
 }  // namespace
 
 Result<int> ListenNodeSocket(const std::string& path) {
   LC_ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress("node socket", path));
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("socket");
+  if (fd < 0) return Status::IoErrorFromErrno("socket");
   ::unlink(path.c_str());
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::chmod(path.c_str(), 0666) != 0 || ::listen(fd, 64) != 0) {
-    Status s = Errno("cannot listen on node socket " + path);
+    Status s = Status::IoErrorFromErrno("cannot listen on node socket " + path);
     ::close(fd);
     return s;
   }
@@ -58,13 +54,13 @@ Result<int> ConnectNodeSocket(const std::string& path, std::chrono::milliseconds
                               NodeHello* hello) {
   LC_ASSIGN_OR_RETURN(sockaddr_un addr, UnixSocketAddress("node socket", path));
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Errno("socket");
+  if (fd < 0) return Status::IoErrorFromErrno("socket");
   auto fail = [fd](Status s) {
     ::close(fd);
     return s;
   };
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return fail(Errno("cannot connect to node socket " + path));
+    return fail(Status::IoErrorFromErrno("cannot connect to node socket " + path));
   }
   pollfd p{fd, POLLIN, 0};
   int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));

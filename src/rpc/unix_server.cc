@@ -28,10 +28,6 @@ namespace {
 // How long the accept thread waits when the process is out of descriptors, before trying again.
 constexpr int kNoDescriptorsPauseMs = 100;
 
-Status Errno(const std::string& what) {
-  return Status::IoError(what + ": " + std::strerror(errno));
-}
-
 // True when a process accepts connections on the socket at `path`.
 bool SocketIsLive(const sockaddr_un& addr) {
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -58,7 +54,7 @@ Result<int> ListenPlaced(const std::string& path, const sockaddr_un& target, mod
   if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
   std::string private_dir = (dir / ".lakecache-bind-XXXXXX").string();
   if (::mkdtemp(private_dir.data()) == nullptr) {
-    return Errno("cannot create a folder in " + dir.string());
+    return Status::IoErrorFromErrno("cannot create a folder in " + dir.string());
   }
   std::string bound = private_dir + "/socket";
   Result<sockaddr_un> addr = UnixSocketAddress("control socket", bound);
@@ -69,7 +65,7 @@ Result<int> ListenPlaced(const std::string& path, const sockaddr_un& target, mod
   } else if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0 ||
              ::chmod(bound.c_str(), mode) != 0 || ::listen(fd, 64) != 0 ||
              ::rename(bound.c_str(), path.c_str()) != 0) {
-    placed = Errno("cannot place control socket " + path);
+    placed = Status::IoErrorFromErrno("cannot place control socket " + path);
   }
   fs::remove_all(private_dir, ec);
   if (!placed.ok()) {
@@ -103,7 +99,7 @@ Result<std::unique_ptr<UnixServer>> StartUnixServer(UnixServerOptions options,
     return Status::Unavailable("cannot start a server for control socket " + s->path());
   }
   LC_ASSIGN_OR_RETURN(s->listen_fd_, ListenPlaced(s->path(), target, others ? 0666 : 0600));
-  if (::pipe2(s->wake_, O_CLOEXEC) != 0) return Errno("cannot create a pipe");
+  if (::pipe2(s->wake_, O_CLOEXEC) != 0) return Status::IoErrorFromErrno("cannot create a pipe");
   s->accept_ = std::thread([p = s.get()] { p->AcceptLoop(); });
   return s;
 }

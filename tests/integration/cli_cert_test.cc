@@ -12,7 +12,8 @@
 #include "support/test_data.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cli_cert_test {
 namespace {
 
 using testing::RunResult;
@@ -129,4 +130,4 @@ TEST_F(CliCertTest, CertUsageErrorsExitTwo) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cli_cert_test

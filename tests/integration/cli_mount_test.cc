@@ -23,7 +23,8 @@
 #include "integration/cli_fixture.h"
 #include "support/test_data.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cli_mount_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -429,4 +430,4 @@ TEST_F(CliMountTest, ControlSocketServesAnotherUidOnlyWhenAllowed) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cli_mount_test

@@ -13,7 +13,8 @@
 
 #include "integration/cli_fixture.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cli_server_test {
 namespace {
 
 using testing::ChildProcess;
@@ -274,4 +275,4 @@ TEST_F(CliServerTest, ClusterStatusShowsTheEpochAsATimeAndDefaultsToTheEnvironme
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cli_server_test

@@ -11,7 +11,8 @@
 
 #include "integration/cli_fixture.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cli_test {
 namespace {
 
 using testing::RunCommand;
@@ -398,4 +399,4 @@ TEST_F(CliTest, UnresolvedVirtualHostedNameSaysToUsePathStyle) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cli_test

@@ -38,7 +38,8 @@
 
 extern char** environ;
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cluster_launcher_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -592,4 +593,4 @@ TEST_F(ClusterLauncherTest, UpRefusesAMetricsListenItCannotPrintOrGuard) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cluster_launcher_test

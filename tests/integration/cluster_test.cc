@@ -28,7 +28,8 @@
 #include "support/cluster_procs.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cluster_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -503,4 +504,4 @@ TEST_F(ClusterProcessTest, MasterRestartDuringReadsLosesNothing) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cluster_test

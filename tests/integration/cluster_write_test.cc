@@ -25,7 +25,8 @@
 #include "support/test_servers.h"
 #include "ufs/s3_store.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::cluster_write_test {
 namespace {
 
 using testing::MakeBytes;
@@ -182,4 +183,4 @@ TEST_F(ClusterWriteTest, AWorkerKilledUnderAWriterCostsNothing) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::cluster_write_test

@@ -14,7 +14,8 @@
 #include "support/cluster_procs.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::credentials_hint_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -149,4 +150,4 @@ TEST_F(CredentialsHintTest, AdminCommandsOnAPathInAClusterMountUseTheMountsCrede
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::credentials_hint_test

@@ -42,7 +42,8 @@
 #include "support/process.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::etcd_ha_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -575,4 +576,4 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::etcd_ha_test

@@ -17,7 +17,8 @@
 
 #include "integration/cli_fixture.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::first_hour_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -151,4 +152,4 @@ TEST_F(FirstHourTest, AMasterServesTheNamespacesThatAnswerAndLogsWhyOneDoesNot) 
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::first_hour_test

@@ -25,7 +25,8 @@
 #include "support/restart_readers.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::fuse_handover_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -212,4 +213,4 @@ TEST_F(FuseHandoverTest, WithoutTheKernelsResendLostReadsGetEintrAndNoneHangs) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::fuse_handover_test

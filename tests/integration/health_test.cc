@@ -14,7 +14,8 @@
 #include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::health_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -145,4 +146,4 @@ TEST_F(HealthTest, AKilledMountIsDeadAndTheProbeSaysHowToClearIt) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::health_test

@@ -4,7 +4,8 @@
 
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::https_test {
 namespace {
 
 using testing::RunCommand;
@@ -67,4 +68,4 @@ TEST_F(HttpsTest, UntrustedCertificateFailsWithClearError) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::https_test

@@ -35,7 +35,8 @@
 #include "support/test_data.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::load_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -931,4 +932,4 @@ TEST_F(LoadTest, PlainProgressLinesWhenStderrIsNotATerminal) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::load_test

@@ -29,7 +29,8 @@
 #include "support/test_data.h"
 #include "support/wait_for.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::metrics_test {
 namespace {
 
 using json = nlohmann::json;
@@ -451,4 +452,4 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::metrics_test

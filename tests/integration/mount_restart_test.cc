@@ -24,7 +24,8 @@
 #include "support/restart_readers.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::mount_restart_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -333,4 +334,4 @@ TEST_F(MountRestartTest, WithTheHolderGoneReadersGetEnotconnAndTheNextMountClear
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::mount_restart_test

@@ -33,7 +33,8 @@
 #include "support/test_data.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::mount_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -790,4 +791,4 @@ TEST_F(MountTest, StartupErrorsExitNonZeroAndLeaveNothingMounted) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::mount_test

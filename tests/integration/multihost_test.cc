@@ -41,7 +41,8 @@
 #include "support/test_data.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::multihost_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -755,4 +756,4 @@ TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeaderKilled) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::multihost_test

@@ -20,7 +20,8 @@
 #include "support/process.h"
 #include "support/test_data.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::order_hint_test {
 namespace {
 
 using testing::ChildProcess;
@@ -311,4 +312,4 @@ TEST_F(OrderHintTest, ClusterMountHasTheWorkersFetchTheOrderTheSamplerGives) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::order_hint_test

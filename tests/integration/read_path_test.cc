@@ -26,7 +26,8 @@
 #include "support/fuse_mounts.h"
 #include "support/test_servers.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::read_path_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -253,4 +254,4 @@ TEST_F(ReadPathTest, RandomReaderFetchesOnlyTheBlocksItTouches) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::read_path_test

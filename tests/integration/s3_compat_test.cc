@@ -12,7 +12,8 @@
 #include "ufs/s3_store.h"
 #include "ufs/store_factory.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::s3_compat_test {
 namespace {
 
 using testing::S3Server;
@@ -325,4 +326,4 @@ TEST(SwiftSignatureTest, ReadPinnedToStaleEtagIsPreconditionFailed) {
 }
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::s3_compat_test

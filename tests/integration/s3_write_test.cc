@@ -18,7 +18,8 @@
 #include "ufs/retrying_store.h"
 #include "ufs/s3_store.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::s3_write_test {
 namespace {
 
 using testing::S3Server;
@@ -384,4 +385,4 @@ INSTANTIATE_TEST_SUITE_P(Servers, S3WriteTest, ::testing::Values("s3rver", "swif
                          [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::s3_write_test

@@ -33,7 +33,8 @@
 #include "support/test_servers.h"
 #include "ufs/s3_store.h"
 
-namespace lakecache {
+// Its own namespace: the files of integration_tests are compiled in unity batches.
+namespace lakecache::write_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -598,4 +599,4 @@ INSTANTIATE_TEST_SUITE_P(Servers, WriteTest, ::testing::Values("s3rver", "swift"
                          [](const auto& param) { return param.param; });
 
 }  // namespace
-}  // namespace lakecache
+}  // namespace lakecache::write_test
