@@ -11,11 +11,14 @@
 
 // EtcdWatch (etcd_client.h): the watch stream of a prefix, resumed after breaks and compactions.
 namespace lakecache {
+namespace {
 
 using etcd_wire::ConnectChannel;
 using etcd_wire::FromProto;
 using etcd_wire::PrefixEnd;
 using Clock = std::chrono::steady_clock;
+
+}  // namespace
 
 EtcdWatch::EtcdWatch(std::shared_ptr<EtcdClient> client, std::string prefix, int64_t revision,
                      UpdateFn on_update, ConnectedFn on_connected)

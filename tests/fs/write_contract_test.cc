@@ -59,7 +59,7 @@ constexpr uint64_t kMiB = 1 << 20;
 struct Errno {
   int value;
   std::string status;
-  friend bool operator==(const Errno& e, int value) { return e.value == value; }
+  friend bool operator==(const Errno& e, int expected) { return e.value == expected; }
   friend void PrintTo(const Errno& e, std::ostream* os) {
     const char* name = e.value == 0 ? "0" : strerrorname_np(e.value);
     *os << (name != nullptr ? std::string(name) : std::to_string(e.value)) << " from " << e.status;

@@ -9,8 +9,11 @@
 #include <cstring>
 
 namespace lakecache::testing {
+namespace {
 
 using Clock = std::chrono::steady_clock;
+
+}  // namespace
 
 char RestartByte(int file, uint64_t offset) {
   return static_cast<char>((offset * 131 + file * 7 + offset / 4096) % 251);
