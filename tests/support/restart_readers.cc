@@ -31,6 +31,16 @@ std::string RestartReadStats::ToString() const {
   return std::string(line) + (first_error.empty() ? "" : " (first error: " + first_error + ")");
 }
 
+double SecondsUntilServed(const std::string& path, Clock::time_point since) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) return -1;
+  void* mem = std::aligned_alloc(4096, 4096);
+  ssize_t n = ::pread(fd, mem, 4096, 0);
+  std::free(mem);
+  ::close(fd);
+  return n < 0 ? -1 : std::chrono::duration<double>(Clock::now() - since).count();
+}
+
 RestartReaders::RestartReaders(std::vector<std::string> paths, uint64_t size)
     : paths_(std::move(paths)), size_(size) {
   for (size_t r = 0; r < paths_.size(); ++r) threads_.emplace_back([this, r] { Read(r); });
