@@ -32,10 +32,18 @@ std::string RestartReadStats::ToString() const {
 }
 
 double SecondsUntilServed(const std::string& path, Clock::time_point since) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  // A request the dying server took gets EINTR from the next one (without the kernel's resend):
+  // asked again, it is served.
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  } while (fd < 0 && errno == EINTR);
   if (fd < 0) return -1;
   void* mem = std::aligned_alloc(4096, 4096);
-  ssize_t n = ::pread(fd, mem, 4096, 0);
+  ssize_t n;
+  do {
+    n = ::pread(fd, mem, 4096, 0);
+  } while (n < 0 && errno == EINTR);
   std::free(mem);
   ::close(fd);
   return n < 0 ? -1 : std::chrono::duration<double>(Clock::now() - since).count();

@@ -27,7 +27,8 @@ struct RestartReadStats {
 };
 
 // Seconds from `since` until a read of `path` returns (O_DIRECT: the server answers it): after a
-// server was killed, how long the mount took to serve again. -1 when the read fails.
+// server was killed, how long the mount took to serve again (EINTR is asked again). -1 when the
+// read fails.
 double SecondsUntilServed(const std::string& path, std::chrono::steady_clock::time_point since);
 
 // A read may pause for a server's restart (`restart_s`, as above) plus one read of its own, not
