@@ -2,7 +2,7 @@
 // cluster-mode FUSE mount (`lakecache mount --master`). Blocks spread over the workers by
 // capacity and a second read makes no object-store request (counted in the workers' stats, asked
 // over gRPC); a worker SIGKILLed under eight readers costs no read and no byte, the master drops it
-// within its heartbeat timeout, and once restarted it serves its disk cache again without
+// for its missed heartbeats, and once restarted it serves its disk cache again without
 // refetching. Needs root and /dev/fuse.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@
 #include "rpc/lakecache.grpc.pb.h"
 #include "support/cluster_procs.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 
 // Its own namespace: the files of integration_tests are compiled in unity batches.
 namespace lakecache::cluster_test {
@@ -265,9 +266,16 @@ TEST_F(ClusterProcessTest, WorkerKilledMidReadCostsNothingAndServesItsDiskAfterR
   readers.join();
   EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();
   EXPECT_EQ(progress.load(), kTotal);
-  // Dropped within the heartbeat timeout, give or take one interval of the master's clock.
-  EXPECT_LE(dropped, kHeartbeatTimeout + kHeartbeatInterval)
-      << std::chrono::duration_cast<std::chrono::milliseconds>(dropped).count() << " ms";
+  // Dropped for its missed heartbeats (the reason, not the time: the exact timeout is
+  // worker_registry_test's, on a fake clock).
+  std::string master_log = dir_->path() + "/master.log";
+  std::string left = "worker " + victim_id + " at " + w.address +
+                     " left the cluster: no heartbeat for " +
+                     std::to_string(kHeartbeatTimeout.count()) + "s";
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return testing::ReadFileTail(master_log, 1 << 20).find(left) != std::string::npos;
+  })) << "no \""
+      << left << "\" in " << testing::ReadFileTail(master_log, 3000);
   std::cout << "killed " << w.name << " after " << at_kill / kMiB << " MiB of " << kTotal / kMiB
             << "; dropped from the view "
             << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count()
@@ -478,8 +486,11 @@ TEST_F(ClusterProcessTest, MasterRestartDuringReadsLosesNothing) {
   ASSERT_EQ(::kill(master_->pid(), SIGKILL), 0);
   while (master_->Running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   uint64_t at_kill = progress.load();
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // reads go on without a master
+  // Reads go on without a master: a block's worth (4 MiB) and more comes while it is down.
+  EXPECT_TRUE(testing::WaitFor([&] { return progress.load() - at_kill >= 4 * kMiB; }))
+      << "no read progressed while the master was down";
   uint64_t while_down = progress.load() - at_kill;
+  EXPECT_FALSE(master_->Running());
   StartMaster(listen);
   ASSERT_EQ(master_address_, listen);
   auto restarted = Clock::now();
@@ -489,8 +500,9 @@ TEST_F(ClusterProcessTest, MasterRestartDuringReadsLosesNothing) {
       << " MiB read while it was down; view whole "
       << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - restarted).count()
       << " ms after the restart\n";
-  EXPECT_GT(while_down, 0u) << "no read progressed while the master was down";
-  EXPECT_LE(whole, 2 * kHeartbeatInterval)
+  // The workers register again at their next heartbeats (about one interval), not after a
+  // reconnect backoff or a timeout of many; ten intervals leave room for a busy host.
+  EXPECT_LE(whole, 10 * kHeartbeatInterval * testing::kSlowdown)
       << std::chrono::duration_cast<std::chrono::milliseconds>(whole).count() << " ms";
   readers.join();
   EXPECT_TRUE(errors.empty()) << errors.size() << " files failed; first: " << errors.front();

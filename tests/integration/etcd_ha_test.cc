@@ -41,6 +41,7 @@
 #include "support/etcd_cluster.h"
 #include "support/process.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 
 // Its own namespace: the files of integration_tests are compiled in unity batches.
 namespace lakecache::etcd_ha_test {
@@ -465,7 +466,16 @@ TEST_F(EtcdHaTest, ALoadWhoseLeaderIsKilledOrDeposedMidStreamSaysToRunItAgain) {
   for (int m = 0; m < etcd_->size(); ++m) {
     if (etcd_->running(m)) etcd_->Kill(m);
   }
-  std::this_thread::sleep_for(kElectionTtl);  // the leader's lead lapses at half of it
+  // The leader's lead lapses (at half its lease) before the store speeds up: else the load could
+  // finish first.
+  EXPECT_TRUE(testing::WaitFor([&] {
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      if (!masters_[i].process || !masters_[i].process->Running()) continue;
+      rpc::ClusterView view;
+      if (!ViewOf(static_cast<int>(i), &view) || view.leader() == masters_[i].address) return false;
+    }
+    return true;
+  })) << "a master still leads with etcd gone";
   proxy_->SetBandwidth(0);
   RunResult deposed = third->Wait(std::chrono::seconds(60));
   EXPECT_EQ(deposed.exit_code, 1) << deposed.out << deposed.err;

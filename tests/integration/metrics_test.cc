@@ -354,11 +354,14 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
   // It reports them with its next view fetches (every 500 ms).
   RunResult status;
   json board;
-  testing::WaitFor([&] {
+  auto fetch_board = [&] {  // the master's status.json into `board`; false if none came
     status =
         RunCommand({"curl", "-sf", Url(master_port, "/status.json")}, {}, std::chrono::seconds(20));
     board = json::parse(status.out, nullptr, /*allow_exceptions=*/false);
-    return status.exit_code == 0 && board.is_object() && board["mounts"].size() == 1 &&
+    return status.exit_code == 0 && board.is_object();
+  };
+  testing::WaitFor([&] {
+    return fetch_board() && board["mounts"].size() == 1 &&
            board["mounts"][0]["read_bytes"].get<double>() >= 2.0 * static_cast<double>(bytes);
   });
   ASSERT_EQ(status.exit_code, 0) << status.err;
@@ -404,8 +407,19 @@ TEST_F(MetricsTest, ClusterDaemonsCountReadsAndLoadsAndTheStatusPageShowsThem) {
       ReadAll(keys);
     }
   });
-  // Kept: the page is drawn from two seconds of plotted reads (pacing, not a wait for an event).
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // The page is drawn once the board plots two points of these reads and no worker's hit ratio
+  // is 0.
+  EXPECT_TRUE(testing::WaitFor([&] {
+    if (!fetch_board()) return false;
+    size_t reading_points = 0;
+    for (const json& point : board["history"]["points"]) {
+      reading_points += point["served_bytes_per_second"].get<double>() > 0 ? 1 : 0;
+    }
+    for (const json& w : board["workers"]) {
+      if (w["hit_ratio"] == json(0.0)) return false;
+    }
+    return reading_points >= 2;
+  })) << status.out.substr(0, 2000);
   RunResult page = RunCommand({"chromium", "--headless", "--no-sandbox", "--disable-gpu",
                                "--virtual-time-budget=5000", "--dump-dom", Url(master_port, "/")},
                               {}, std::chrono::seconds(60));

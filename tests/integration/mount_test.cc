@@ -32,6 +32,7 @@
 #include "support/fuse_mounts.h"
 #include "support/test_data.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 
 // Its own namespace: the files of integration_tests are compiled in unity batches.
 namespace lakecache::mount_test {
@@ -423,14 +424,17 @@ TEST_F(MountTest, EightConcurrentReadersGetCorrectBytes) {
 
 TEST_F(MountTest, ReplacedObjectShowsNewContentAfterTtlNotBefore) {
   constexpr char kBucket[] = "replaced";
-  constexpr auto kTtl = std::chrono::seconds(2);
+  // Long enough to observe the old state within it on a busy host; the new state must not show
+  // before it ran out, which holds however slow the host.
+  constexpr auto kTtl = std::chrono::seconds(10) * testing::kSlowdown;
   ASSERT_TRUE(server_->CreateBucket(kBucket).ok());
   const std::string v1 = "version one\n", v2 = "version two, which is longer\n";
   ASSERT_TRUE(server_->PutObjects(kBucket, {{"d/f.txt", v1}, {"d/gone.txt", "soon gone"}}).ok());
   std::string mnt = NewMountpoint();
   ASSERT_NE(
       StartMount(QuickMountArgv(server_->endpoint(), kBucket, mnt,
-                                {"-o", std::string("namespaces.") + kBucket + ".metadata_ttl=2s"}),
+                                {"-o", std::string("namespaces.") + kBucket +
+                                           ".metadata_ttl=" + std::to_string(kTtl.count()) + "s"}),
                  mnt),
       nullptr);
   const std::string file = mnt + "/d/f.txt", gone = mnt + "/d/gone.txt";
@@ -451,11 +455,15 @@ TEST_F(MountTest, ReplacedObjectShowsNewContentAfterTtlNotBefore) {
   EXPECT_EQ(Mismatch(v1, before), "") << "a change showed before the TTL ran out";
   EXPECT_EQ(gone_errno, 0) << "a deletion showed before the TTL ran out";
 
-  std::this_thread::sleep_for(kTtl + std::chrono::milliseconds(1500));
-  EXPECT_EQ(Mismatch(v2, ReadWholeFile(file)), "") << "the new version did not show after the TTL";
+  // Each change shows once the TTL ran out (the listing was fetched after `listed`), not before.
+  EXPECT_TRUE(testing::WaitFor([&] { return Mismatch(v2, ReadWholeFile(file)).empty(); }))
+      << "the new version did not show after the TTL";
+  EXPECT_GE(Clock::now() - listed, kTtl) << "the new version showed before the TTL ran out";
+  EXPECT_TRUE(testing::WaitFor([&] { return ErrnoOf(::stat(gone.c_str(), &st) == 0) == ENOENT; }))
+      << "the deletion did not show after the TTL";
+  EXPECT_GE(Clock::now() - listed, kTtl) << "the deletion showed before the TTL ran out";
   ASSERT_EQ(::stat(file.c_str(), &st), 0) << std::strerror(errno);
   EXPECT_EQ(static_cast<size_t>(st.st_size), v2.size());
-  EXPECT_EQ(ErrnoOf(::stat(gone.c_str(), &st) == 0), ENOENT);
   EXPECT_EQ(ReadWholeFile(gone).error, ENOENT);
   EXPECT_FALSE(fs::exists(gone));
   std::set<std::string> names;

@@ -320,7 +320,8 @@ void CountingProxy::Refuse(int client) {
         {"REFUSED " + (eol == std::string::npos ? "(no request line)" : head.substr(0, eol))});
     entry.push_back(log_.size() - 1);
   }
-  for (auto until = Clock::now() + refusal_hold_.load(); Clock::now() < until && !stop_;) {
+  // The hold is read each turn: lowering it releases connections already held.
+  for (auto start = Clock::now(); Clock::now() < start + refusal_hold_.load() && !stop_;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   Track(client, false);

@@ -71,7 +71,8 @@ class CountingProxy {
   // `refused`: the store is unreachable.
   void SetRefusing(bool refusing);
   // While refusing, each connection is reset `hold` after its request line instead of at once (0,
-  // the default): a client that waits for a refused request waits at least that long.
+  // the default): a client that waits for a refused request waits at least that long. Lowering it
+  // applies to the connections already held.
   void SetRefusalHold(std::chrono::milliseconds hold);
   // The next `count` multipart part uploads (PUT ...partNumber=...) are answered with 503
   // SlowDown by the proxy itself, and their connections closed: a storm of throttling that a

@@ -26,6 +26,15 @@ struct RestartReadStats {
   std::string ToString() const;
 };
 
+// Seconds from `since` until a read of `path` returns (O_DIRECT: the server answers it): after a
+// server was killed, how long the mount took to serve again (EINTR is asked again). -1 when the
+// read fails.
+double SecondsUntilServed(const std::string& path, std::chrono::steady_clock::time_point since);
+
+// A read may pause for a server's restart (`restart_s`, as above) plus one read of its own, not
+// for a retry or a timeout.
+inline constexpr double kReadBesideARestartS = 1.0;
+
 class RestartReaders {
  public:
   // Reads `paths[i]` (made with RestartContent(i, size)); readers 0-3 sequentially, 4-7 at random.
