@@ -34,7 +34,10 @@ class FakeTarget : public HintTarget {
   }
   uint64_t Fetch(const HintedFile& f, uint64_t, uint64_t) override {
     MutexLock lock(&mu_);
-    if (budget_blocks == 0) return 0;
+    if (budget_blocks == 0) {
+      ++refused;
+      return 0;
+    }
     --budget_blocks;
     fetched.push_back(f.object_key);
     return 1;
@@ -52,6 +55,10 @@ class FakeTarget : public HintTarget {
     MutexLock lock(&mu_);
     return dropped;
   }
+  int Refused() {
+    MutexLock lock(&mu_);
+    return refused;
+  }
   void SetBudget(uint64_t blocks) {
     MutexLock lock(&mu_);
     budget_blocks = blocks;
@@ -62,6 +69,7 @@ class FakeTarget : public HintTarget {
   std::vector<std::string> fetched GUARDED_BY(mu_);
   std::set<std::string> dropped GUARDED_BY(mu_);
   uint64_t budget_blocks GUARDED_BY(mu_) = UINT64_MAX;
+  int refused GUARDED_BY(mu_) = 0;
 };
 
 using testing::WaitFor;
@@ -116,7 +124,10 @@ TEST(OrderHintsTest, ReadersAheadOfTheFetchesAreNotFetchedFor) {
   testing::FakeClock clock;
   OrderHints hints(&target, {.window = 100 * kFile, .budget_retry = 1ms, .clock = &clock});
   Hint(hints, 1, Lines(0, 10));
-  ASSERT_TRUE(Idle(clock));  // refused by the budget, it waits to try again
+  // Refused by the budget, it waits to try again. Idle alone could see the wait from before the
+  // hint: the retry time would then be set after the Advance below, which it would never reach.
+  ASSERT_TRUE(WaitFor([&] { return target.Refused() > 0; }));
+  ASSERT_TRUE(Idle(clock));
   hints.Opened("f0");
   hints.Opened("f2");
   target.SetBudget(100);
