@@ -308,6 +308,7 @@ Result<FileAttr> FileSystem::MakeDir(uint64_t parent, const std::string& name) {
   // every other mount.
   LC_RETURN_IF_ERROR(ns->store->Put(ns->meta->ObjectKey(path) + "/", {}, {}).status());
   ns->meta->NoteEntry(SplitParent(path).first, DirEntry{name, true, 0, "", 0});
+  ns->meta->NoteFolderMade(path);
   return DirAttr(AssignInode(ns, path, true));
 }
 

@@ -65,6 +65,12 @@ DirListing DirListing::With(DirEntry entry) const {
   return out;
 }
 
+DirListing DirListing::Existing() const {
+  DirListing out = *this;
+  out.exists_ = true;
+  return out;
+}
+
 DirListing DirListing::Without(std::string_view name) const {
   DirListing out = *this;
   std::erase_if(out.entries_, [name](const DirEntry& e) { return e.name == name; });

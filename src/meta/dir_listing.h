@@ -41,6 +41,8 @@ class DirListing {
   // A copy without the entry named `name` (an unlink, a rename's source). The folder still
   // exists: its marker, if any, is not known from here.
   DirListing Without(std::string_view name) const;
+  // A copy that exists (a folder made a moment ago, whose marker the store does not list yet).
+  DirListing Existing() const;
 
  private:
   std::vector<DirEntry> entries_;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <ctime>
 
 namespace lakecache {
 namespace {
@@ -87,6 +88,7 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::ListFresh(const std::st
 void MetadataCache::NoteEntry(const std::string& dir, DirEntry entry) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   MutexLock lock(&slot->mu);
+  slot->notes[entry.name] = Slot::Note{entry, 0, options_.clock->Now()};
   if (slot->listing) {
     slot->listing = std::make_shared<const DirListing>(slot->listing->With(std::move(entry)));
   }
@@ -95,9 +97,42 @@ void MetadataCache::NoteEntry(const std::string& dir, DirEntry entry) {
 void MetadataCache::NoteRemoved(const std::string& dir, const std::string& name) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   MutexLock lock(&slot->mu);
+  slot->notes[name] = Slot::Note{std::nullopt, std::time(nullptr), options_.clock->Now()};
   if (slot->listing) {
     slot->listing = std::make_shared<const DirListing>(slot->listing->Without(name));
   }
+}
+
+void MetadataCache::NoteFolderMade(const std::string& dir) {
+  std::shared_ptr<Slot> slot = SlotFor(dir);
+  MutexLock lock(&slot->mu);
+  slot->made = options_.clock->Now();
+  if (slot->listing && !slot->listing->exists()) {
+    slot->listing = std::make_shared<const DirListing>(slot->listing->Existing());
+  }
+}
+
+std::shared_ptr<const DirListing> MetadataCache::ApplyNotes(
+    Slot& slot, std::shared_ptr<const DirListing> listed) {
+  const Clock::time_point now = options_.clock->Now();
+  std::erase_if(slot.notes,
+                [&](const auto& n) { return now - n.second.noted > options_.note_grace; });
+  if (slot.made && now - *slot.made > options_.note_grace) slot.made.reset();
+  if (slot.notes.empty() && !slot.made) return listed;
+  DirListing out = slot.made && !listed->exists() ? listed->Existing() : *listed;
+  for (const auto& [name, note] : slot.notes) {
+    const DirEntry* shown = out.Find(name);
+    if (!note.entry) {
+      // Removed here; a later object of that name (another writer's) shows.
+      if (shown != nullptr && shown->mtime <= note.removed_at) out = out.Without(name);
+    } else if (shown == nullptr ||
+               (shown->etag != note.entry->etag && shown->mtime < note.entry->mtime)) {
+      // Not listed yet, or listed as it was before this write: a newer object (another
+      // writer's) shows as the store lists it.
+      out = out.With(*note.entry);
+    }
+  }
+  return std::make_shared<const DirListing>(std::move(out));
 }
 
 MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
@@ -111,10 +146,10 @@ MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, 
   Clock::time_point now = options_.clock->Now();
   slot.changed = false;
   if (fetched.ok()) {
-    slot.listing = *fetched;
+    slot.listing = ApplyNotes(slot, *fetched);
     slot.fetched = now;
     slot.warned_stale = false;
-    return fetched;
+    return slot.listing;
   }
   const Status& error = fetched.status();
   bool servable = slot.listing &&

@@ -15,14 +15,20 @@
 // loaded tree) are never waited for: past the TTL their last listing is served at once and
 // revalidated in the background (one revalidation in flight per folder; a listing replaces it, a
 // failure of any kind keeps it, however old), so new entries in them still show, one call later,
-// and no request to the store ever stands in the path of a loaded tree. Thread-safe; the
+// and no request to the store ever stands in the path of a loaded tree. This mount's own changes
+// (NoteEntry, NoteRemoved, NoteFolderMade) outlast listings that do not show them yet for
+// `note_grace`: some stores list a write only later (Swift updates its container listings after
+// the write when its servers are busy), and a folder just made, or a file just written, must not
+// vanish from the mount that made it. Thread-safe; the
 // destructor waits for the revalidations in flight (each bounded by `list_timeout`).
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>  // std::once_flag
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -40,6 +46,8 @@ struct MetadataCacheOptions {
   bool immutable = false;
   Duration stale_if_error = std::chrono::hours(1);
   Duration list_timeout = std::chrono::seconds(60);  // one listing, retries included
+  // How long a change made through this mount is applied to listings the store gives.
+  Duration note_grace = std::chrono::minutes(5);
   const SteadyClock* clock =
       SteadyClock::Real();  // the TTLs' (a test's is fake); outlives the cache
 };
@@ -83,6 +91,9 @@ class MetadataCache {
   void NoteEntry(const std::string& dir, DirEntry entry);
   // The same for an entry removed (an unlink, a rename's source, an rmdir).
   void NoteRemoved(const std::string& dir, const std::string& name);
+  // Folder `dir` was just made through this mount (its marker written): it lists as existing,
+  // with what is noted in it, even before the store lists its marker.
+  void NoteFolderMade(const std::string& dir);
 
   // The object key of a relative path.
   std::string ObjectKey(const std::string& path) const { return prefix_ + path; }
@@ -110,6 +121,15 @@ class MetadataCache {
     // While serving a stale listing, the store is asked again only after this point, so callers do
     // not each wait for (or start) a request to a store that does not answer.
     Clock::time_point retry_stale_after GUARDED_BY(mu);
+    // This mount's changes to the folder, by name, applied to the listings the store gives within
+    // `note_grace`: an entry written (`entry`), or removed (none) at wall time `removed_at`.
+    struct Note {
+      std::optional<DirEntry> entry;
+      int64_t removed_at = 0;
+      Clock::time_point noted;
+    };
+    std::map<std::string, Note> notes GUARDED_BY(mu);
+    std::optional<Clock::time_point> made GUARDED_BY(mu);  // NoteFolderMade
   };
   using Listed = Result<std::shared_ptr<const DirListing>>;
   std::shared_ptr<Slot> SlotFor(const std::string& dir);
@@ -118,6 +138,10 @@ class MetadataCache {
   // Takes `fetched` into `slot`: a listing replaces the cached one; after an error, the cached
   // listing where it may still be served (else the error).
   Listed Settle(const std::string& dir, Slot& slot, Listed fetched) REQUIRES(slot.mu);
+  // `listed` (the store's) with the slot's notes younger than `note_grace` applied; older ones
+  // are forgotten.
+  std::shared_ptr<const DirListing> ApplyNotes(Slot& slot, std::shared_ptr<const DirListing> listed)
+      REQUIRES(slot.mu);
   // Starts a background revalidation of folder `dir`, which takes slot->mu to settle: of an
   // anchored folder past its TTL, or `ahead` of the TTL of one in use (a failure then keeps the
   // listing and says nothing). The caller has set slot->revalidating.

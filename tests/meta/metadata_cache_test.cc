@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <functional>
 #include <latch>
 #include <memory>
@@ -496,6 +497,45 @@ TEST_F(MetadataCacheTest, NotedRemovalHidesTheEntryAtOnce) {
   EXPECT_EQ(cache.Stat("dir/a").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(cache.Stat("dir/b").ok());
   EXPECT_EQ(Lists(), 1);
+}
+
+// A store that lists a write late (Swift, when its servers are busy) is here one that never lists
+// it: what this mount wrote, removed or made shows in its listings until `note_grace` passes.
+TEST_F(MetadataCacheTest, ThisMountsChangesOutlastListingsThatDoNotShowThemYet) {
+  Put("dir/gone", "1");
+  Put("dir/kept", "2");
+  MetadataCache& cache = Cache();
+  MustList("dir");
+  cache.NoteEntry("dir", DirEntry{"written", false, 5, "etag-w", std::time(nullptr)});
+  cache.NoteRemoved("dir", "gone");
+  cache.NoteEntry("dir", DirEntry{"made", true, 0, "", 0});
+  cache.NoteFolderMade("dir/made");
+  clock_.Advance(kTtl + seconds(1));
+  auto listing = MustList("dir");
+  EXPECT_EQ(Lists(), 2) << "listed again after the TTL";
+  ASSERT_NE(listing->Find("written"), nullptr);
+  EXPECT_EQ(listing->Find("written")->etag, "etag-w");
+  EXPECT_NE(listing->Find("made"), nullptr);
+  EXPECT_EQ(listing->Find("gone"), nullptr);
+  EXPECT_NE(listing->Find("kept"), nullptr);
+  EXPECT_TRUE(MustList("dir/made")->exists()) << "listed before the store lists its marker";
+  // Past the grace, the store's listing is taken as it is.
+  clock_.Advance(options_.note_grace + kTtl);
+  listing = MustList("dir");
+  EXPECT_EQ(listing->Find("written"), nullptr);
+  EXPECT_EQ(listing->Find("made"), nullptr);
+  EXPECT_NE(listing->Find("gone"), nullptr);
+  EXPECT_FALSE(MustList("dir/made")->exists());
+}
+
+TEST_F(MetadataCacheTest, AnotherWritersNewerObjectShowsOverWhatThisMountWrote) {
+  MetadataCache& cache = Cache();
+  cache.NoteEntry("dir", DirEntry{"f", false, 5, "etag-mine", std::time(nullptr) - 100});
+  Put("dir/f", "theirs");
+  auto listing = MustList("dir");
+  ASSERT_NE(listing->Find("f"), nullptr);
+  EXPECT_NE(listing->Find("f")->etag, "etag-mine");
+  EXPECT_EQ(listing->Find("f")->size, 6u);
 }
 
 TEST(SplitParentTest, SplitsAtTheLastSlash) {

@@ -80,7 +80,13 @@ TEST(MountHolderTest, HandsTheMountToOneServerAtATimeAndRefusesOtherSettings) {
                                std::chrono::seconds(10));
   };
 
-  auto first = connect("ro,fsname=lakecache");
+  // The socket file appears when the holder binds it, a moment before it listens: the first
+  // server asks until the holder answers.
+  Result<std::unique_ptr<HolderLink>> first = Status::Unavailable("not asked");
+  testing::WaitFor([&] {
+    first = connect("ro,fsname=lakecache");
+    return first.ok() || first.status().code() != StatusCode::kUnavailable;
+  });
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   EXPECT_EQ(mounts, 1);
   EXPECT_TRUE((*first)->init().empty()) << "the first server captures the INIT";
