@@ -89,8 +89,10 @@ int main(int argc, char** argv) {
     }
     for (const std::string& stem : stems) {
       if (!found.count(stem)) {
-        std::fprintf(stderr, "integration_tests: no test comes from %s.cc (the arguments name files "
-                             "of tests/integration/ without .cc)\n", stem.c_str());
+        std::fprintf(stderr,
+                     "integration_tests: no test comes from %s.cc (the arguments name files "
+                     "of tests/integration/ without .cc)\n",
+                     stem.c_str());
         return 2;
       }
     }
