@@ -297,8 +297,8 @@ class MultihostTest : public ::testing::Test {
       config += (i == 0 ? "" : "next\n");
       config += "url = \"" + endpoint_ + "/" + kBucket + "/" + objects[i].key + "\"\n" +
                 "upload-file = \"" + file + "\"\n" + "write-out = \"%{http_code} " +
-                std::to_string(i) +
-                "\\n\"\noutput = \"/dev/null\"\n"
+                std::to_string(i) + "\\n\"\noutput = \"" + file +
+                ".answer\"\n"  // a retry truncates it: not /dev/null
                 "aws-sigv4 = \"aws:amz:us-east-1:s3\"\nuser = \"S3RVER:S3RVER\"\n"
                 "header = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n"
                 "noproxy = \"*\"\nretry = 2\n";

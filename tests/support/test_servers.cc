@@ -211,6 +211,9 @@ std::string PutTransferConfig(const std::string& url, const std::string& file, s
                               const std::string& common) {
   std::string entry = index == 0 ? "" : "next\n";
   entry += "url = " + CurlQuote(url) + "\n";
+  // A file of its own for the answer's body: a retry (a server busy on a loaded machine answers
+  // 503) truncates what the failed try wrote, which /dev/null refuses (curl exit 23).
+  entry += "output = " + CurlQuote(file + ".answer") + "\n";
   if (url.ends_with('/')) {
     // With upload-file, curl appends the file name to a URL ending in '/' (a "directory" key).
     // The content type must be a real value: curl 7.88 signs an emptied header it does not send.
@@ -253,11 +256,10 @@ Status S3Server::PutObjects(
     const std::vector<std::pair<std::string, std::string>>& key_and_content) const {
   if (key_and_content.empty()) return Status::Ok();
   TempDir staging("lakecache-put");
-  std::string common =
-      "output = \"/dev/null\"\naws-sigv4 = " + CurlQuote("aws:amz:" + region_ + ":s3") +
-      "\nnetrc-file = " + CurlQuote(NetrcFile(access_key_, secret_key_)) +
-      "\nheader = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n"
-      "noproxy = \"*\"\npath-as-is\nretry = 2\n";
+  std::string common = "aws-sigv4 = " + CurlQuote("aws:amz:" + region_ + ":s3") +
+                       "\nnetrc-file = " + CurlQuote(NetrcFile(access_key_, secret_key_)) +
+                       "\nheader = \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"\n"
+                       "noproxy = \"*\"\npath-as-is\nretry = 2\n";
   if (!ca_file_.empty()) common += "cacert = " + CurlQuote(ca_file_) + "\n";
   std::string config;
   for (size_t i = 0; i < key_and_content.size(); ++i) {
