@@ -140,6 +140,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
     }
     options.etcd_prefix = req.etcd_prefix;
     options.election_ttl = std::chrono::seconds(req.election_ttl);
+    options.etcd_wait = std::chrono::seconds(req.etcd_wait);
     Status tls = EtcdTlsAndAuth(req, env_password, &options.etcd);
     if (!tls.ok()) return fail(tls);
   } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
