@@ -96,6 +96,7 @@ Status ApplyMembershipFlags(const MasterRequest& req, const std::string& env_pas
     }
     options->etcd_prefix = req.etcd_prefix;
     options->election_ttl = std::chrono::seconds(req.election_ttl);
+    options->etcd_wait = std::chrono::seconds(req.etcd_wait);
     LC_RETURN_IF_ERROR(EtcdTlsAndAuth(req, env_password, &options->etcd));
   } else if (!req.etcd_ca.empty() || !req.etcd_cert.empty() || !req.etcd_key.empty() ||
              !req.etcd_user.empty() || !req.etcd_password_file.empty()) {

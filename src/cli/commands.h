@@ -49,6 +49,7 @@ struct MasterRequest {
   // password from --etcd-password-file or LAKECACHE_ETCD_PASSWORD, never a flag's value).
   std::string etcd_ca, etcd_cert, etcd_key, etcd_user, etcd_password_file;
   int election_ttl = 10;  // --election-ttl SECONDS: the leader's lease
+  int etcd_wait = 60;     // --etcd-wait SECONDS: how long a start waits for etcd to answer
   // --status-interval DURATION: how often the status page samples the workers (tests: faster).
   std::string status_interval = "2s";
 };

@@ -41,6 +41,12 @@ Subcommand AddMaster(CLI::App& app) {
   master->add_option("--etcd-password-file", master_req.etcd_password_file,
                      "file holding the etcd user's password (one line)");
   master
+      ->add_option("--etcd-wait", master_req.etcd_wait,
+                   "seconds a starting master waits for etcd to answer (etcd started beside it, "
+                   "or still electing); it says so in its log meanwhile")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  master
       ->add_option("--election-ttl", master_req.election_ttl,
                    "seconds of the leader's lease in etcd: a dead leader is replaced within two")
       ->check(CLI::Range(2, 600))

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "admin/admin_service.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "jobs/tree_walk.h"
 #include "master/client_table.h"
@@ -31,6 +32,39 @@
 
 namespace lakecache {
 namespace {
+
+// etcd's members serve only once they have elected a leader, and a host's boot or a Kubernetes
+// rollout starts them together with the masters: a member that does not answer yet (refused,
+// or no HTTP/2 handshake) is asked again every second for `wait`, and the log says so.
+// Anything else (a password or certificate refused) fails at once.
+Result<std::shared_ptr<EtcdClient>> ConnectEtcd(const EtcdOptions& options,
+                                                std::chrono::seconds wait) {
+  const SteadyClock* clock = SteadyClock::Real();
+  auto start = clock->Now();
+  auto next_note = start;
+  while (true) {
+    Result<std::shared_ptr<EtcdClient>> client = EtcdClient::Connect(options);
+    auto now = clock->Now();
+    auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start);
+    if (client.ok()) {
+      if (now > start + std::chrono::seconds(1))
+        spdlog::info("etcd answers after {} s", waited.count());
+      return client;
+    }
+    if (!client.status().retryable() || now - start >= wait) {
+      if (wait.count() > 0 && client.status().retryable())
+        return client.status().WithContext(
+            fmt::format("etcd did not answer within {} s (--etcd-wait)", wait.count()));
+      return client.status();
+    }
+    if (now >= next_note) {
+      spdlog::warn("waiting for etcd ({} s of {} s, --etcd-wait): {}", waited.count(), wait.count(),
+                   client.status().message());
+      next_note = now + std::chrono::seconds(10);
+    }
+    clock->SleepFor(std::chrono::seconds(1));
+  }
+}
 
 // In-flight calls get this long to finish once shutdown starts; then they are cancelled.
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
@@ -134,7 +168,7 @@ Status MasterServer::JoinEtcd(const Config& config, const MasterOptions& options
       std::min(etcd.timeout,
                std::chrono::duration_cast<std::chrono::milliseconds>(options.election_ttl) / 4);
   etcd.probe_key = options.etcd_prefix + "leader";  // under the prefix its user may be limited to
-  LC_ASSIGN_OR_RETURN(etcd_, EtcdClient::Connect(std::move(etcd)));
+  LC_ASSIGN_OR_RETURN(etcd_, ConnectEtcd(etcd, options.etcd_wait));
   auto ttl = std::chrono::ceil<std::chrono::seconds>(config.cluster.heartbeat_timeout);
   WorkerRegistry* registry = registry_.get();
   LC_ASSIGN_OR_RETURN(

@@ -74,6 +74,9 @@ struct MasterOptions {
   EtcdOptions etcd;
   std::string etcd_prefix = "/lakecache/default/";  // every key of the cluster starts so
   std::chrono::seconds election_ttl{10};            // the leader's lease
+  // How long Start waits for etcd to answer: members started together with the masters (a
+  // Kubernetes rollout, a host's boot) serve only once they have elected a leader.
+  std::chrono::seconds etcd_wait{60};
   std::string version;                              // shown on the status page
   std::chrono::milliseconds status_interval{2000};  // how often the status page samples workers
 };

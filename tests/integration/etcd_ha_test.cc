@@ -560,6 +560,17 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
   ASSERT_TRUE(ViewOf((leader_ + 1) % 3, &view));
   EXPECT_EQ(view.workers_size(), 3);
   EXPECT_TRUE(view.stale());
+  // A master started now (its host rebooted while etcd is down) waits for etcd and says so...
+  masters_.push_back(Master{"127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()), nullptr});
+  StartMasterProcess(3);
+  ASSERT_FALSE(HasFatalFailure());
+  auto late_log = [&] { return testing::ReadFileTail(dir_->path() + "/master-4.log", 30000); };
+  for (auto until = Clock::now() + std::chrono::seconds(30);
+       late_log().find("waiting for etcd") == std::string::npos;) {
+    ASSERT_TRUE(masters_[3].process->Running()) << late_log();
+    ASSERT_LT(Clock::now(), until) << late_log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   // ...and what needs etcd fails at once, saying so.
   auto asked = Clock::now();
   RunResult load =
@@ -572,9 +583,11 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
             << " ms: " << load.err;
   EXPECT_LT(answered, std::chrono::seconds(15));
 
-  // etcd back: a leader again, and listings and loads work.
+  // etcd back: a leader again, known to the master that waited too, and listings and loads work.
   ASSERT_TRUE(etcd_->RestartStopped().ok());
   EXPECT_GE(WaitForCluster(3, "", std::chrono::seconds(40)), 0);
+  EXPECT_TRUE(masters_[3].process->Running()) << late_log();
+  EXPECT_NE(late_log().find("etcd answers after"), std::string::npos) << late_log();
   std::vector<std::string> fresh;
   for (auto until = Clock::now() + std::chrono::seconds(20); Clock::now() < until;) {
     fresh = List(Root() + "/data/fresh-3");
