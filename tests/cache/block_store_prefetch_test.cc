@@ -267,8 +267,9 @@ TEST(StagedBlockTest, ConcurrentReaderOfABlockBeingAdmittedDoesNotFetchIt) {
     return store.Read(request, kBlockSize / 2, buf, source.Get());
   });
   // It needs nothing the first reader holds up; one that fetched the block would wait at the
-  // gate too, so the gate opens after a while in any case.
-  EXPECT_EQ(second.wait_for(std::chrono::seconds(2)), std::future_status::ready);
+  // gate too, which opens only after this wait: a generous wait tells them apart on a busy
+  // machine.
+  EXPECT_EQ(second.wait_for(testing::kWaitTimeout), std::future_status::ready);
   open.set_value();
   Result<size_t> n = second.get();
   ASSERT_TRUE(n.ok()) << n.status().ToString();

@@ -93,14 +93,30 @@ TEST_F(CliServerTest, MasterLogsEachJoinAndExpiryOnceAtTheDefaultLevel) {
                       std::chrono::seconds(10)))
       << ReadAll(master->log_path());
 
+  // A second worker, to leave later.
+  ChildProcess* later = nullptr;
+  std::string later_address =
+      StartServer("worker-2", {"worker", "--master", c.master_address}, &later);
+  ASSERT_FALSE(later_address.empty());
+  std::string later_joined = " joined the cluster at " + later_address;
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadAll(master->log_path()).find(later_joined) != std::string::npos; },
+              std::chrono::seconds(10)))
+      << ReadAll(master->log_path());
+
   ::kill(c.worker->pid(), SIGKILL);
   std::string left = " at " + c.worker_address + " left the cluster: no heartbeat for 1s";
   ASSERT_TRUE(WaitFor([&] { return ReadAll(master->log_path()).find(left) != std::string::npos; },
                       std::chrono::seconds(10)))
       << ReadAll(master->log_path());
-  // Kept, a window: no event shows the master's next expiry passes. Two seconds hold several of
-  // them (heartbeat timeout 1 s); on a busy host fewer, which can only let a double line go unseen.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // The master's expiry passes run one at a time: once the second worker, killed now, has left
+  // (a second of silence later), the passes after the first one's departure have run too.
+  ::kill(later->pid(), SIGKILL);
+  std::string later_left = " at " + later_address + " left the cluster: no heartbeat for 1s";
+  ASSERT_TRUE(
+      WaitFor([&] { return ReadAll(master->log_path()).find(later_left) != std::string::npos; },
+              std::chrono::seconds(10)))
+      << ReadAll(master->log_path());
   std::string log = ReadAll(master->log_path());
   EXPECT_EQ(Count(log, joined), 1u) << log;
   EXPECT_EQ(Count(log, left), 1u) << log;

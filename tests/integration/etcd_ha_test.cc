@@ -581,7 +581,8 @@ TEST_F(EtcdHaTest, AnEtcdMemberLostGoesUnnoticedAndEtcdDownKeepsCachedReads) {
   std::cout << "with etcd down, `lakecache load` failed after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(answered).count()
             << " ms: " << load.err;
-  EXPECT_LT(answered, std::chrono::seconds(15));
+  // At once, not asked again until the call's deadline; the bound leaves a busy machine room.
+  EXPECT_LT(answered, testing::kWaitTimeout);
 
   // etcd back: a leader again, known to the master that waited too, and listings and loads work.
   ASSERT_TRUE(etcd_->RestartStopped().ok());

@@ -40,6 +40,7 @@
 #include "support/netns_lab.h"
 #include "support/test_data.h"
 #include "support/test_servers.h"
+#include "support/wait_for.h"
 
 // Its own namespace: the files of integration_tests are compiled in unity batches.
 namespace lakecache::multihost_test {
@@ -518,8 +519,10 @@ class MultihostTest : public ::testing::Test {
     mount_.reset();
   }
 
-  // Reads every object through the mount with four threads; the errors.
-  std::vector<std::string> ReadAll(const std::vector<Object>& objects) {
+  // Reads every object through the mount with four threads; the errors. Counts the files read
+  // right in *read, if given, as they are.
+  std::vector<std::string> ReadAll(const std::vector<Object>& objects,
+                                   std::atomic<size_t>* read = nullptr) {
     std::vector<std::string> errors;
     std::mutex mu;
     std::atomic<size_t> next{0};
@@ -529,6 +532,7 @@ class MultihostTest : public ::testing::Test {
         for (size_t i = next++; i < objects.size(); i = next++) {
           std::string path = mountpoint_ + "/" + kBucket + "/" + objects[i].key;
           std::string error = CheckFile(path, objects[i].content);
+          if (error.empty() && read != nullptr) ++*read;
           if (error.empty()) continue;
           std::lock_guard lock(mu);
           errors.push_back(error);
@@ -690,10 +694,11 @@ TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeaderKilled) {
   // Rounds of reading every byte until the cluster has moved on (a master leads and lists).
   std::vector<std::string> errors;
   std::atomic<bool> moved_on{false};
+  std::atomic<size_t> files_read{0};
   int rounds = 0;
   std::thread readers([&] {
     for (auto until = Clock::now() + seconds(60); !moved_on && Clock::now() < until; ++rounds) {
-      std::vector<std::string> e = ReadAll(objects);
+      std::vector<std::string> e = ReadAll(objects, &files_read);
       errors.insert(errors.end(), e.begin(), e.end());
       for (const Object& o : objects) {  // the next round reads through the mount again
         int fd = ::open((mountpoint_ + "/" + kBucket + "/" + o.key).c_str(), O_RDONLY | O_CLOEXEC);
@@ -702,9 +707,11 @@ TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeaderKilled) {
       }
     }
   });
-  std::this_thread::sleep_for(milliseconds(300));
+  // The leader goes while the readers are reading (not before they start).
+  EXPECT_TRUE(testing::WaitFor([&] { return files_read > 0; }));
   ASSERT_EQ(::kill(masters_[lost]->pid(), SIGKILL), 0);
   auto lost_at = Clock::now();
+  const size_t read_at_loss = files_read;
 
   // A folder this mount never listed lists once a master leads again.
   size_t listed = 0;
@@ -732,9 +739,11 @@ TEST_F(MultihostTest, MastersOnThreeHostsWithEtcdSurviveTheLeaderKilled) {
     if (!now_leading.empty() && now_leading != leader) break;
     std::this_thread::sleep_for(milliseconds(200));
   }
+  const size_t read_after_loss = files_read - read_at_loss;
   moved_on = true;
   readers.join();
   EXPECT_TRUE(errors.empty()) << errors.size() << " files wrong; first: " << errors.front();
+  EXPECT_GT(read_after_loss, 0u) << "no file was read while the cluster moved on";
   EXPECT_NE(now_leading, leader);
   EXPECT_FALSE(now_leading.empty()) << [&] {
     RunResult r = RunIn("client", {LAKECACHE_BINARY, "cluster", "status", "--master",

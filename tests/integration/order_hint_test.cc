@@ -20,6 +20,7 @@
 #include "support/counting_proxy.h"
 #include "support/process.h"
 #include "support/test_data.h"
+#include "support/wait_for.h"
 
 // Its own namespace: the files of integration_tests are compiled in unity batches.
 namespace lakecache::order_hint_test {
@@ -155,6 +156,23 @@ class OrderHintTest : public testing::ClusterProcessFixture {
 
   uint64_t ObjectGets() const { return proxy_->counts().object_gets; }
 
+  // Blocks the disk tier has given out, from the mount's /metrics on `port`.
+  static uint64_t DiskHits(int port) {
+    testing::RunResult r = testing::RunCommand(
+        {"curl", "-sf", "http://127.0.0.1:" + std::to_string(port) + "/metrics"}, {},
+        std::chrono::seconds(30));
+    uint64_t hits = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) {
+      if (!line.starts_with("lakecache_cache_hits_total{") ||
+          line.find("tier=\"disk\"") == std::string::npos) {
+        continue;
+      }
+      hits += static_cast<uint64_t>(std::stod(line.substr(line.rfind(' ') + 1)));
+    }
+    return hits;
+  }
+
   std::unique_ptr<CountingProxy> proxy_;
   std::unique_ptr<ChildProcess> standalone_;
 };
@@ -208,9 +226,10 @@ TEST_F(OrderHintTest, AWrongHintFetchesAtMostItsWindowAndNeverHoldsUpAReader) {
   // Reads of other files go straight on, and their bytes are right.
   std::vector<std::pair<int, int>> others;
   for (int i = 0; i < kPerClass; ++i) others.push_back({1, i});
+  // One held up behind the hint would wait for the order's idle drop (2 min).
   auto start = Clock::now();
   ReadAndCheck(mountpoint_ + "/hint", others);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - start, testing::kWaitTimeout);
   // Counted by key, so it holds however far the hint has got: nothing of class 0 is read, so its
   // window never frees, and each class 1 file was one GET of its reader's (none of the hint's).
   // The window holds files of at least kMinSize; one more starts while it is not yet full.
@@ -244,7 +263,11 @@ TEST_F(OrderHintTest, AfterARestartTheHintLoadsTheDiskCacheAhead) {
   ASSERT_TRUE(WaitUntil([&] { return !standalone_->Running(); }, 20)) << standalone_->LogTail();
   standalone_.reset();
 
-  MountStandalone({}, flags);
+  const int metrics_port = testing::FreeLoopbackPort();
+  std::vector<std::string> with_metrics = flags;
+  with_metrics.insert(with_metrics.end(),
+                      {"--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)});
+  MountStandalone({}, with_metrics);
   ASSERT_FALSE(HasFatalFailure());
   const uint64_t gets_before = ObjectGets();
   std::vector<std::string> lines;
@@ -258,7 +281,11 @@ TEST_F(OrderHintTest, AfterARestartTheHintLoadsTheDiskCacheAhead) {
       },
       30))
       << ReadFile(mountpoint_ + "/.lakecache/prefetch");
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // the loads started are done
+  // "fetched" counts loads started. Each ends with its block's disk hit (one block a file), just
+  // before the block is staged; a reader that comes in between joins the load and takes the
+  // block from staging all the same.
+  EXPECT_TRUE(testing::WaitFor([&] { return DiskHits(metrics_port) >= order.size(); }))
+      << DiskHits(metrics_port) << " of " << order.size() << " blocks loaded from disk";
   ReadAndCheck(mountpoint_ + "/hint", order);
   EXPECT_EQ(ObjectGets(), gets_before) << testing::ToString(proxy_->counts());
   unmounted = testing::UnmountForTest(mountpoint_);

@@ -307,7 +307,10 @@ TEST_P(WriteTest, AFileWrittenOnlyByAChildIsCommittedAtTheLastClose) {
   ASSERT_FALSE(mnt.empty());
   // The shell opens the file, hands it to a child and closes its own descriptor first: its close
   // must not commit the file (it wrote nothing); the child's bytes are stored at the last close.
-  Sh("exec 3>'" + mnt + "/handed.txt'; (sleep 0.3; echo from the child >&3) & exec 3>&-; wait");
+  // The child writes only once the shell, after its close, says go through a FIFO.
+  Sh("go='" + scratch_->path() + "/go'; rm -f \"$go\"; mkfifo \"$go\"; exec 3>'" + mnt +
+     "/handed.txt'; (read line <\"$go\"; echo from the child >&3) & exec 3>&-; echo >\"$go\"; "
+     "wait");
   // The last close returns before its release commits: wait for the whole object (s3rver shows
   // one while it arrives).
   EXPECT_TRUE(WaitFor(

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "support/wait_for.h"
+
 namespace lakecache::testing {
 namespace {
 
@@ -103,8 +105,9 @@ RunResult BackgroundCommand::Wait(std::chrono::seconds timeout) {
     }
     exit_code_ = result.timed_out ? -1 : ExitCodeOf(wait_status);
     pid_ = 0;
-    // Output written before the exit is still in the pipes: let the reader reach EOF.
-    auto eof_deadline = Clock::now() + std::chrono::seconds(2);
+    // Output written before the exit is still in the pipes: let the reader reach EOF (a busy
+    // reader thread may need a while; only a grandchild holding the pipes makes it wait long).
+    auto eof_deadline = Clock::now() + kWaitTimeout;
     while (!reader_done_ && Clock::now() < eof_deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

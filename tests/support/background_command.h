@@ -40,7 +40,8 @@ class BackgroundCommand {
   std::string Stdout() const;
   std::string Stderr() const;
   // Waits until it exits (killing its group after `timeout`, then timed_out is set) and its pipes
-  // close (a grandchild holding them is not waited for more than 2 s); exit_code as RunCommand's.
+  // close (a grandchild holding them is not waited for more than kWaitTimeout); exit_code as
+  // RunCommand's.
   RunResult Wait(std::chrono::seconds timeout);
 
  private:

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "support/wait_for.h"
+
 extern char** environ;
 
 namespace lakecache::testing {
@@ -160,7 +162,9 @@ bool ChildProcess::Running() {
 void ChildProcess::Stop() {
   if (pid_ == 0) return;
   kill(-pid_, SIGTERM);
-  auto deadline = Clock::now() + std::chrono::seconds(5);
+  // A server's graceful exit (unmounting, writing its queued blocks) is what some tests check: a
+  // busy machine must not cut it short.
+  auto deadline = Clock::now() + kWaitTimeout;
   bool reaped = false;
   while (!reaped && Clock::now() < deadline) {
     reaped = waitpid(pid_, nullptr, WNOHANG) != 0;

@@ -35,7 +35,8 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  // SIGTERM to the whole process group, up to 5 s to exit, then SIGKILL. Idempotent.
+  // SIGTERM to the whole process group, up to kWaitTimeout (wait_for.h) to exit, then SIGKILL.
+  // Idempotent.
   void Stop();
   // False once the child has exited (it is reaped here).
   bool Running();
