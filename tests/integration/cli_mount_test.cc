@@ -22,6 +22,7 @@
 
 #include "integration/cli_fixture.h"
 #include "support/test_data.h"
+#include "support/wait_for.h"
 
 // Its own namespace: the files of integration_tests are compiled in unity batches.
 namespace lakecache::cli_mount_test {
@@ -349,6 +350,11 @@ TEST_F(CliMountTest, FullCacheDiskWarnsOnceWithTheTierSize) {
   std::vector<std::string> args = {"mount", "s3://cli/data", mnt, "--cache-dir", disk + "/cache"};
   ChildProcess* mount = StartMount(args, mnt, "short.log");
   ASSERT_NE(mount, nullptr);
+  // The holder mounts and its server then opens the disk tier: the server's warning may come
+  // after "mounted", which is when StartMount returns.
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return ReadAll(mount->log_path()).find("the disk is short of room") != std::string::npos;
+  })) << ReadAll(mount->log_path());
   std::string log = ReadAll(mount->log_path());
   EXPECT_EQ(Count(log, "the disk is short of room"), 1u) << log;
   EXPECT_NE(log.find("not the 10.0 GiB configured"), std::string::npos) << log;
