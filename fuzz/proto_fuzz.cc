@@ -168,12 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rpc::FreeRequest m;
       if (!Parse(data, size, &m)) break;
       for (const rpc::ObjectVersion& v : m.objects()) {
-        rpc::BlockId id;
-        id.set_ns(v.ns());
-        id.set_key(v.key());
-        id.set_etag(v.etag());
-        id.set_object_size(v.object_size());
-        id.set_block_size(v.block_size());
+        rpc::BlockId id = rpc::ToBlockId(v);
         Namespace* ns = nullptr;
         BlockRequest req;
         if (!reader.Resolve(id, &ns, &req).ok()) continue;

@@ -55,6 +55,16 @@ BlockId ToBlockId(const std::string& ns, const BlockSpec& block) {
   return id;
 }
 
+BlockId ToBlockId(const ObjectVersion& v) {
+  BlockId id;
+  id.set_ns(v.ns());
+  id.set_key(v.key());
+  id.set_etag(v.etag());
+  id.set_object_size(v.object_size());
+  id.set_block_size(v.block_size());
+  return id;
+}
+
 ObjectVersion ToObjectVersion(const std::string& ns, const ObjectSpec& object) {
   ObjectVersion v;
   v.set_ns(ns);

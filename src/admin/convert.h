@@ -18,6 +18,8 @@ void FillStats(const BlockStoreStats& stats, const std::vector<ContentIndex::Usa
                WorkerStats* out);
 
 BlockId ToBlockId(const std::string& ns, const BlockSpec& block);
+// The first block of object version `v` (a Free names objects; the worker resolves each by it).
+BlockId ToBlockId(const ObjectVersion& v);
 ObjectVersion ToObjectVersion(const std::string& ns, const ObjectSpec& object);
 ObjectSpec FromObjectVersion(const ObjectVersion& object);
 

@@ -155,12 +155,7 @@ grpc::Status WorkerServiceImpl::Free(grpc::ServerContext* ctx, const rpc::FreeRe
   if (grpc::Status denied = Allow(ctx, kMaster, "WorkerService/Free"); !denied.ok()) return denied;
   uint64_t freed = 0;
   for (const rpc::ObjectVersion& v : request->objects()) {
-    rpc::BlockId id;
-    id.set_ns(v.ns());
-    id.set_key(v.key());
-    id.set_etag(v.etag());
-    id.set_object_size(v.object_size());
-    id.set_block_size(v.block_size());
+    rpc::BlockId id = rpc::ToBlockId(v);
     Namespace* ns = nullptr;
     BlockRequest req;
     if (Status s = reader_->Resolve(id, &ns, &req); !s.ok()) return rpc::ToGrpcStatus(s);
