@@ -1,9 +1,11 @@
 #include "fuse/fuse_ops.h"
 
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/scoped_fd.h"
 #include "fuse/errno_map.h"
 
 namespace lakecache {
@@ -261,7 +264,8 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
   auto bytes = Fs(req).ReadPinned(fi->fh, static_cast<uint64_t>(off),
                                   std::span<char>(buf.get(), size), &pin);
   if (!bytes.ok()) return ReplyError(req, bytes.status(), "read");
-  if (pin != nullptr && pin->fd() >= 0 && Ctx(req).splice && bytes->data() >= pin->data() &&
+  if (pin != nullptr && pin->fd() >= 0 && bytes->size() <= Ctx(req).splice_max &&
+      bytes->data() >= pin->data() &&
       bytes->data() + bytes->size() <= pin->data() + pin->size()) {
     fuse_bufvec bufv{};  // FUSE_BUFVEC_INIT is a C compound literal
     bufv.count = 1;
@@ -276,6 +280,25 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
   }
   Ctx(req).read_bytes.Add(static_cast<double>(bytes->size()));
   fuse_reply_buf(req, bytes->data(), bytes->size());
+}
+
+// The largest reply libfuse splices (fuse_send_data_iov): it needs a pipe that holds the reply,
+// its header and three pages more, and grows the pipe once; when that fails (a pipe larger than
+// fs.pipe-max-size, 1 MiB by default, needs CAP_SYS_RESOURCE in the first user namespace) it copies
+// the reply into a buffer, then into the kernel. A pipe made here tells how far pipes grow.
+size_t LargestSplicedReply() {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t overhead = 3 * page + sizeof(fuse_out_header);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return 0;
+  ScopedFd read_end(fds[0]), write_end(fds[1]);
+  for (size_t want = kFuseMaxRead + overhead; want > 2 * page + overhead; want /= 2) {
+    int got = ::fcntl(read_end.get(), F_SETPIPE_SZ, static_cast<int>(want));
+    if (got > 0 && static_cast<size_t>(got) > overhead) {
+      return std::min(kFuseMaxRead, static_cast<size_t>(got) - overhead);
+    }
+  }
+  return 0;
 }
 
 void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
@@ -403,6 +426,15 @@ std::unique_ptr<FuseContext> NewFuseContext(FileSystem* fs, const FuseMountOptio
   context->fs = fs;
   context->registry = options.metrics;
   context->splice = options.splice;
+  if (options.splice) {
+    context->splice_max = LargestSplicedReply();
+    if (context->splice_max < kFuseMaxRead) {
+      spdlog::info(
+          "FUSE: replies of shared memory over {} KiB are written from its mapping, not spliced "
+          "(pipes grow to fs.pipe-max-size without CAP_SYS_RESOURCE)",
+          context->splice_max >> 10);
+    }
+  }
   if (options.metrics == nullptr) return context;
   for (size_t op = 0; op < kFuseOpCount; ++op) {
     context->durations[op] = options.metrics->GetHistogram(

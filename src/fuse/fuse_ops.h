@@ -33,8 +33,12 @@ struct FuseContext {
   metrics::Registry* registry = nullptr;
   std::array<metrics::Histogram, kTimedFuseOps> durations;
   metrics::Counter read_bytes, written_bytes;
-  // Replies of bytes that live in a file are spliced from it (FuseMountOptions::splice).
+  // Replies of bytes that live in a file are spliced from it (FuseMountOptions::splice), when
+  // they are at most `splice_max` bytes: libfuse splices a reply only through a pipe that holds it
+  // whole, and otherwise copies it twice (into a buffer, then into the kernel). Larger replies are
+  // written from the file's mapping: one copy, as a reply from memory.
   bool splice = true;
+  size_t splice_max = 0;
   // The sysfs file of the mount's read-ahead and its KiB (see RaiseReadAhead); empty: left as it
   // is.
   std::string read_ahead_file;
