@@ -15,6 +15,7 @@ DEBIAN_PACKAGES=(
   golang-etcd-server-dev etcd-server etcd-client
   swift swift-proxy swift-account swift-container swift-object python3-swift
   fio python3-torch python3-crcmod python3-pil faketime
+  pybind11-dev python3-pybind11 python3-dev python3-fsspec
   prometheus-cpp-dev libcpp-httplib-dev python3-prometheus-client chromium
 )
 

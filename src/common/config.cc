@@ -450,6 +450,7 @@ std::string RenderConfig(const Config& config) {
       << FormatByteSize(config.client.kernel_read_ahead);
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
+  out << YAML::Key << "native" << YAML::Value << config.client.native;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;
   out << YAML::Key << "allow_uids" << YAML::Value << YAML::Flow << config.client.allow_uids;
   out << YAML::Key << "write_budget" << YAML::Value << FormatByteSize(config.client.write_budget);

@@ -84,6 +84,9 @@ struct ClientConfig {
   // Map a shared block's pages on first use rather than fault them in page by page. Off by
   // default: replies are spliced from the worker's memfd, which never touches the mapping.
   bool shm_prefault = false;
+  // The native data path beside FUSE: readers attach through `<mount>/.lakecache/native`
+  // (native/native_server.h).
+  bool native = true;
   // Cluster mode: how blocks come from a worker: "bulk" (its bulk data path, framed TCP; gRPC for
   // a worker that has none) or "grpc" (ReadBlock over gRPC).
   std::string transport = "bulk";

@@ -164,11 +164,13 @@ Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::str
     return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
   }
   if (name == "allow_uids") return ReadUids(ctx, key, v, &client->allow_uids);
-  if (name == "short_circuit" || name == "shm_prefault") {
+  if (name == "short_circuit" || name == "shm_prefault" || name == "native") {
     std::optional<bool> value;
     LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
     if (value.has_value()) {
-      (name == "short_circuit" ? client->short_circuit : client->shm_prefault) = *value;
+      (name == "short_circuit" ? client->short_circuit
+       : name == "native"      ? client->native
+                               : client->shm_prefault) = *value;
     }
     return Status::Ok();
   }
@@ -221,7 +223,7 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
     return ctx.Error(
         "client",
         "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
-        "kernel_read_ahead, short_circuit, shm_prefault, transport, allow_uids, write_budget, "
+        "kernel_read_ahead, short_circuit, shm_prefault, native, transport, allow_uids, write_budget, "
         "write_per_file, upload_parts_in_flight");
   }
   LC_RETURN_IF_ERROR(

@@ -51,6 +51,7 @@ struct FileSystem::Handle {
   int pinned_tier GUARDED_BY(pin_mu) = -1;  // the tier it came from (its reads are its hits)
   std::atomic<bool> saw_change{false};      // the store sent another version (warned once)
   std::atomic<bool> superseded{false};      // this mount opened another version since: no reads
+  bool native = false;                      // opened by OpenNative: not in the journal
 };
 
 }  // namespace lakecache

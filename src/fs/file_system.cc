@@ -169,8 +169,11 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
   if (IsControl(ino)) {
     LC_ASSIGN_OR_RETURN(FileAttr dir, ControlAttr(ino));
     if (!dir.is_dir) return Status::InvalidArgument("not a folder");
-    LC_ASSIGN_OR_RETURN(FileAttr file, ControlAttr(ino + 1));
-    return std::vector<DirItem>{{kPrefetchFile, file}};
+    std::vector<DirItem> items;
+    if (Result<FileAttr> file = ControlAttr(ino + 1); file.ok()) items.push_back({kPrefetchFile, *file});
+    Result<FileAttr> native = ControlAttr(NativeFileOf((ino - kControlBase) / 2));
+    if (native.ok()) items.push_back({kNativeFile, *native});
+    return items;
   }
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
@@ -224,7 +227,7 @@ void FileSystem::Release(uint64_t fh) {
     owned = std::move(it->second);
     handles_.erase(it);
   }
-  if (options_.journal != nullptr) options_.journal->AddRelease(fh);
+  if (options_.journal != nullptr && !owned->native) options_.journal->AddRelease(fh);
   Handle* h = owned.get();
   ReadAheadWindow::Blocks offered;
   {

@@ -31,6 +31,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -95,6 +96,9 @@ struct FileSystemOptions {
   // caches, rather than into this mount's memory (HintTarget::Fetch; unset: the BlockStore's
   // staging, within its memory budget).
   std::function<uint64_t(const HintedFile& file, uint64_t first, uint64_t limit)> remote_prefetch;
+  // The native data path's socket (native/native_server.h), which `.lakecache/native` names;
+  // empty: no such control file.
+  std::string native_socket;
 };
 
 // Who asks for a change: the calling thread as FUSE names it (its process is the opener of a
@@ -135,6 +139,11 @@ class FileSystem {
   static bool IsControl(uint64_t ino) { return ino >= kControlBase; }
   static uint64_t ControlDirOf(uint64_t folder) { return kControlBase + 2 * folder; }
   static uint64_t PrefetchFileOf(uint64_t folder) { return kControlBase + 2 * folder + 1; }
+  // `.lakecache/native`: the path of the native data path's socket. Its own range, so that the
+  // numbers above stay those an older server gave the kernel.
+  static constexpr char kNativeFile[] = "native";
+  static constexpr uint64_t kNativeBase = kControlBase + (1ull << 61);
+  static uint64_t NativeFileOf(uint64_t folder) { return kNativeBase + folder; }
 
   FileSystem(std::unique_ptr<NamespaceTable> namespaces, std::shared_ptr<BlockStore> blocks,
              FileSystemOptions options);
@@ -154,6 +163,30 @@ class FileSystem {
   Result<std::span<const char>> ReadPinned(uint64_t fh, uint64_t offset, std::span<char> scratch,
                                            BlockRef* pin);
   void Release(uint64_t fh);
+
+  // The native data path (native/native_server.h). The credentials of a reader on its socket:
+  // a path is opened for it as the kernel would open it through the mount for that process.
+  struct Reader {
+    uid_t uid = 0;
+    gid_t gid = 0;
+    std::vector<gid_t> groups;
+  };
+  // The file at `path` (inside the mount, '/'-separated, relative to its root), when `reader` may
+  // search every folder on the way and read it: EACCES otherwise, ENOENT, EISDIR.
+  Result<FileAttr> ResolveForReader(std::string_view path, const Reader& reader);
+  // Whether `reader` may read the file `ino` (an inode the kernel handed out: a FUSE open by the
+  // reader's process already passed the kernel's check).
+  Result<FileAttr> CheckReadable(uint64_t ino, const Reader& reader);
+  // A read handle of the object version seen now, as Open(ino, O_RDONLY) makes, except that the
+  // kernel knows nothing of it: not journaled for the next server, and no bearing on what the
+  // kernel keeps in its page cache. Release it with Release.
+  Result<OpenedFile> OpenNative(uint64_t ino);
+  // The file's size and block size as a read handle sees them.
+  struct HandleShape {
+    uint64_t size = 0;
+    uint64_t block_size = 0;
+  };
+  Result<HandleShape> ShapeOf(uint64_t fh) const;
 
   // Writes. Errors are Status::Refused with the errno the contract names where the contract
   // refuses the call; store errors otherwise (EIO to the caller).
@@ -179,6 +212,7 @@ class FileSystem {
                 const std::string& new_name, unsigned flags);
   // True when some namespace may be written: the mount is then mounted read-write.
   bool writable() const;
+  const std::string& native_socket() const { return options_.native_socket; }
   WriteBudget& write_budget() { return write_budget_; }
   const UploadCounters& upload_counters() const { return upload_counters_; }
   // Bytes readers got from files of the store (not counting files being written).
@@ -246,7 +280,7 @@ class FileSystem {
 
   // The control folder (file_system_control.cc).
   void StartHints();
-  bool HasControl() const { return hints_ != nullptr; }
+  bool HasControl() const { return hints_ != nullptr || !options_.native_socket.empty(); }
   Result<FileAttr> ControlAttr(uint64_t ino) const;
   Result<FileAttr> LookupControl(uint64_t parent, const std::string& name) const;
   Result<OpenedFile> OpenControl(uint64_t ino, int flags, Caller caller);
@@ -280,7 +314,8 @@ class FileSystem {
   // The written bytes of a committed object into the block cache, from its stage.
   void CacheWritten(Namespace* ns, const std::string& key, const ObjectInfo& info,
                     const WriteStage& stage);
-  Result<OpenedFile> OpenForRead(uint64_t ino, const InodeInfo* info, const DirEntry& entry);
+  Result<OpenedFile> OpenForRead(uint64_t ino, const InodeInfo* info, const DirEntry& entry,
+                                 bool native = false);
   // Makes the upload pool and registry when some namespace writes; aborts leftover uploads.
   void StartWrites();
 

@@ -93,8 +93,15 @@ Result<FileAttr> FileSystem::ControlAttr(uint64_t ino) const {
   }
   FileAttr a;
   a.ino = ino;
-  a.is_dir = (ino - kControlBase) % 2 == 0;
-  a.mode = a.is_dir ? S_IFDIR | 0555 : S_IFREG | 0666;
+  if (ino >= kNativeBase) {
+    if (options_.native_socket.empty()) return Status::NotFound("stale inode " + std::to_string(ino));
+    a.mode = S_IFREG | 0444;
+    a.size = options_.native_socket.size() + 1;
+  } else {
+    a.is_dir = (ino - kControlBase) % 2 == 0;
+    if (!a.is_dir && hints_ == nullptr) return Status::NotFound("stale inode " + std::to_string(ino));
+    a.mode = a.is_dir ? S_IFDIR | 0555 : S_IFREG | 0666;
+  }
   a.mtime = mount_time_;
   a.uid = options_.uid;
   a.gid = options_.gid;
@@ -105,7 +112,10 @@ Result<FileAttr> FileSystem::LookupControl(uint64_t parent, const std::string& n
   if (IsControl(parent)) {
     LC_ASSIGN_OR_RETURN(FileAttr dir, ControlAttr(parent));
     if (!dir.is_dir) return Status::InvalidArgument("not a folder");
-    if (name == kPrefetchFile) return ControlAttr(parent + 1);
+    if (name == kPrefetchFile && hints_ != nullptr) return ControlAttr(parent + 1);
+    if (name == kNativeFile && !options_.native_socket.empty()) {
+      return ControlAttr(NativeFileOf((parent - kControlBase) / 2));
+    }
     return Status::NotFound(std::string(kControlDir) + "/" + name + ": no such control file");
   }
   // The mount's root and each namespace's root have one.
@@ -118,7 +128,10 @@ Result<OpenedFile> FileSystem::OpenControl(uint64_t ino, int flags, Caller calle
   LC_ASSIGN_OR_RETURN(FileAttr attr, ControlAttr(ino));
   if (attr.is_dir) return Status::Refused(EISDIR, "is a folder");
   ControlHandle control;
-  if ((flags & O_ACCMODE) == O_RDONLY) {
+  if (ino >= kNativeBase) {
+    if ((flags & O_ACCMODE) != O_RDONLY) return Status::Refused(EACCES, "read-only");
+    control.text = options_.native_socket + "\n";
+  } else if ((flags & O_ACCMODE) == O_RDONLY) {
     control.text = hints_->Describe();
   } else {
     // Paths are relative to the folder that holds the control folder.

@@ -13,7 +13,7 @@
 namespace lakecache {
 
 Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
-                                           const DirEntry& entry) {
+                                           const DirEntry& entry, bool native) {
   const NamespaceConfig& nsc = info->ns->config;
   std::string key = info->ns->meta->ObjectKey(info->path);
   ReadAheadOptions read_ahead;
@@ -22,6 +22,7 @@ Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
   read_ahead.max_window = prefetch_pool_ ? options_.read_ahead_max : 0;
   if (hints_ != nullptr) hints_->Opened(MountPath(info->ns, info->path));
   auto* h = new Handle(ino, info->ns, key, entry.etag, entry.size, nsc.block_size, read_ahead);
+  h->native = native;
   contents_.Note(info->ns->name, h->content, entry.size, nsc.block_size);
   OpenedFile opened;
   {
@@ -29,6 +30,7 @@ Result<OpenedFile> FileSystem::OpenForRead(uint64_t ino, const InodeInfo* info,
     opened.fh = next_fh_++;
     handles_.emplace(opened.fh, std::unique_ptr<Handle>(h));
   }
+  if (native) return opened;  // the kernel knows nothing of it
   if (options_.journal != nullptr) {
     options_.journal->AddOpen({opened.fh, ino, entry.etag, entry.size});
   }

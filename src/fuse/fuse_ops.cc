@@ -16,7 +16,7 @@
 #include <string>
 
 #include "common/scoped_fd.h"
-#include "fuse/errno_map.h"
+#include "common/errno_map.h"
 
 namespace lakecache {
 namespace {

@@ -16,6 +16,7 @@
 #include "fs/mount_journal.h"
 #include "fuse/fuse_connection.h"
 #include "mount/mount_metrics.h"
+#include "native/native_server.h"
 #include "security/x509.h"
 
 namespace lakecache {
@@ -52,7 +53,23 @@ Result<std::shared_ptr<BlockStore>> OpenBlocks(const MountSources& sources) {
   if (sources.cluster) {
     return ClusterBlockStore(sources.client, config.cache, config.client.short_circuit, budget);
   }
-  LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> opened, BlockStore::Open(config.cache, budget));
+  // The memory tier keeps its blocks in memfd arenas, so that the native data path hands them to
+  // readers by reference.
+  std::shared_ptr<ShmArena> arena;
+  if (config.cache.memory_capacity > 0) {
+    ShmArenaOptions shm;
+    shm.capacity_bytes = config.cache.memory_capacity;
+    Result<std::shared_ptr<ShmArena>> made = ShmArena::Create(shm);
+    if (made.ok()) {
+      arena = std::move(*made);
+    } else {
+      spdlog::warn("the memory cache stays private (no shared memory: {}); the native data path "
+                   "copies its blocks",
+                   made.status().message());
+    }
+  }
+  LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> opened,
+                      BlockStore::Open(config.cache, budget, std::move(arena)));
   return std::shared_ptr<BlockStore>(std::move(opened));
 }
 
@@ -83,6 +100,7 @@ FileSystemOptions FileSystemOptionsFor(const MountSources& sources, const MountS
   }
   std::string socket = ControlSocketPath(NormalizedPath(spec.mountpoint));
   fs_options.upload_registry = socket.substr(0, socket.rfind('.')) + ".uploads";
+  if (client.native) fs_options.native_socket = socket.substr(0, socket.rfind('.')) + ".native";
   return fs_options;
 }
 
@@ -188,6 +206,19 @@ void StartAdmin(const MountSources& sources, const MountSpec& spec,
     spdlog::warn("no control socket for {}: {}", admin_options.mountpoint,
                  admin.status().message());
   }
+  if (!fs->native_socket().empty()) {
+    NativeServerOptions native;
+    native.socket_path = fs->native_socket();
+    native.mountpoint = admin_options.mountpoint;
+    native.allow_uids = admin_options.allow_uids;
+    auto started = NativeServer::Start(fs, native);
+    if (started.ok()) {
+      mounted.native = std::move(*started);
+    } else {
+      spdlog::warn("no native data path for {}: {}", admin_options.mountpoint,
+                   started.status().message());
+    }
+  }
   if (mounted.metrics == nullptr) return;
   const LoadJobTable* loads = mounted.admin != nullptr ? &mounted.admin->load_jobs() : nullptr;
   mounted.collector = mounted.metrics->AddCollector(
@@ -227,6 +258,7 @@ Status ServeMount(AssembledMount& mounted, const std::function<void()>& after_ru
   Status s = mounted.mount->Run();
   if (after_run) after_run();
   mounted.collector.Reset();
+  mounted.native.reset();
   mounted.admin.reset();
   LogCacheStats(*mounted.blocks);
   return s;

@@ -21,6 +21,7 @@
 #include "meta/namespace_table.h"
 #include "mount/holder_link.h"
 #include "mount/mount_admin.h"
+#include "native/native_server.h"
 #include "ufs/retrying_store.h"
 
 namespace lakecache {
@@ -62,6 +63,7 @@ struct AssembledMount {
   std::unique_ptr<FuseMount> mount;
   std::shared_ptr<BlockStore> blocks;
   std::unique_ptr<MountAdmin> admin;  // the control socket; null when it could not listen
+  std::unique_ptr<NativeServer> native;  // the native data path; null when off or not listening
   metrics::Registry::Registration collector;
 };
 

@@ -43,7 +43,7 @@
 #include "fs/file_system.h"
 #include "fs/mount_journal.h"
 #include "fs/object_upload.h"
-#include "fuse/errno_map.h"
+#include "common/errno_map.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"

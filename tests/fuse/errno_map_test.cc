@@ -1,7 +1,7 @@
 // StatusToErrno, the one map from a Status to the errno the kernel gets: every StatusCode as
 // docs/semantics.md ("Errors") lists it, and a refusal's own errno. A code added to status.h
 // without a row in kErrnoOf fails EveryStatusCodeHasARow.
-#include "fuse/errno_map.h"
+#include "common/errno_map.h"
 
 #include <array>
 #include <cerrno>

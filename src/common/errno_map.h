@@ -1,4 +1,4 @@
-// The one place where a Status becomes an errno for the kernel.
+// The one place where a Status becomes an errno for a reader (the kernel, or the native data path).
 #pragma once
 
 #include "common/status.h"

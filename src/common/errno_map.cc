@@ -1,4 +1,4 @@
-#include "fuse/errno_map.h"
+#include "common/errno_map.h"
 
 #include <cerrno>
 
