@@ -130,6 +130,7 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   NativeServer::Impl* server = nullptr;
   ScopedFd sock, ring_fd, submit, complete, staging_fd;
   FileSystem::Reader reader;
+  pid_t pid = 0;
   native::RingMapping ring;
   char* staging = nullptr;
   uint64_t staging_bytes = 0;
@@ -293,8 +294,16 @@ void NativeSession::End() {
     anchored_bytes = 0;
   }
   for (auto& [id, f] : open) server->fs->Release(f.fh);
+  uint64_t held_bytes = 0;
+  for (const auto& [id, a] : held) held_bytes += a.bytes;
+  size_t held_count = held.size();
   held.clear();  // the blocks the reader held by reference go back to their tiers
   ::shutdown(sock.get(), SHUT_RDWR);
+  if (ring.base != nullptr) {
+    spdlog::info("native: the session of pid {} (uid {}) ended; it held {} files open and {} "
+                 "ranges ({} bytes), now released",
+                 pid, reader.uid, open.size(), held_count, held_bytes);
+  }
 }
 
 bool NativeSession::Drain() {
@@ -611,6 +620,7 @@ void NativeServer::Impl::Serve(uint64_t id, ScopedFd sock) {
     session->Refuse(uid.status().message());
   } else if (::getsockopt(session->sock.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
     session->reader.uid = cred.uid;
+    session->pid = cred.pid;
     session->reader.gid = cred.gid;
     session->reader.groups = PeerGroups(session->sock.get());
     Status s = session->Handshake();
