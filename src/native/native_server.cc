@@ -478,27 +478,13 @@ std::string OpenedMessage(uint64_t request_id, const std::vector<native::OpenedF
 }  // namespace
 
 void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size) {
-  native::OpenPathsBody b;
-  if (size < sizeof(b)) return;
-  std::memcpy(&b, data, sizeof(b));
-  data += sizeof(b);
-  size -= sizeof(b);
+  std::vector<std::string_view> paths;
+  bool whole = native::ParseOpenPaths(data, size, kMaxOpenPerMessage, &paths);
   std::vector<native::OpenedFile> entries;
   std::vector<std::string> errors;
-  for (uint32_t i = 0; i < b.count && entries.size() < kMaxOpenPerMessage; ++i) {
-    const char* end = static_cast<const char*>(std::memchr(data, '\0', size));
+  for (std::string_view path : paths) {
     native::OpenedFile out;
     std::string error;
-    if (end == nullptr) {
-      out.error = EINVAL;
-      error = "a path without its end";
-      entries.push_back(out);
-      errors.push_back(error);
-      break;
-    }
-    std::string_view path(data, static_cast<size_t>(end - data));
-    size -= path.size() + 1;
-    data = end + 1;
     Result<OpenedFile> opened = Status::Ok();
     Result<FileAttr> attr = server->fs->ResolveForReader(path, reader);
     if (attr.ok()) opened = server->fs->OpenNative(attr->ino);
@@ -522,6 +508,18 @@ void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size
     }
     entries.push_back(out);
     errors.push_back(error);
+  }
+  if (!whole) {
+    // The reader counts one entry per path it sent: the rest are refused, the first with why.
+    native::OpenPathsBody b;
+    if (size >= sizeof(b)) std::memcpy(&b, data, sizeof(b));
+    uint32_t count = std::min<uint32_t>(size >= sizeof(b) ? b.count : 0, kMaxOpenPerMessage);
+    while (entries.size() < std::max<size_t>(count, paths.size() + 1)) {
+      native::OpenedFile out;
+      out.error = EINVAL;
+      entries.push_back(out);
+      errors.push_back(errors.size() == paths.size() ? "a malformed or too long path" : "");
+    }
   }
   std::string msg = OpenedMessage(request_id, entries, errors);
   Send(msg.data(), msg.size());

@@ -23,6 +23,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
 
 namespace lakecache::native {
 
@@ -102,6 +105,28 @@ struct ArenaBody {
   uint32_t reserved = 0;
   uint64_t bytes = 0;  // map this many bytes, read-only
 };
+
+// The paths of a kOpenPaths body (after its MessageHeader): at most `limit` of them. False when the
+// body is cut short or a path is empty, longer than kMaxPath or not NUL-terminated; *paths then
+// holds those before it.
+inline bool ParseOpenPaths(const char* body, size_t size, size_t limit,
+                           std::vector<std::string_view>* paths) {
+  paths->clear();
+  OpenPathsBody b;
+  if (size < sizeof(b)) return false;
+  std::memcpy(&b, body, sizeof(b));
+  const char* at = body + sizeof(b);
+  size_t left = size - sizeof(b);
+  for (uint32_t i = 0; i < b.count; ++i) {
+    if (paths->size() >= limit) return false;
+    const char* end = static_cast<const char*>(std::memchr(at, '\0', left));
+    if (end == nullptr || end == at || static_cast<size_t>(end - at) > kMaxPath) return false;
+    paths->emplace_back(at, static_cast<size_t>(end - at));
+    left -= paths->back().size() + 1;
+    at = end + 1;
+  }
+  return true;
+}
 
 // ---- the ring ---------------------------------------------------------------------------------
 enum Op : uint8_t {

@@ -2,16 +2,24 @@
 // s3rver, read through the C ABI in this process and by native_probe (tests/native) as other
 // processes and uids.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "integration/cli_fixture.h"
+#include "native/native_ring.h"
+#include "native/native_socket.h"
+#include "native/native_wire.h"
 #include "native_client/lakecache_native.h"
 
 namespace lakecache::testing {
@@ -239,6 +247,178 @@ TEST_F(NativeTest, ReadersGoOnThroughATakeoverOfTheMount) {
   // The new server serves native readers too.
   RunResult sum = Probe({"sum", mnt + "/data/a.txt"});
   EXPECT_EQ(sum.exit_code, 0) << sum.err;
+}
+
+// A reader that speaks the wire itself, to send what the library never would.
+class RawSession {
+ public:
+  explicit RawSession(const std::string& socket_path) {
+    sock_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+    if (::connect(sock_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return;
+    char hello[sizeof(native::MessageHeader) + sizeof(native::HelloBody)] = {};
+    native::MessageHeader h;
+    h.type = native::kHello;
+    native::HelloBody b;
+    std::memcpy(hello, &h, sizeof(h));
+    std::memcpy(hello + sizeof(h), &b, sizeof(b));
+    native::SendMessage(sock_, hello, sizeof(hello), nullptr, 0);
+    char buf[512];
+    int fds[native::kMaxMessageFds];
+    size_t nfds = 0;
+    if (native::ReceiveMessage(sock_, buf, sizeof(buf), fds, &nfds) <= 0 || nfds != 4) return;
+    native::WelcomeBody w;
+    std::memcpy(&w, buf + sizeof(h), sizeof(w));
+    ok_ = ring_.MapFd(fds[0], w.sq_entries, w.cq_entries);
+    submit_ = fds[1];
+    complete_ = fds[2];
+    ::close(fds[0]);
+    ::close(fds[3]);
+  }
+  ~RawSession() {
+    for (int fd : {sock_, submit_, complete_}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  bool ok() const { return ok_; }
+  native::RingMapping& ring() { return ring_; }
+
+  // Opens `path`: the file id, or 0.
+  uint32_t Open(const std::string& path) {
+    std::string msg(sizeof(native::MessageHeader) + sizeof(native::OpenPathsBody), '\0');
+    native::MessageHeader h;
+    h.type = native::kOpenPaths;
+    h.request_id = 7;
+    native::OpenPathsBody b;
+    b.count = 1;
+    std::memcpy(msg.data(), &h, sizeof(h));
+    std::memcpy(msg.data() + sizeof(h), &b, sizeof(b));
+    msg += path;
+    msg.push_back('\0');
+    native::SendMessage(sock_, msg.data(), msg.size(), nullptr, 0);
+    std::vector<char> buf(native::kMaxMessage);
+    for (;;) {
+      int fds[native::kMaxMessageFds];
+      size_t nfds = 0;
+      ssize_t n = native::ReceiveMessage(sock_, buf.data(), buf.size(), fds, &nfds);
+      for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
+      if (n <= 0) return 0;
+      std::memcpy(&h, buf.data(), sizeof(h));
+      if (h.type != native::kOpened) continue;
+      native::OpenedFile e;
+      std::memcpy(&e, buf.data() + sizeof(h) + sizeof(native::OpenedBody), sizeof(e));
+      return e.error == 0 ? e.file_id : 0;
+    }
+  }
+  void Kick() {
+    uint64_t one = 1;
+    (void)!::write(submit_, &one, sizeof(one));
+  }
+  // The next completion, waiting up to 10 s.
+  std::optional<native::Cqe> Next() {
+    native::Cqe c;
+    for (int i = 0; i < 1000; ++i) {
+      if (native::TakeCompletion(ring_, &client_, &c)) return c;
+      pollfd p{complete_, POLLIN, 0};
+      ring_.header()->reader_waiting.store(1);
+      if (native::TakeCompletion(ring_, &client_, &c)) return c;
+      if (::poll(&p, 1, 10) > 0) {
+        uint64_t count;
+        (void)!::read(complete_, &count, sizeof(count));
+      }
+      ring_.header()->reader_waiting.store(0);
+    }
+    return std::nullopt;
+  }
+  bool Submit(const native::Sqe& e) { return native::SubmitRequest(ring_, &client_, e); }
+  // True once the server has closed the session.
+  bool Ended() {
+    pollfd p{sock_, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) return false;
+    char c;
+    return ::recv(sock_, &c, 1, MSG_DONTWAIT) == 0;
+  }
+
+ private:
+  int sock_ = -1, submit_ = -1, complete_ = -1;
+  bool ok_ = false;
+  native::RingMapping ring_;
+  native::RingClientState client_;
+};
+
+TEST_F(NativeTest, BadRequestsGetAnErrorAndABrokenRingEndsOnlyItsSession) {
+  std::string mnt = MountBucket();
+  ASSERT_NE(mount_, nullptr);
+  std::string socket_path = ReadAll(mnt + "/.lakecache/native");
+  socket_path.pop_back();
+  RawSession raw(socket_path);
+  ASSERT_TRUE(raw.ok());
+  uint32_t id = raw.Open("data/big.bin");
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(raw.Open("data/../../etc/passwd"), 0u);
+  struct Case {
+    const char* what;
+    native::Sqe e;
+    int64_t want;  // the result, or INT64_MIN for "any bytes"
+  };
+  auto sqe = [](uint8_t op, uint32_t file, uint64_t offset, uint64_t length) {
+    native::Sqe e;
+    e.op = op;
+    e.file_id = file;
+    e.offset = offset;
+    e.length = length;
+    return e;
+  };
+  std::vector<Case> cases = {
+      {"a wrong file id", sqe(native::kRead, id + 1000, 0, 10), -EBADF},
+      {"an unknown op", sqe(77, id, 0, 10), -EINVAL},
+      {"an offset past the end", sqe(native::kRead, id, uint64_t{1} << 62, 10), 0},
+      {"a length that overflows", sqe(native::kRead, id, 100, UINT64_MAX - 50), (4 << 20) - 100},
+      {"a zero length", sqe(native::kRead, id, 0, 0), 0},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].e.user_data = i + 1;
+    ASSERT_TRUE(raw.Submit(cases[i].e));
+  }
+  raw.Kick();
+  for (size_t got = 0; got < cases.size(); ++got) {
+    std::optional<native::Cqe> c = raw.Next();
+    ASSERT_TRUE(c.has_value()) << "no completion after " << got;
+    ASSERT_GE(c->user_data, 1u);
+    ASSERT_LE(c->user_data, cases.size());
+    const Case& want = cases[c->user_data - 1];
+    EXPECT_EQ(c->result, want.want) << want.what;
+  }
+  // A release of something never given, and twice: nothing happens.
+  native::Sqe release = sqe(native::kRelease, 0, 0, 0);
+  release.anchor = 424242;
+  release.flags = native::kFlagAck;
+  release.user_data = 99;
+  ASSERT_TRUE(raw.Submit(release));
+  raw.Kick();
+  std::optional<native::Cqe> ack = raw.Next();
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->user_data, 99u);
+
+  // A well-behaved reader beside it.
+  lc_client* good = lc_attach(mnt.c_str());
+  ASSERT_NE(good, nullptr) << lc_last_error();
+  // Garbage in the ring: a tail far beyond the head. The server ends that session, only that one.
+  raw.ring().header()->sq_tail.store(0x80000000u);
+  raw.Kick();
+  EXPECT_TRUE(raw.Ended());
+  EXPECT_TRUE(WaitFor([&] { return ReadAll(scratch_->path() + "/mount.log").find("broke its request ring") != std::string::npos; },
+                      std::chrono::seconds(10)));
+  lc_file* f = lc_open(good, "data/big.bin");
+  ASSERT_NE(f, nullptr) << lc_last_error();
+  const std::string big = Big();
+  std::string got(big.size(), '\0');
+  EXPECT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(big.size())) << lc_last_error();
+  EXPECT_TRUE(got == big);
+  lc_close(f);
+  lc_detach(good);
 }
 
 }  // namespace
