@@ -3,7 +3,7 @@
 
   train.py --dataset tfrecord|images --root DIR [--epochs 1] [--batch-size 64] [--workers 4]
            [--compute-ms 0] [--hint [--hint-window N]] [--shuffle] [--seed 0]
-           [--verify MANIFEST] [--no-crc] [--json]
+           [--verify MANIFEST] [--no-crc] [--native] [--json]
 
 DIR holds *.tfrecord shards, or class folders of files (make_dataset.py writes either), e.g. a
 lakecache mount's /mnt/lake/<namespace>/train. Each batch is followed by --compute-ms of sleep, a
@@ -17,6 +17,10 @@ TFRecord by each worker for its shards. --verify checks every sample against a M
 (paths relative to DIR): each image file's SHA-256 as it is read, and each shard's as its last
 record is read (on top of the records' CRCs, unless --no-crc). Under torchrun, RANK and
 WORLD_SIZE split the samples between ranks.
+
+--native reads through the mount's native data path instead of its files (lakecache.datasets:
+TFRecordShards, and ImageFolder, which reads each batch in one call), the loop being the same. It
+needs the extension lakecache._native, from the CMake build: run with PYTHONPATH=build/python.
 """
 import argparse
 import json
@@ -42,21 +46,30 @@ def load_manifest(path, root):
 
 
 def make_loader(kind, root, batch_size=64, workers=4, hint=False, hint_window=None,
-                shuffle=False, seed=0, digests=None, check_crc=True, rank=0, world_size=1):
+                shuffle=False, seed=0, digests=None, check_crc=True, rank=0, world_size=1,
+                native=False):
     """A DataLoader over root's dataset whose batches are collate_ragged's (data, sizes[, labels]).
 
     kind "tfrecord" reads root's *.tfrecord shards in name order; "images" reads root's class
     folders, shuffled per epoch by seed + epoch when shuffle (call loader.sampler.set_epoch).
     digests (path -> SHA-256 hex) checks every sample; it must list exactly the dataset's files.
+    native reads through lakecache.datasets (the native data path) instead of the files: the same
+    samples; ImportError if lakecache._native is missing.
     """
+    if native:
+        from lakecache import datasets as native_datasets  # ImportError says how to build it
+        shard_dataset, image_dataset = native_datasets.TFRecordShards, native_datasets.ImageFolder
+        image_options = dict(decode=False)  # the bytes, as ImageFolderDataset gives them
+    else:
+        shard_dataset, image_dataset, image_options = TFRecordDataset, ImageFolderDataset, {}
     if kind == "tfrecord":
         shards = sorted(e.path for e in os.scandir(root) if e.name.endswith(".tfrecord"))
         _check_listed(digests, shards)
-        dataset = TFRecordDataset(shards, verify=check_crc, hint=hint, rank=rank,
-                                  world_size=world_size, digests=digests)
+        dataset = shard_dataset(shards, verify=check_crc, hint=hint, rank=rank,
+                                world_size=world_size, digests=digests)
         sampler = None
     elif kind == "images":
-        dataset = ImageFolderDataset(root, digests=digests)
+        dataset = image_dataset(root, digests=digests, **image_options)
         _check_listed(digests, dataset.paths)
         sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle,
                                      seed=seed)
@@ -121,6 +134,8 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verify", metavar="MANIFEST", help="check every sample (MANIFEST.sha256)")
     p.add_argument("--no-crc", action="store_true", help="tfrecord: skip the records' CRC check")
+    p.add_argument("--native", action="store_true",
+                   help="read through the mount's native data path (needs lakecache._native)")
     p.add_argument("--json", action="store_true", help="print one JSON report instead of text")
     return p.parse_args(argv)
 
@@ -129,9 +144,16 @@ def main(argv=None):
     args = parse_args(argv)
     root = os.path.abspath(args.root)
     digests = load_manifest(args.verify, root) if args.verify else None
-    loader = make_loader(args.dataset, root, args.batch_size, args.workers, args.hint,
-                         args.hint_window, args.shuffle, args.seed, digests, not args.no_crc,
-                         int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+    try:
+        loader = make_loader(args.dataset, root, args.batch_size, args.workers, args.hint,
+                             args.hint_window, args.shuffle, args.seed, digests, not args.no_crc,
+                             int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)),
+                             args.native)
+    except ImportError as error:
+        if not args.native:
+            raise
+        print("train.py: --native: %s" % error, file=sys.stderr)
+        return 2
     epochs = []
     for epoch in range(args.epochs):
         if hasattr(loader.sampler, "set_epoch"):
