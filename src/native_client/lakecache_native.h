@@ -16,6 +16,10 @@
  *
  * Every call that can fail returns -1 (or NULL) and leaves a message in lc_last_error() (per
  * thread); errno is set as a read(2) would set it. Link with -llakecache_native.
+ *
+ * Paths: absolute paths under the mountpoint, or relative to it. Memory: each client may hold at
+ * most the mount's anchor budget in views at once (a read past it fails with ENOBUFS until views
+ * are released); a view stays valid after lc_close of its file, until lc_release or lc_detach.
  */
 #ifndef LAKECACHE_NATIVE_H_
 #define LAKECACHE_NATIVE_H_
@@ -40,6 +44,8 @@ LC_API lc_client* lc_attach(const char* path);
 LC_API void lc_detach(lc_client* client);
 /* The mount's root, as lc_attach found it. */
 LC_API const char* lc_mountpoint(const lc_client* client);
+/* LC_NATIVE_VERSION of the library loaded (to check it against the header compiled against). */
+LC_API int lc_version(void);
 
 /* Opens the file at `path` (absolute, or relative to the mountpoint) for reading. */
 LC_API lc_file* lc_open(lc_client* client, const char* path);
@@ -47,6 +53,8 @@ LC_API lc_file* lc_open(lc_client* client, const char* path);
  * the caller's). */
 LC_API lc_file* lc_open_fd(lc_client* client, int fd);
 LC_API uint64_t lc_size(const lc_file* file);
+/* The file's cache block size: reads aligned to it and as long are served whole, by reference. */
+LC_API uint64_t lc_block_size(const lc_file* file);
 LC_API void lc_close(lc_file* file);
 
 /* Reads up to `length` bytes at `offset` into `buf`: the bytes read (0 at the end), or -1. */
@@ -60,13 +68,14 @@ typedef struct lc_view {
 } lc_view;
 /* Up to `length` bytes at `offset`, in place: 0, or -1. `view->length` 0 means the end. */
 LC_API int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view);
+/* Lets go of a view (one with token 0, or released already, is left as it is). */
 LC_API void lc_release(lc_client* client, lc_view* view);
 
 /* One read of a batch: `file`, or when it is NULL the file at `path`; `length` bytes at `offset`
  * (length UINT64_MAX: to the end of the file) into `buf` (which must hold them; with buf NULL the
- * library allocates it with malloc and the caller frees it). On completion `result` holds the bytes
- * read or -errno, and `error` (when not NULL) a message owned by the client, valid until its next
- * call. */
+ * library allocates it with malloc, and the caller frees it whether the read succeeded or not).
+ * On completion `length` holds what was asked within the file, `result` the bytes read or -errno,
+ * and `error` (when not NULL) a message owned by the client, valid until its next call. */
 typedef struct lc_read {
   lc_file* file;
   const char* path;

@@ -2,6 +2,7 @@
 // native/ only, so that any process can load it.
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -151,6 +152,14 @@ std::string SocketNamedIn(const std::string& dir) {
 
 std::string lc_client::Relative(const char* path) const {
   std::string p = path;
+  // A mount shows no symbolic links: a path under the mountpoint without "." or ".." parts needs
+  // no realpath (which would ask the mount about every folder on the way).
+  bool plain = p.find("/./") == std::string::npos && p.find("/../") == std::string::npos &&
+               p.find("//") == std::string::npos;
+  if (plain && p.size() > mountpoint.size() && p.compare(0, mountpoint.size(), mountpoint) == 0 &&
+      p[mountpoint.size()] == '/') {
+    return p.substr(mountpoint.size() + 1);
+  }
   if (!p.empty() && p[0] == '/') {
     char* real = ::realpath(path, nullptr);
     if (real != nullptr) {
@@ -558,6 +567,32 @@ int lc_client::Run(std::vector<lc_file*>& pfiles, std::vector<Piece>& pieces) {
   }
 }
 
+// ---- fork -----------------------------------------------------------------------------------------
+// A child of fork() has one thread: a client's lock another thread of the parent held at the fork
+// would never be released there. Every client's lock is made anew in the child (which attaches
+// anew on its first call: see EnsureAttached).
+namespace {
+std::mutex g_clients_mu;
+std::set<lc_client*>* g_clients = new std::set<lc_client*>;  // never destroyed: atfork may run late
+
+void LockRegistry() { g_clients_mu.lock(); }
+void UnlockRegistry() { g_clients_mu.unlock(); }
+void ChildAfterFork() {
+  new (&g_clients_mu) std::mutex();
+  for (lc_client* c : *g_clients) new (&c->mu) std::recursive_mutex();
+}
+void Register(lc_client* c) {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(LockRegistry, UnlockRegistry, ChildAfterFork); });
+  std::lock_guard<std::mutex> lock(g_clients_mu);
+  g_clients->insert(c);
+}
+void Unregister(lc_client* c) {
+  std::lock_guard<std::mutex> lock(g_clients_mu);
+  g_clients->erase(c);
+}
+}  // namespace
+
 // ---- the C ABI ------------------------------------------------------------------------------------
 
 extern "C" {
@@ -597,13 +632,17 @@ lc_client* lc_attach(const char* path) {
   auto client = std::make_unique<lc_client>();
   client->mountpoint = root;
   client->socket_path = socket;
-  std::lock_guard<std::recursive_mutex> lock(client->mu);
-  if (client->Attach() != 0) return nullptr;
+  {
+    std::lock_guard<std::recursive_mutex> lock(client->mu);
+    if (client->Attach() != 0) return nullptr;
+  }
+  Register(client.get());
   return client.release();
 }
 
 void lc_detach(lc_client* client) {
   if (client == nullptr) return;
+  Unregister(client);
   {
     std::lock_guard<std::recursive_mutex> lock(client->mu);
     for (lc_file* f : client->files) {
@@ -656,6 +695,8 @@ lc_file* lc_open_fd(lc_client* client, int fd) {
 }
 
 uint64_t lc_size(const lc_file* file) { return file->size; }
+uint64_t lc_block_size(const lc_file* file) { return file->block_size; }
+int lc_version(void) { return LC_NATIVE_VERSION; }
 
 void lc_close(lc_file* file) {
   if (file == nullptr) return;
@@ -677,6 +718,18 @@ void lc_close(lc_file* file) {
 }
 
 namespace {
+
+// What a read's -errno means for the reader.
+std::string ReadError(int64_t result) {
+  int err = static_cast<int>(-result);
+  if (err == ENOBUFS) {
+    return "read: the views this process holds fill the mount's budget for it; release some "
+           "(lc_release)";
+  }
+  if (err == ESTALE) return "read: the object changed since the file was opened; open it again";
+  if (err == EPROTO) return "read: the mount's server answered outside its memory";
+  return std::string("read: ") + std::strerror(err);
+}
 
 // The pieces of one read: split where blocks end, so they run in parallel.
 void Split(const lc_file* f, size_t read, uint64_t offset, uint64_t length, char* dst,
@@ -712,7 +765,7 @@ ssize_t lc_pread(lc_file* file, void* buf, size_t length, uint64_t offset) {
   if (client->Run(files, pieces) != 0) return -1;
   size_t total = 0;
   for (const Piece& p : pieces) {
-    if (p.result < 0) return Fail(static_cast<int>(-p.result), std::string("read: ") + std::strerror(static_cast<int>(-p.result)));
+    if (p.result < 0) return Fail(static_cast<int>(-p.result), ReadError(p.result));
     total += static_cast<size_t>(p.result);
     if (static_cast<uint64_t>(p.result) < p.length) break;
   }
@@ -731,10 +784,7 @@ int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view) 
   Split(file, 0, offset, length, nullptr, client->max_read, &pieces);
   pieces.resize(1);  // one range, in one block
   if (client->Run(files, pieces) != 0) return -1;
-  if (pieces[0].result < 0) {
-    return Fail(static_cast<int>(-pieces[0].result),
-                std::string("read: ") + std::strerror(static_cast<int>(-pieces[0].result)));
-  }
+  if (pieces[0].result < 0) return Fail(static_cast<int>(-pieces[0].result), ReadError(pieces[0].result));
   view->data = pieces[0].view;
   view->length = static_cast<size_t>(pieces[0].result);
   view->token = pieces[0].anchor;
@@ -825,7 +875,7 @@ ssize_t lc_read_many(lc_client* client, lc_read* reads, size_t count) {
     if (r.result < 0) continue;
     if (p.result < 0) {
       r.result = p.result;
-      client->read_errors[p.read] = std::strerror(static_cast<int>(-p.result));
+      client->read_errors[p.read] = ReadError(p.result);
     } else {
       r.result += p.result;
     }
