@@ -222,8 +222,10 @@ void StartAdmin(const MountSources& sources, const MountSpec& spec,
   if (mounted.metrics == nullptr) return;
   const LoadJobTable* loads = mounted.admin != nullptr ? &mounted.admin->load_jobs() : nullptr;
   mounted.collector = mounted.metrics->AddCollector(
-      [fs, client = sources.client, mountpoint = admin_options.mountpoint, loads](
-          metrics::Sink& sink) { AddMountMetrics(*fs, mountpoint, client.get(), loads, sink); });
+      [fs, client = sources.client, mountpoint = admin_options.mountpoint, loads,
+       native = mounted.native.get()](metrics::Sink& sink) {
+        AddMountMetrics(*fs, mountpoint, client.get(), loads, native, sink);
+      });
 }
 
 }  // namespace

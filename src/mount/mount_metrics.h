@@ -9,6 +9,7 @@
 #include "cluster_client/cluster_client.h"
 #include "common/metrics.h"
 #include "fs/file_system.h"
+#include "native/native_server.h"
 #include "rpc/lakecache.pb.h"
 
 namespace lakecache {
@@ -20,8 +21,9 @@ namespace lakecache {
 void FillClientReport(FileSystem& fs, const std::string& id, const std::string& mountpoint,
                       int64_t start_time_ms, rpc::ClientReport* report);
 
-// `client` null: a standalone mount; `loads` null: no control socket.
+// `client` null: a standalone mount; `loads` null: no control socket; `native` null: no native
+// data path.
 void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const ClusterClient* client,
-                     const LoadJobTable* loads, metrics::Sink& sink);
+                     const LoadJobTable* loads, const NativeServer* native, metrics::Sink& sink);
 
 }  // namespace lakecache

@@ -37,6 +37,9 @@ using native::Sqe;
 namespace {
 
 constexpr uint64_t kStagingUnit = 64 * 1024;
+// A session's staging pages below this stay resident when freed (they are written again soon);
+// above it they go back to the system, so an idle session holds little.
+constexpr uint64_t kStagingResident = 16ull << 20;
 constexpr uint32_t kMaxRead = 16u << 20;  // one entry's bytes at most (a block may be larger)
 constexpr auto kHelloTimeout = std::chrono::seconds(5);
 constexpr size_t kMaxOpenPerMessage = 1024;
@@ -116,6 +119,11 @@ struct NativeServer::Impl {
   std::map<uint64_t, std::thread> threads GUARDED_BY(mu);
   std::vector<std::thread> finished GUARDED_BY(mu);
   std::atomic<uint64_t> live{0};
+  std::atomic<uint64_t> staged{0};  // staging bytes in use, all sessions
+  std::atomic<uint64_t> held{0};    // bytes readers hold, all sessions
+  std::atomic<uint64_t> sessions_total{0};
+  std::atomic<uint64_t> reads_by_reference{0}, bytes_by_reference{0};
+  std::atomic<uint64_t> reads_copied{0}, bytes_copied{0}, read_errors{0};
   uint64_t next_session GUARDED_BY(mu) = 1;
   Mutex dev_mu;
   dev_t mount_dev GUARDED_BY(dev_mu) = 0;  // of descriptors readers send (0: not known yet)
@@ -295,7 +303,11 @@ void NativeSession::End() {
   }
   for (auto& [id, f] : open) server->fs->Release(f.fh);
   uint64_t held_bytes = 0;
-  for (const auto& [id, a] : held) held_bytes += a.bytes;
+  for (const auto& [id, a] : held) {
+    held_bytes += a.bytes;
+    server->held.fetch_sub(a.bytes);
+    if (a.staged) server->staged.fetch_sub(a.bytes);
+  }
   size_t held_count = held.size();
   held.clear();  // the blocks the reader held by reference go back to their tiers
   ::shutdown(sock.get(), SHUT_RDWR);
@@ -360,7 +372,17 @@ void NativeSession::ReleaseLocked(uint64_t anchor) {
   auto it = anchors.find(anchor);
   if (it == anchors.end()) return;  // released twice, or never given: nothing to do
   anchored_bytes -= it->second.bytes;
-  if (it->second.staged) staging_map->Free(it->second.staging_at, it->second.bytes);
+  server->held.fetch_sub(it->second.bytes);
+  if (it->second.staged) {
+    staging_map->Free(it->second.staging_at, it->second.bytes);
+    server->staged.fetch_sub(it->second.bytes);
+    uint64_t first = std::max(it->second.staging_at, kStagingResident);
+    uint64_t end = (it->second.staging_at + it->second.bytes + kStagingUnit - 1) / kStagingUnit * kStagingUnit;
+    if (end > first) {
+      (void)::fallocate(staging_fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        static_cast<off_t>(first), static_cast<off_t>(end - first));
+    }
+  }
   anchors.erase(it);
 }
 
@@ -391,7 +413,10 @@ void NativeSession::Read(const Sqe& e, File f) {
   BlockRef pin;
   Result<std::span<const char>> got =
       server->fs->ReadPinned(f.fh, e.offset, std::span<char>(scratch.data(), length), &pin);
-  if (!got.ok()) return FinishRead(e.user_data, -StatusToErrno(got.status()), 0, 0, 0);
+  if (!got.ok()) {
+    server->read_errors.fetch_add(1, std::memory_order_relaxed);
+    return FinishRead(e.user_data, -StatusToErrno(got.status()), 0, 0, 0);
+  }
   std::span<const char> bytes = *got;
   if (pin != nullptr && pin->fd() >= 0 && bytes.data() >= pin->data() &&
       bytes.data() + bytes.size() <= pin->data() + pin->size()) {
@@ -401,6 +426,9 @@ void NativeSession::Read(const Sqe& e, File f) {
       if (arena != 0) {
         uint64_t id = next_anchor++;
         anchored_bytes += bytes.size();
+        server->held.fetch_add(bytes.size());
+        server->reads_by_reference.fetch_add(1, std::memory_order_relaxed);
+        server->bytes_by_reference.fetch_add(bytes.size(), std::memory_order_relaxed);
         uint64_t at = pin->fd_offset() + static_cast<uint64_t>(bytes.data() - pin->data());
         anchors.emplace(id, Anchor{std::move(pin), bytes.size(), 0, false});
         PostLocked(e.user_data, static_cast<int64_t>(bytes.size()), arena, at, id);
@@ -413,7 +441,9 @@ void NativeSession::Read(const Sqe& e, File f) {
   {
     MutexLock lock(&mu);
     if (anchored_bytes + bytes.size() <= server->options.anchor_bytes) {
-      at = staging_map->Allocate(bytes.size());
+      uint64_t before = server->staged.fetch_add(bytes.size());
+      if (before + bytes.size() <= server->options.staging_budget) at = staging_map->Allocate(bytes.size());
+      if (!at) server->staged.fetch_sub(bytes.size());
     }
   }
   if (!at) return FinishRead(e.user_data, -ENOBUFS, 0, 0, 0);
@@ -421,6 +451,9 @@ void NativeSession::Read(const Sqe& e, File f) {
   MutexLock lock(&mu);
   uint64_t id = next_anchor++;
   anchored_bytes += bytes.size();
+  server->held.fetch_add(bytes.size());
+  server->reads_copied.fetch_add(1, std::memory_order_relaxed);
+  server->bytes_copied.fetch_add(bytes.size(), std::memory_order_relaxed);
   anchors.emplace(id, Anchor{nullptr, bytes.size(), *at, true});
   PostLocked(e.user_data, static_cast<int64_t>(bytes.size()), native::kStagingArena, *at, id);
   if (--in_flight == 0) idle.SignalAll();
@@ -596,6 +629,7 @@ void NativeServer::Impl::Accept() {
     }
     uint64_t id = next_session++;
     ++live;
+    ++sessions_total;
     threads.emplace(id, std::thread([this, id, s = std::move(sock)]() mutable {
       Serve(id, std::move(s));
     }));
@@ -686,6 +720,18 @@ NativeServer::~NativeServer() {
 }
 
 const std::string& NativeServer::socket_path() const { return impl_->options.socket_path; }
-uint64_t NativeServer::sessions() const { return impl_->live.load(); }
+NativeServer::Stats NativeServer::stats() const {
+  Stats s;
+  s.sessions = impl_->live.load();
+  s.sessions_total = impl_->sessions_total.load();
+  s.held_bytes = impl_->held.load();
+  s.staged_bytes = impl_->staged.load();
+  s.reads_by_reference = impl_->reads_by_reference.load();
+  s.bytes_by_reference = impl_->bytes_by_reference.load();
+  s.reads_copied = impl_->reads_copied.load();
+  s.bytes_copied = impl_->bytes_copied.load();
+  s.read_errors = impl_->read_errors.load();
+  return s;
+}
 
 }  // namespace lakecache

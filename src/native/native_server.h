@@ -13,8 +13,11 @@
 // its socket closes (the reader exited or died): its files, anchors and memory go with it.
 //
 // Every field a reader writes is checked; a bad request gets an errno in its completion, a broken
-// ring (indices out of range) ends that session. Memory per session is bounded: staging_bytes, and
-// at most anchor_bytes held by reference. Thread-safe; the destructor ends every session.
+// ring (indices out of range) ends that session. Memory is bounded whatever readers do: bytes
+// copied for readers and not yet released stay within staging_budget over all sessions (a read
+// past it gets ENOBUFS), each session's freed staging pages above 16 MiB go back to the system,
+// and a session holds at most anchor_bytes (by reference or staged). Blocks held by reference are
+// the tiers' own memory, not more of it. Thread-safe; the destructor ends every session.
 #pragma once
 
 #include <sys/types.h>
@@ -35,8 +38,9 @@ struct NativeServerOptions {
   std::string mountpoint;         // descriptors readers send must be files of its device
   std::vector<uid_t> allow_uids;  // besides the server's own uid and root
   uint32_t sq_entries = 256;      // default ring size (a reader may ask for 16 to 4096)
-  uint64_t staging_bytes = 64ull << 20;
-  uint64_t anchor_bytes = 1ull << 30;
+  uint64_t staging_bytes = 64ull << 20;    // one session's staging area (virtual; see below)
+  uint64_t staging_budget = 256ull << 20;  // staged bytes in use, all sessions together
+  uint64_t anchor_bytes = 1ull << 30;      // held by one session, by reference or staged
   uint32_t max_sessions = 256;
   uint32_t max_files = 1u << 20;   // open at once per session
   size_t threads = 8;              // reads in flight across sessions
@@ -51,7 +55,17 @@ class NativeServer {
   NativeServer& operator=(const NativeServer&) = delete;
 
   const std::string& socket_path() const;
-  uint64_t sessions() const;
+
+  struct Stats {
+    uint64_t sessions = 0;        // attached now
+    uint64_t sessions_total = 0;  // ever
+    uint64_t held_bytes = 0;      // held by readers now (by reference or staged)
+    uint64_t staged_bytes = 0;    // of which copied into staging areas
+    uint64_t reads_by_reference = 0, bytes_by_reference = 0;
+    uint64_t reads_copied = 0, bytes_copied = 0;
+    uint64_t read_errors = 0;
+  };
+  Stats stats() const;
 
   struct Impl;
 
