@@ -1,0 +1,462 @@
+#include "native/native_session.h"
+
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "common/errno_map.h"
+#include "common/mutex.h"
+#include "common/scoped_fd.h"
+#include "common/thread_pool.h"
+#include "fs/file_system.h"
+#include "native/native_ring.h"
+#include "native/native_socket.h"
+#include "native/native_wire.h"
+#include "rpc/unix_socket.h"
+
+
+namespace lakecache {
+
+using native::Cqe;
+using native::Sqe;
+
+namespace {
+
+constexpr auto kHelloTimeout = std::chrono::seconds(5);
+constexpr size_t kMaxOpenPerMessage = 1024;
+constexpr size_t kMaxErrorText = 160;
+
+Result<ScopedFd> Memfd(const char* name, uint64_t bytes) {
+  ScopedFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Status::IoErrorFromErrno("memfd_create");
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return Status::IoErrorFromErrno("ftruncate of a memfd");
+  }
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return Status::IoErrorFromErrno("sealing a memfd");
+  }
+  return fd;
+}
+
+}  // namespace
+
+Status NativeSession::Handshake() {
+  pollfd p{sock.get(), POLLIN, 0};
+  int ready = ::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kHelloTimeout).count()));
+  if (ready <= 0) return Status::DeadlineExceeded("no hello");
+  char buf[256];
+  int fds[native::kMaxMessageFds];
+  size_t nfds = 0;
+  ssize_t n = native::ReceiveMessage(sock.get(), buf, sizeof(buf), fds, &nfds);
+  for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
+  native::MessageHeader h;
+  native::HelloBody hello;
+  if (n < static_cast<ssize_t>(sizeof(h) + sizeof(hello))) return Status::InvalidArgument("bad hello");
+  std::memcpy(&h, buf, sizeof(h));
+  std::memcpy(&hello, buf + sizeof(h), sizeof(hello));
+  if (h.type != native::kHello || hello.magic != native::kMagic) {
+    return Status::InvalidArgument("not a lakecache native client");
+  }
+  if (hello.version != native::kVersion) {
+    Refuse("this mount speaks version " + std::to_string(native::kVersion) +
+           " of the native protocol, the client " + std::to_string(hello.version));
+    return Status::InvalidArgument("version");
+  }
+  const NativeServerOptions& o = server->options;
+  uint32_t want = hello.ring_entries == 0 ? o.sq_entries : hello.ring_entries;
+  uint32_t sq = std::bit_ceil(std::clamp<uint32_t>(want, 16, 4096));
+  uint32_t cq = 2 * sq;
+  LC_ASSIGN_OR_RETURN(ring_fd, Memfd("lakecache-native-ring", native::RingBytes(sq, cq)));
+  if (!ring.MapFd(ring_fd.get(), sq, cq)) return Status::IoErrorFromErrno("mmap of the ring");
+  staging_bytes = std::max<uint64_t>(kNativeStagingUnit, o.staging_bytes / kNativeStagingUnit * kNativeStagingUnit);
+  LC_ASSIGN_OR_RETURN(staging_fd, Memfd("lakecache-native-staging", staging_bytes));
+  void* map = ::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, staging_fd.get(), 0);
+  if (map == MAP_FAILED) return Status::IoErrorFromErrno("mmap of the staging area");
+  staging = static_cast<char*>(map);
+  submit.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  complete.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!submit.valid() || !complete.valid()) return Status::IoErrorFromErrno("eventfd");
+  {
+    MutexLock lock(&mu);
+    staging_map = std::make_unique<NativeStagingMap>(staging_bytes);
+  }
+  char out[sizeof(native::MessageHeader) + sizeof(native::WelcomeBody)];
+  native::MessageHeader wh;
+  wh.type = native::kWelcome;
+  native::WelcomeBody w;
+  w.sq_entries = sq;
+  w.cq_entries = cq;
+  w.max_read = kNativeMaxRead;
+  w.ring_bytes = native::RingBytes(sq, cq);
+  w.staging_bytes = staging_bytes;
+  w.anchor_bytes = o.anchor_bytes;
+  std::memcpy(out, &wh, sizeof(wh));
+  std::memcpy(out + sizeof(wh), &w, sizeof(w));
+  int send_fds[4] = {ring_fd.get(), submit.get(), complete.get(), staging_fd.get()};
+  if (!Send(out, sizeof(out), send_fds, 4)) return Status::IoErrorFromErrno("sending welcome");
+  return Status::Ok();
+}
+
+void NativeSession::Loop() {
+  std::vector<char> buf(native::kMaxMessage);
+  for (;;) {
+    pollfd p[3] = {{sock.get(), POLLIN, 0}, {submit.get(), POLLIN, 0}, {server->stop.get(), POLLIN, 0}};
+    if (::poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[2].revents != 0) return;
+    if (p[1].revents != 0) {
+      uint64_t count;
+      (void)::read(submit.get(), &count, sizeof(count));
+      if (!Drain()) {
+        spdlog::warn("native data path: a reader (uid {}) broke its request ring; its session ends",
+                     reader.uid);
+        return;
+      }
+    }
+    if (p[0].revents != 0) {
+      int fds[native::kMaxMessageFds];
+      size_t nfds = 0;
+      ssize_t n = native::ReceiveMessage(sock.get(), buf.data(), buf.size(), fds, &nfds);
+      if (n <= 0) {
+        if (n < 0 && errno == EMSGSIZE) {
+          Refuse("a message larger than " + std::to_string(native::kMaxMessage) + " bytes");
+        }
+        return;  // hung up, or broke the protocol
+      }
+      HandleMessage(buf.data(), static_cast<size_t>(n), fds, nfds);
+    }
+  }
+}
+
+void NativeSession::End() {
+  std::unordered_map<uint32_t, File> open;
+  std::unordered_map<uint64_t, Anchor> held;
+  {
+    MutexLock lock(&mu);
+    while (in_flight > 0) idle.Wait(&mu);
+    open.swap(files);
+    held.swap(anchors);
+    anchored_bytes = 0;
+  }
+  for (auto& [id, f] : open) server->fs->Release(f.fh);
+  uint64_t held_bytes = 0;
+  for (const auto& [id, a] : held) {
+    held_bytes += a.bytes;
+    server->held.fetch_sub(a.bytes);
+    if (a.staged) server->staged.fetch_sub(a.bytes);
+  }
+  size_t held_count = held.size();
+  held.clear();  // the blocks the reader held by reference go back to their tiers
+  ::shutdown(sock.get(), SHUT_RDWR);
+  if (ring.base != nullptr) {
+    spdlog::info("native: the session of pid {} (uid {}) ended; it held {} files open and {} "
+                 "ranges ({} bytes), now released",
+                 pid, reader.uid, open.size(), held_count, held_bytes);
+  }
+}
+
+bool NativeSession::Drain() {
+  MutexLock lock(&mu);
+  for (;;) {
+    Sqe e;
+    native::TakeResult taken = native::TakeRequest(ring, &state, in_flight, &e);
+    if (taken == native::TakeResult::kBroken) return false;
+    if (taken == native::TakeResult::kEmpty || taken == native::TakeResult::kFull) return true;
+    switch (e.op) {
+      case native::kRelease:
+        ReleaseLocked(e.anchor);
+        if ((e.flags & native::kFlagAck) != 0) PostLocked(e.user_data, 0, 0, 0, 0);
+        break;
+      case native::kRead: {
+        auto it = files.find(e.file_id);
+        if (it == files.end()) {
+          PostLocked(e.user_data, -EBADF, 0, 0, 0);
+          break;
+        }
+        ++in_flight;
+        File f = it->second;
+        server->pool->Post([self = shared_from_this(), e, f] { self->Read(e, f); });
+        break;
+      }
+      default:
+        PostLocked(e.user_data, -EINVAL, 0, 0, 0);
+    }
+  }
+}
+
+void NativeSession::PostLocked(uint64_t user_data, int64_t result, uint32_t arena, uint64_t offset,
+                               uint64_t anchor) {
+  Cqe c;
+  c.user_data = user_data;
+  c.result = result;
+  c.arena_id = arena;
+  c.arena_offset = offset;
+  c.anchor = anchor;
+  if (native::PostCompletion(ring, &state, c)) {
+    uint64_t one = 1;
+    (void)::write(complete.get(), &one, sizeof(one));
+  }
+}
+
+void NativeSession::FinishRead(uint64_t user_data, int64_t result, uint32_t arena,
+                               uint64_t offset, uint64_t anchor) {
+  MutexLock lock(&mu);
+  PostLocked(user_data, result, arena, offset, anchor);
+  if (--in_flight == 0) idle.SignalAll();
+}
+
+void NativeSession::ReleaseLocked(uint64_t anchor) {
+  auto it = anchors.find(anchor);
+  if (it == anchors.end()) return;  // released twice, or never given: nothing to do
+  anchored_bytes -= it->second.bytes;
+  server->held.fetch_sub(it->second.bytes);
+  if (it->second.staged) {
+    staging_map->Free(it->second.staging_at, it->second.bytes);
+    server->staged.fetch_sub(it->second.bytes);
+    uint64_t first = std::max(it->second.staging_at, kNativeStagingResident);
+    uint64_t end = (it->second.staging_at + it->second.bytes + kNativeStagingUnit - 1) / kNativeStagingUnit * kNativeStagingUnit;
+    if (end > first) {
+      (void)::fallocate(staging_fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        static_cast<off_t>(first), static_cast<off_t>(end - first));
+    }
+  }
+  anchors.erase(it);
+}
+
+uint32_t NativeSession::ArenaIdLocked(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return 0;
+  auto key = std::make_pair(st.st_dev, st.st_ino);
+  if (auto it = arenas.find(key); it != arenas.end()) return it->second;
+  uint32_t id = next_arena++;
+  char out[sizeof(native::MessageHeader) + sizeof(native::ArenaBody)];
+  native::MessageHeader h;
+  h.type = native::kArena;
+  native::ArenaBody a;
+  a.arena_id = id;
+  a.bytes = static_cast<uint64_t>(st.st_size);
+  std::memcpy(out, &h, sizeof(h));
+  std::memcpy(out + sizeof(h), &a, sizeof(a));
+  if (!Send(out, sizeof(out), &fd, 1)) return 0;
+  arenas.emplace(key, id);
+  return id;
+}
+
+void NativeSession::Read(const Sqe& e, File f) {
+  uint64_t length = native::ReadLength(e, f.size, f.block_size, kNativeMaxRead);
+  if (length == 0) return FinishRead(e.user_data, 0, 0, 0, 0);
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < length) scratch.resize(length);
+  BlockRef pin;
+  Result<std::span<const char>> got =
+      server->fs->ReadPinned(f.fh, e.offset, std::span<char>(scratch.data(), length), &pin);
+  if (!got.ok()) {
+    server->read_errors.fetch_add(1, std::memory_order_relaxed);
+    return FinishRead(e.user_data, -StatusToErrno(got.status()), 0, 0, 0);
+  }
+  std::span<const char> bytes = *got;
+  if (pin != nullptr && pin->fd() >= 0 && bytes.data() >= pin->data() &&
+      bytes.data() + bytes.size() <= pin->data() + pin->size()) {
+    MutexLock lock(&mu);
+    if (anchored_bytes + bytes.size() <= server->options.anchor_bytes) {
+      uint32_t arena = ArenaIdLocked(pin->fd());
+      if (arena != 0) {
+        uint64_t id = next_anchor++;
+        anchored_bytes += bytes.size();
+        server->held.fetch_add(bytes.size());
+        server->reads_by_reference.fetch_add(1, std::memory_order_relaxed);
+        server->bytes_by_reference.fetch_add(bytes.size(), std::memory_order_relaxed);
+        uint64_t at = pin->fd_offset() + static_cast<uint64_t>(bytes.data() - pin->data());
+        anchors.emplace(id, Anchor{std::move(pin), bytes.size(), 0, false});
+        PostLocked(e.user_data, static_cast<int64_t>(bytes.size()), arena, at, id);
+        if (--in_flight == 0) idle.SignalAll();
+        return;
+      }
+    }
+  }
+  std::optional<uint64_t> at;
+  {
+    MutexLock lock(&mu);
+    if (anchored_bytes + bytes.size() <= server->options.anchor_bytes) {
+      uint64_t before = server->staged.fetch_add(bytes.size());
+      if (before + bytes.size() <= server->options.staging_budget) at = staging_map->Allocate(bytes.size());
+      if (!at) server->staged.fetch_sub(bytes.size());
+    }
+  }
+  if (!at) return FinishRead(e.user_data, -ENOBUFS, 0, 0, 0);
+  std::memcpy(staging + *at, bytes.data(), bytes.size());
+  MutexLock lock(&mu);
+  uint64_t id = next_anchor++;
+  anchored_bytes += bytes.size();
+  server->held.fetch_add(bytes.size());
+  server->reads_copied.fetch_add(1, std::memory_order_relaxed);
+  server->bytes_copied.fetch_add(bytes.size(), std::memory_order_relaxed);
+  anchors.emplace(id, Anchor{nullptr, bytes.size(), *at, true});
+  PostLocked(e.user_data, static_cast<int64_t>(bytes.size()), native::kStagingArena, *at, id);
+  if (--in_flight == 0) idle.SignalAll();
+}
+
+void NativeSession::HandleMessage(const char* data, size_t size, int* fds, size_t nfds) {
+  native::MessageHeader h;
+  if (size < sizeof(h)) {
+    for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
+    return;
+  }
+  std::memcpy(&h, data, sizeof(h));
+  if (h.type == native::kOpenFd && nfds == 1) {
+    OpenFd(h.request_id, fds[0]);
+    return;
+  }
+  for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
+  if (h.type == native::kOpenPaths) {
+    OpenPaths(h.request_id, data + sizeof(h), size - sizeof(h));
+  } else if (h.type == native::kClose && size >= sizeof(h) + sizeof(native::CloseBody)) {
+    native::CloseBody c;
+    std::memcpy(&c, data + sizeof(h), sizeof(c));
+    uint64_t fh = 0;
+    {
+      MutexLock lock(&mu);
+      auto it = files.find(c.file_id);
+      if (it == files.end()) return;
+      fh = it->second.fh;
+      files.erase(it);
+    }
+    server->fs->Release(fh);
+  }
+}
+
+namespace {
+
+// The answer to an open: one entry per file, then the error texts.
+std::string OpenedMessage(uint64_t request_id, const std::vector<native::OpenedFile>& entries,
+                          const std::vector<std::string>& errors) {
+  native::MessageHeader h;
+  h.type = native::kOpened;
+  h.request_id = request_id;
+  native::OpenedBody b;
+  b.count = static_cast<uint32_t>(entries.size());
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  out.append(reinterpret_cast<const char*>(&b), sizeof(b));
+  out.append(reinterpret_cast<const char*>(entries.data()), entries.size() * sizeof(entries[0]));
+  for (const std::string& e : errors) {
+    out.append(e.substr(0, kMaxErrorText));
+    out.push_back('\0');
+  }
+  return out;
+}
+
+}  // namespace
+
+void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size) {
+  std::vector<std::string_view> paths;
+  bool whole = native::ParseOpenPaths(data, size, kMaxOpenPerMessage, &paths);
+  std::vector<native::OpenedFile> entries;
+  std::vector<std::string> errors;
+  for (std::string_view path : paths) {
+    native::OpenedFile out;
+    std::string error;
+    Result<OpenedFile> opened = Status::Ok();
+    Result<FileAttr> attr = server->fs->ResolveForReader(path, reader);
+    if (attr.ok()) opened = server->fs->OpenNative(attr->ino);
+    if (!attr.ok() || !opened.ok()) {
+      const Status& s = attr.ok() ? opened.status() : attr.status();
+      out.error = StatusToErrno(s);
+      error = s.message();
+    } else {
+      Result<FileSystem::HandleShape> shape = server->fs->ShapeOf(opened->fh);
+      MutexLock lock(&mu);
+      if (!shape.ok() || files.size() >= server->options.max_files) {
+        out.error = shape.ok() ? EMFILE : EIO;
+        error = shape.ok() ? "too many files open in this session" : shape.status().message();
+        server->fs->Release(opened->fh);
+      } else {
+        out.file_id = next_file++;
+        out.size = shape->size;
+        out.block_size = shape->block_size;
+        files.emplace(out.file_id, File{opened->fh, shape->size, shape->block_size});
+      }
+    }
+    entries.push_back(out);
+    errors.push_back(error);
+  }
+  if (!whole) {
+    // The reader counts one entry per path it sent: the rest are refused, the first with why.
+    native::OpenPathsBody b;
+    if (size >= sizeof(b)) std::memcpy(&b, data, sizeof(b));
+    uint32_t count = std::min<uint32_t>(size >= sizeof(b) ? b.count : 0, kMaxOpenPerMessage);
+    while (entries.size() < std::max<size_t>(count, paths.size() + 1)) {
+      native::OpenedFile out;
+      out.error = EINVAL;
+      entries.push_back(out);
+      errors.push_back(errors.size() == paths.size() ? "a malformed or too long path" : "");
+    }
+  }
+  std::string msg = OpenedMessage(request_id, entries, errors);
+  Send(msg.data(), msg.size());
+}
+
+void NativeSession::OpenFd(uint64_t request_id, int fd) {
+  ScopedFd owned(fd);
+  native::OpenedFile out;
+  std::string error;
+  struct stat st;
+  int flags = ::fcntl(fd, F_GETFL);
+  dev_t mount_dev;
+  {
+    MutexLock lock(&server->dev_mu);
+    struct stat root;
+    if (server->mount_dev == 0 && ::stat(server->options.mountpoint.c_str(), &root) == 0) {
+      server->mount_dev = root.st_dev;
+    }
+    mount_dev = server->mount_dev;
+  }
+  if (::fstat(fd, &st) != 0 || flags < 0) {
+    out.error = EBADF;
+    error = "not an open file";
+  } else if (!S_ISREG(st.st_mode) || st.st_dev != mount_dev) {
+    out.error = EXDEV;
+    error = "not a file of this mount";
+  } else if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH) != 0) {
+    out.error = EBADF;
+    error = "not open for reading";
+  } else {
+    Result<OpenedFile> opened = server->fs->OpenNative(st.st_ino);
+    Result<FileSystem::HandleShape> shape =
+        opened.ok() ? server->fs->ShapeOf(opened->fh) : Result<FileSystem::HandleShape>(opened.status());
+    if (!shape.ok()) {
+      out.error = StatusToErrno(shape.status());
+      error = shape.status().message();
+    } else {
+      MutexLock lock(&mu);
+      out.file_id = next_file++;
+      out.size = shape->size;
+      out.block_size = shape->block_size;
+      files.emplace(out.file_id, File{opened->fh, shape->size, shape->block_size});
+    }
+  }
+  // The descriptor was the reader's proof; closing it here is a FLUSH the mount's FUSE threads
+  // answer.
+  owned.reset();
+  std::string msg = OpenedMessage(request_id, {out}, {error});
+  Send(msg.data(), msg.size());
+}
+
+}  // namespace lakecache
