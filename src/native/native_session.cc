@@ -328,18 +328,21 @@ void NativeSession::HandleMessage(const char* data, size_t size, int* fds, size_
   for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
   if (h.type == native::kOpenPaths) {
     OpenPaths(h.request_id, data + sizeof(h), size - sizeof(h));
-  } else if (h.type == native::kClose && size >= sizeof(h) + sizeof(native::CloseBody)) {
-    native::CloseBody c;
-    std::memcpy(&c, data + sizeof(h), sizeof(c));
-    uint64_t fh = 0;
+  } else if (h.type == native::kClose) {
+    // A list of file ids (0: none), one per 4 bytes.
+    std::vector<uint64_t> handles;
     {
       MutexLock lock(&mu);
-      auto it = files.find(c.file_id);
-      if (it == files.end()) return;
-      fh = it->second.fh;
-      files.erase(it);
+      for (size_t at = sizeof(h); at + sizeof(uint32_t) <= size; at += sizeof(uint32_t)) {
+        uint32_t id;
+        std::memcpy(&id, data + at, sizeof(id));
+        auto it = files.find(id);
+        if (it == files.end()) continue;
+        handles.push_back(it->second.fh);
+        files.erase(it);
+      }
     }
-    server->fs->Release(fh);
+    for (uint64_t fh : handles) server->fs->Release(fh);
   }
 }
 

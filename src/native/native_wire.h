@@ -41,7 +41,7 @@ enum MessageType : uint32_t {
   kHello = 1,      // HelloBody
   kOpenPaths = 2,  // OpenPathsBody, then `count` NUL-terminated paths (inside the mount)
   kOpenFd = 3,     // OpenFdBody, with one descriptor opened through the mount
-  kClose = 4,      // CloseBody
+  kClose = 4,      // file ids to close, uint32_t each (0: none); CloseBody is the one-id form
   // server -> reader
   kWelcome = 101,  // WelcomeBody, with 4 descriptors: ring, submit eventfd, complete eventfd,
                    // staging memfd

@@ -132,7 +132,7 @@ struct lc_client {
   void Split(const lc_file* file, size_t read, uint64_t offset, uint64_t length, char* dst,
              std::vector<lcn::Piece>* pieces) const;
   void Release(uint64_t anchor);
-  void CloseId(uint32_t id);  // the server's file `id` of this session
+  void CloseIds(const std::vector<uint32_t>& ids);  // the server's files of this session
   void Kick() {
     uint64_t one = 1;
     (void)!::write(submit, &one, sizeof(one));

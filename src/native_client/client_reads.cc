@@ -35,6 +35,7 @@ struct Attempt {
   std::vector<uint8_t>& in_ring;  // per piece: submitted and not completed
   size_t cursor = 0;
   size_t in_flight = 0;
+  std::vector<size_t> copied;  // pieces copied in this session (checked once it is over)
 
   // Submits what fits; pieces of files not open in this session end with ESTALE.
   void SubmitMore() {
@@ -117,10 +118,21 @@ struct Attempt {
     } else if (p.dst != nullptr) {
       std::memcpy(p.dst, m.data + cqe.arena_offset, n);
       c.Release(cqe.anchor);
+      copied.push_back(index);
     } else {
       p.view = m.data + cqe.arena_offset;
       p.anchor = cqe.anchor;
     }
+  }
+
+  // Whether the session still lives. A copy made from a co-located worker's memory is right only
+  // if the server's anchor held throughout it: the server hangs up when it dies, before its
+  // worker can reuse the memory. Pieces copied in a session that ended are run again.
+  bool Outlived() {
+    pollfd p{c.sock, POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) == 0 || (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return true;
+    for (size_t index : copied) pieces[index].done = false;
+    return false;
   }
 
   // True when every piece is done; false when the session ended first.
@@ -129,7 +141,7 @@ struct Attempt {
     bool ended = false;
     while (!ended) {
       if (in_flight == 0) {
-        if (cursor >= pieces.size()) return true;
+        if (cursor >= pieces.size()) return Outlived();
         SubmitMore();
         if (in_flight == 0) {  // the ring is full of releases the server has not taken yet
           c.Kick();
@@ -152,7 +164,7 @@ int lc_client::Run(std::vector<lc_file*>& pfiles, std::vector<Piece>& pieces) {
   std::vector<uint8_t> in_ring(pieces.size(), 0);
   for (int restarts = 0;; ++restarts) {
     if (EnsureAttached() != 0) return -1;
-    Attempt attempt{*this, pfiles, pieces, in_ring};
+    Attempt attempt{*this, pfiles, pieces, in_ring, 0, 0, {}};
     if (attempt.RunToEnd()) return 0;
     // The session ended under us: attach again (the files open again) and run what is not done.
     // Views of the old session stay mapped.

@@ -318,7 +318,7 @@ int lc_client::Reopen(lc_file* f) {
   if (v < 0 && v > -4096) return Fail(static_cast<int>(-v), errors[0]);
   std::unique_ptr<lc_file> fresh(opened[0]);
   if (f->session != 0 && fresh->size != f->size) {
-    CloseId(fresh->id);
+    CloseIds({fresh->id});
     return Fail(ESTALE, f->path + ": the object changed while the mount's server restarted");
   }
   f->id = fresh->id;
@@ -328,15 +328,16 @@ int lc_client::Reopen(lc_file* f) {
   return 0;
 }
 
-void lc_client::CloseId(uint32_t id) {
+void lc_client::CloseIds(const std::vector<uint32_t>& ids) {
   wire::MessageHeader h;
   h.type = wire::kClose;
-  wire::CloseBody c;
-  c.file_id = id;
-  char msg[sizeof(h) + sizeof(c)];
-  std::memcpy(msg, &h, sizeof(h));
-  std::memcpy(msg + sizeof(h), &c, sizeof(c));
-  wire::SendMessage(sock, msg, sizeof(msg), nullptr, 0);
+  size_t per = (wire::kMaxMessage - sizeof(h)) / sizeof(uint32_t);
+  for (size_t at = 0; at < ids.size(); at += per) {
+    size_t n = std::min(per, ids.size() - at);
+    std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
+    msg.append(reinterpret_cast<const char*>(ids.data() + at), n * sizeof(uint32_t));
+    wire::SendMessage(sock, msg.data(), msg.size(), nullptr, 0);
+  }
 }
 
 void lc_client::Release(uint64_t anchor) {

@@ -144,7 +144,7 @@ void lc_close(lc_file* file) {
   std::lock_guard<std::recursive_mutex> lock(client->mu);
   client->files.erase(file);
   if (file->session == client->session && client->sock >= 0 && client->pid == ::getpid()) {
-    client->CloseId(file->id);
+    client->CloseIds({file->id});
   }
   if (file->fd >= 0) ::close(file->fd);
   delete file;
@@ -295,9 +295,14 @@ ssize_t lc_read_many(lc_client* client, lc_read* reads, size_t count) {
       r.result += p.result;
     }
   }
+  std::vector<uint32_t> done;  // the files opened for the batch, closed in one message
   for (size_t i = 0; i < count; ++i) {
-    if (owned[i]) lc_close(files[i]);
+    if (!owned[i]) continue;
+    if (files[i]->session == client->session) done.push_back(files[i]->id);
+    client->files.erase(files[i]);
+    delete files[i];
   }
+  if (!done.empty() && client->sock >= 0) client->CloseIds(done);
   if (run != 0) return -1;
   ssize_t ok = 0;
   for (size_t i = 0; i < count; ++i) {
