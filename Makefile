@@ -5,7 +5,7 @@ JOBS ?= 2
 CTEST_JOBS ?= 2
 
 .PHONY: all deps configure build test k8s-test check-clang test-asan test-tsan build-tsan fuzz demo bench bench-quick bench-train \
-	faults faults-quick bench-deps format format-check clean
+	bench-native faults faults-quick bench-deps format format-check clean
 
 all: build
 
@@ -68,11 +68,18 @@ bench: build bench-deps
 bench-quick: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare --quick $(BENCH_ARGS)
 	@BUILD_DIR=$(BUILD_DIR) bench/write --quick
+	@BUILD_DIR=$(BUILD_DIR) bench/native --quick
 
 # A PyTorch training loop's epochs over lakecache, s3fs, rclone and local disk (bench/train, needs
 # root): TFRecord shards and shuffled small files, with and without the order hint.
 bench-train: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/train $(BENCH_ARGS)
+
+# The native data path against the FUSE mount and this machine's ceilings (bench/native, needs root):
+# sequential, random, small files and DataLoader epochs on a standalone mount, then a co-located and
+# a remote cluster mount; reader and mount-server CPU per GB, the server's peak RSS.
+bench-native: build bench-deps
+	@BUILD_DIR=$(BUILD_DIR) bench/native $(BENCH_ARGS)
 
 # The fault matrix (bench/faults, needs root): each fault injected under 8 readers, with what they
 # saw; the table goes to docs/reliability.md. faults-quick is its CI size: every row, each outcome

@@ -77,7 +77,7 @@ TEST(ErrnoMapTest, EveryStatusCodeHasARow) {
     auto code = static_cast<StatusCode>(value);
     EXPECT_NE(RowOf(code), nullptr)
         << "StatusCode " << value << " (" << StatusCodeName(code)
-        << ") has no errno decided: add it to src/fuse/errno_map.cc, docs/semantics.md "
+        << ") has no errno decided: add it to src/common/errno_map.cc, docs/semantics.md "
            "(\"Errors\") and kErrnoOf";
     EXPECT_NE(StatusCodeName(code), "Unknown") << "StatusCode " << value;
   }
