@@ -185,10 +185,11 @@ TierStats NodeDiskTier::Stats() const {
 
 Result<std::shared_ptr<BlockStore>> ClusterBlockStore(const std::shared_ptr<ClusterClient>& client,
                                                       const CacheConfig& config, bool node_tiers,
-                                                      std::shared_ptr<MemoryBudget> budget) {
+                                                      std::shared_ptr<MemoryBudget> budget,
+                                                      std::shared_ptr<ShmArena> arena) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
   if (node_tiers) tiers.push_back(std::make_unique<NodeMemoryTier>(client));
-  auto memory = MemoryTier::Create(config.memory_capacity, config.policy);
+  auto memory = MemoryTier::Create(config.memory_capacity, config.policy, /*seed=*/0, std::move(arena));
   if (!memory.ok()) return memory.status().WithContext("cache.policy");
   tiers.push_back(std::move(*memory));
   if (node_tiers) tiers.push_back(std::make_unique<NodeDiskTier>(client));

@@ -95,9 +95,11 @@ class NodeDiskTier : public CacheTier {
 
 // A cluster mount's cache: with `node_tiers`, the memory of the workers on this host (mapped), its
 // own memory tier (config.memory_capacity) for blocks that live elsewhere, then the cache files of
-// the workers on this host; without, its own memory tier only.
+// the workers on this host; without, its own memory tier only. With an `arena`, its own memory
+// tier keeps its blocks there (see MemoryTier).
 Result<std::shared_ptr<BlockStore>> ClusterBlockStore(const std::shared_ptr<ClusterClient>& client,
                                                       const CacheConfig& config, bool node_tiers,
-                                                      std::shared_ptr<MemoryBudget> budget);
+                                                      std::shared_ptr<MemoryBudget> budget,
+                                                      std::shared_ptr<ShmArena> arena = nullptr);
 
 }  // namespace lakecache

@@ -47,29 +47,29 @@ std::string RandomHexId() {
   return id;
 }
 
+// Memfd arenas for a mount's memory tier, so that the native data path hands its blocks to readers
+// by reference; null (the tier stays private) without the native data path or shared memory.
+std::shared_ptr<ShmArena> MemoryArena(const Config& config) {
+  if (!config.client.native || config.cache.memory_capacity == 0) return nullptr;
+  ShmArenaOptions shm;
+  shm.capacity_bytes = config.cache.memory_capacity;
+  Result<std::shared_ptr<ShmArena>> made = ShmArena::Create(shm);
+  if (made.ok()) return std::move(*made);
+  spdlog::warn("the memory cache stays private (no shared memory: {}); the native data path "
+               "copies its blocks",
+               made.status().message());
+  return nullptr;
+}
+
 Result<std::shared_ptr<BlockStore>> OpenBlocks(const MountSources& sources) {
   const Config& config = sources.config;
   auto budget = std::make_shared<MemoryBudget>(config.client.memory_budget);
   if (sources.cluster) {
-    return ClusterBlockStore(sources.client, config.cache, config.client.short_circuit, budget);
-  }
-  // The memory tier keeps its blocks in memfd arenas, so that the native data path hands them to
-  // readers by reference.
-  std::shared_ptr<ShmArena> arena;
-  if (config.cache.memory_capacity > 0) {
-    ShmArenaOptions shm;
-    shm.capacity_bytes = config.cache.memory_capacity;
-    Result<std::shared_ptr<ShmArena>> made = ShmArena::Create(shm);
-    if (made.ok()) {
-      arena = std::move(*made);
-    } else {
-      spdlog::warn("the memory cache stays private (no shared memory: {}); the native data path "
-                   "copies its blocks",
-                   made.status().message());
-    }
+    return ClusterBlockStore(sources.client, config.cache, config.client.short_circuit, budget,
+                             MemoryArena(config));
   }
   LC_ASSIGN_OR_RETURN(std::unique_ptr<BlockStore> opened,
-                      BlockStore::Open(config.cache, budget, std::move(arena)));
+                      BlockStore::Open(config.cache, budget, MemoryArena(config)));
   return std::shared_ptr<BlockStore>(std::move(opened));
 }
 
