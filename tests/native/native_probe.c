@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   if (c == NULL) return Die("attach");
   if (strcmp(argv[1], "attach") == 0) {
     printf("attached %s\n", lc_mountpoint(c));
+    lc_detach(c);
     return 0;
   }
   lc_file* f = lc_open(c, argv[2]);
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
     ssize_t n = lc_pread(f, buf, size, 0);
     if (n < 0) return Die("read");
     printf("bytes=%zd fnv=%016llx\n", n, (unsigned long long)Fnv(buf, (size_t)n, 14695981039346656037ull));
+    free(buf);
+    lc_close(f);
+    lc_detach(c);
     return 0;
   }
   if (strcmp(argv[1], "hold") == 0 && argc > 3) {
@@ -80,6 +84,10 @@ int main(int argc, char** argv) {
       ++passes;
     }
     printf("passes=%ld errors=%ld wrong=%ld\n", passes, errors, wrong);
+    free(first);
+    free(buf);
+    lc_close(f);
+    lc_detach(c);
     return errors || wrong ? 1 : 0;
   }
   return 2;
