@@ -22,7 +22,8 @@ scripts/apt-install-missing.sh test-asan clang libclang-rt-14-dev
 # 19 minutes; docs/reliability.md has the minutes of each. `ctest` in build-clang runs them all.
 INTEGRATION=(cli_test cli_mount_test cli_server_test cli_cert_test cluster_launcher_test health_test
   https_test servers_smoke_test fuse_handover_test mount_restart_test s3_write_test
-  cluster_write_test multihost_test order_hint_test read_path_test metrics_test native_test)
+  cluster_write_test multihost_test order_hint_test read_path_test metrics_test native_test
+  native_cluster_test)
 
 # Unoptimised: instrumented code at -O1 takes three times the compile time of -O0 (about 25 more
 # minutes on 2 cores), and the tests wait mostly on servers and sleeps, not on our code.
