@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -247,6 +248,36 @@ TEST_F(NativeTest, ReadersGoOnThroughATakeoverOfTheMount) {
   // The new server serves native readers too.
   RunResult sum = Probe({"sum", mnt + "/data/a.txt"});
   EXPECT_EQ(sum.exit_code, 0) << sum.err;
+}
+
+// The mount's server (the holder's child) SIGKILLed under a native reader: the holder starts
+// another, the reader attaches to it and reads on, every byte right.
+TEST_F(NativeTest, ReadersGoOnThroughACrashOfTheMountsServer) {
+  std::string mnt = MountBucket();
+  ASSERT_NE(mount_, nullptr);
+  auto server_pid = [&] {
+    std::ifstream in("/proc/" + std::to_string(mount_->pid()) + "/task/" +
+                     std::to_string(mount_->pid()) + "/children");
+    pid_t child = 0;
+    in >> child;
+    return child;
+  };
+  pid_t old_server = server_pid();
+  ASSERT_GT(old_server, 0);
+  auto reader = ChildProcess::Start({NATIVE_PROBE_BINARY, "loop", mnt + "/data/big.bin", "6"},
+                                    scratch_->path() + "/loop.log", Env());
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return (*reader)->LogTail().find("reading") != std::string::npos; },
+                      std::chrono::seconds(30)))
+      << (*reader)->LogTail();
+  ASSERT_EQ(::kill(old_server, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] {
+    pid_t now = server_pid();
+    return now > 0 && now != old_server;
+  }, std::chrono::seconds(30))) << mount_->LogTail();
+  ASSERT_TRUE(WaitFor([&] { return !(*reader)->Running(); }, std::chrono::seconds(60)));
+  std::string out = (*reader)->LogTail();
+  EXPECT_NE(out.find("errors=0 wrong=0"), std::string::npos) << out << mount_->LogTail();
 }
 
 // A reader that speaks the wire itself, to send what the library never would.
