@@ -143,10 +143,10 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (count) TouchBelow(i, request.key);
     return PinnedRead{std::move(block), 0, static_cast<int>(i)};
   }
-  if (BlockRef block = AdmitStaged(request)) return PinnedRead{std::move(block), 0};
+  if (BlockRef block = AdmitStaged(request)) return PinnedRead{Shared(request.key, std::move(block)), 0};
   if (InFlight(request.key)) {
     LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));  // joins it
-    return PinnedRead{std::move(block), 0};
+    return PinnedRead{Shared(request.key, std::move(block)), 0};
   }
   for (size_t i = 0; i < tiers_.size(); ++i) {
     if (tiers_[i]->resident()) continue;
@@ -171,9 +171,20 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (count) TouchBelow(i, request.key);
     return PinnedRead{nullptr, *hit};
   }
-  if (BlockRef block = AdmitStaged(request)) return PinnedRead{std::move(block), 0};
+  if (BlockRef block = AdmitStaged(request)) return PinnedRead{Shared(request.key, std::move(block)), 0};
   LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));
-  return PinnedRead{std::move(block), 0};
+  return PinnedRead{Shared(request.key, std::move(block)), 0};
+}
+
+BlockRef BlockStore::Shared(const BlockKey& key, BlockRef block) {
+  if (block == nullptr || block->fd() >= 0) return block;
+  for (const auto& tier : tiers_) {
+    if (!tier->resident()) continue;
+    if (BlockRef shared = tier->SharedCopy(key); shared != nullptr && shared->size() == block->size()) {
+      return shared;
+    }
+  }
+  return block;
 }
 
 bool BlockStore::InFlight(const BlockKey& key) {

@@ -158,6 +158,8 @@ class BlockStore {
   // Offers a staged block to the tiers, then takes it out of staging; nullptr if not staged. A
   // block another reader is offering meanwhile is returned as it is, not offered twice.
   BlockRef AdmitStaged(const BlockRequest& request);
+  // `block`, or the copy of it a resident tier keeps in shared memory (CacheTier::SharedCopy).
+  BlockRef Shared(const BlockKey& key, BlockRef block);
   bool IsStaged(const BlockKey& key);
   // True if a non-resident (disk) tier holds the block.
   bool InLowerTier(const BlockKey& key) const;

@@ -43,6 +43,13 @@ class CacheTier {
     (void)count_access;
     return nullptr;
   }
+  // The tier's copy of `key` when it lies in a file (shared memory: Block::fd), counting nothing;
+  // nullptr otherwise. A block just fetched and offered is read from this copy where the tier
+  // made one, so that readers beside FUSE get it by reference.
+  virtual BlockRef SharedCopy(const BlockKey& key) {
+    (void)key;
+    return nullptr;
+  }
   // True if Pin serves this tier's hits (its blocks live in process memory).
   virtual bool resident() const { return false; }
 

@@ -51,6 +51,15 @@ BlockRef MemoryTier::Lookup(const BlockKey& key, bool count_access) {
   return block;
 }
 
+BlockRef MemoryTier::SharedCopy(const BlockKey& key) {
+  if (arena_ == nullptr) return nullptr;
+  Shard& shard = ShardFor(key);
+  MutexLock lock(&shard.mu);
+  auto it = shard.blocks.find(key);
+  if (it == shard.blocks.end() || it->second->fd() < 0) return nullptr;
+  return it->second;
+}
+
 Result<BlockRef> MemoryTier::Get(const BlockKey& key) {
   BlockRef block = Lookup(key);
   if (block == nullptr) return MissStatus();

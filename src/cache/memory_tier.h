@@ -42,6 +42,7 @@ class MemoryTier : public CacheTier {
   BlockRef Pin(const BlockKey& key, bool count_access) override {
     return Lookup(key, count_access);
   }
+  BlockRef SharedCopy(const BlockKey& key) override;
   bool resident() const override { return true; }
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;

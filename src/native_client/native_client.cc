@@ -66,7 +66,7 @@ lc_client* lc_attach(const char* path) {
   std::string socket = lcn::SocketNamedIn(root);
   if (socket.empty()) {
     Fail(ENOTSUP, std::string(path) + ": not in a lakecache mount with the native data path (no " +
-                      root + "/.lakecache/native)");
+                      (root == "/" ? "" : root) + "/.lakecache/native)");
     return nullptr;
   }
   auto client = std::make_unique<lc_client>();

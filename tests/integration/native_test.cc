@@ -364,12 +364,19 @@ class RawSession {
     return std::nullopt;
   }
   bool Submit(const native::Sqe& e) { return native::SubmitRequest(ring_, &client_, e); }
-  // True once the server has closed the session.
+  // True once the server has closed the session (messages it sent before are skipped).
   bool Ended() {
-    pollfd p{sock_, POLLIN, 0};
-    if (::poll(&p, 1, 10000) <= 0) return false;
-    char c;
-    return ::recv(sock_, &c, 1, MSG_DONTWAIT) == 0;
+    for (;;) {
+      pollfd p{sock_, POLLIN, 0};
+      if (::poll(&p, 1, 10000) <= 0) return false;
+      char buf[512];
+      int fds[native::kMaxMessageFds];
+      size_t nfds = 0;
+      ssize_t n = native::ReceiveMessage(sock_, buf, sizeof(buf), fds, &nfds);
+      for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
   }
 
  private:
