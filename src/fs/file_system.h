@@ -187,6 +187,9 @@ class FileSystem {
     uint64_t block_size = 0;
   };
   Result<HandleShape> ShapeOf(uint64_t fh) const;
+  // Whether a read of `fh` at `offset` would be served from memory (no fetch, no disk read): the
+  // handle's pinned block or a resident tier's.
+  bool InMemoryAt(uint64_t fh, uint64_t offset) const;
 
   // Writes. Errors are Status::Refused with the errno the contract names where the contract
   // refuses the call; store errors otherwise (EIO to the caller).

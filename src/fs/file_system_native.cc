@@ -73,4 +73,15 @@ Result<FileSystem::HandleShape> FileSystem::ShapeOf(uint64_t fh) const {
   return HandleShape{h->size, h->block_size};
 }
 
+bool FileSystem::InMemoryAt(uint64_t fh, uint64_t offset) const {
+  Handle* h = FindHandle(fh);
+  if (h == nullptr || offset >= h->size) return false;
+  uint64_t index = offset / h->block_size;
+  {
+    MutexLock lock(&h->pin_mu);
+    if (h->pinned_index == index) return true;
+  }
+  return blocks_->InMemory(BlockKey{h->content, index});
+}
+
 }  // namespace lakecache

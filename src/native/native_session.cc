@@ -174,31 +174,42 @@ void NativeSession::End() {
 }
 
 bool NativeSession::Drain() {
-  MutexLock lock(&mu);
+  constexpr size_t kBatch = 64;
   for (;;) {
-    Sqe e;
-    native::TakeResult taken = native::TakeRequest(ring, &state, in_flight, &e);
-    if (taken == native::TakeResult::kBroken) return false;
-    if (taken == native::TakeResult::kEmpty || taken == native::TakeResult::kFull) return true;
-    switch (e.op) {
-      case native::kRelease:
-        ReleaseLocked(e.anchor);
-        if ((e.flags & native::kFlagAck) != 0) PostLocked(e.user_data, 0, 0, 0, 0);
-        break;
-      case native::kRead: {
-        auto it = files.find(e.file_id);
+    std::vector<std::pair<Sqe, File>> reads;
+    reads.reserve(kBatch);
+    native::TakeResult taken = native::TakeResult::kTaken;
+    {
+      MutexLock lock(&mu);
+      while (reads.size() < kBatch) {
+        Sqe e;
+        taken = native::TakeRequest(ring, &state, in_flight, &e);
+        if (taken != native::TakeResult::kTaken) break;
+        if (e.op == native::kRelease) {
+          ReleaseLocked(e.anchor);
+          if ((e.flags & native::kFlagAck) != 0) PostLocked(e.user_data, 0, 0, 0, 0);
+          continue;
+        }
+        auto it = e.op == native::kRead ? files.find(e.file_id) : files.end();
         if (it == files.end()) {
-          PostLocked(e.user_data, -EBADF, 0, 0, 0);
-          break;
+          PostLocked(e.user_data, e.op == native::kRead ? -EBADF : -EINVAL, 0, 0, 0);
+          continue;
         }
         ++in_flight;
-        File f = it->second;
-        server->pool->Post([self = shared_from_this(), e, f] { self->Read(e, f); });
-        break;
+        reads.emplace_back(e, it->second);
       }
-      default:
-        PostLocked(e.user_data, -EINVAL, 0, 0, 0);
     }
+    // Reads of memory are served here, at once; the others (a fetch, a disk read) on the pool,
+    // so that none waits behind them.
+    for (const auto& [e, f] : reads) {
+      if (server->fs->InMemoryAt(f.fh, e.offset)) {
+        Read(e, f);
+      } else {
+        server->pool->Post([self = shared_from_this(), e = e, f = f] { self->Read(e, f); });
+      }
+    }
+    if (taken == native::TakeResult::kBroken) return false;
+    if (taken != native::TakeResult::kTaken) return true;
   }
 }
 

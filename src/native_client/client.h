@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -60,6 +61,10 @@ struct Piece {
 // The socket's path the mount's control file `.lakecache/native` in `dir` names, or empty.
 std::string SocketNamedIn(const std::string& dir);
 
+// Counts fork()s into this process's line (a child's count is its parent's plus one): a client
+// attached under another count belongs to another process. Cheaper than getpid() per call.
+uint64_t ForkGeneration();
+
 // What a read's -errno means for the reader.
 std::string ReadError(int64_t result);
 
@@ -78,6 +83,12 @@ struct lc_file {
 struct lc_client {
   std::recursive_mutex mu;
   pid_t pid = 0;
+  uint64_t generation = 0;  // lcn::ForkGeneration() when it attached
+  bool Ours() const { return generation == lcn::ForkGeneration(); }
+  // Pages of node memory this reader mapped, by 4 MiB chunk of each mapping (see Populate).
+  std::unordered_map<const char*, std::vector<uint8_t>> populated;
+  // Maps a range of `m` before it is read: one call for its pages instead of a fault per 64 KiB.
+  void Populate(const lcn::Mapping& m, uint64_t offset, uint64_t length);
   std::string mountpoint;
   std::string socket_path;
   int sock = -1, submit = -1, complete = -1;
@@ -110,6 +121,7 @@ struct lc_client {
     if (!keep_views_only) {
       for (lcn::Mapping& m : retired) ::munmap(const_cast<char*>(m.data), m.bytes);
       retired.clear();
+      populated.clear();
     }
   }
 

@@ -67,7 +67,11 @@ struct Attempt {
   // The next completion, sleeping on the eventfd when there is none; false when there is none yet
   // (call again) or, with *ended, when the session ended.
   bool Next(Cqe* out, bool* ended) {
-    if (wire::TakeCompletion(c.ring, &c.rs, out)) return true;
+    // A memory hit comes back within microseconds: look a few times before sleeping.
+    for (int spin = 0; spin < 64; ++spin) {
+      if (wire::TakeCompletion(c.ring, &c.rs, out)) return true;
+      __builtin_ia32_pause();
+    }
     c.ring.header()->reader_waiting.store(1, std::memory_order_seq_cst);
     if (wire::TakeCompletion(c.ring, &c.rs, out)) {
       c.ring.header()->reader_waiting.store(0, std::memory_order_relaxed);
@@ -116,10 +120,12 @@ struct Attempt {
       c.Release(cqe.anchor);
       p.result = -EPROTO;
     } else if (p.dst != nullptr) {
+      c.Populate(m, cqe.arena_offset, n);
       std::memcpy(p.dst, m.data + cqe.arena_offset, n);
       c.Release(cqe.anchor);
       copied.push_back(index);
     } else {
+      c.Populate(m, cqe.arena_offset, n);
       p.view = m.data + cqe.arena_offset;
       p.anchor = cqe.anchor;
     }

@@ -132,6 +132,7 @@ int lc_client::Connect() {
   anchor_bytes = w.anchor_bytes;
   ++session;
   pid = ::getpid();
+  generation = lcn::ForkGeneration();
   return 0;
 }
 
@@ -150,7 +151,7 @@ int lc_client::Attach() {
 }
 
 int lc_client::EnsureAttached() {
-  if (pid != ::getpid()) {
+  if (!Ours()) {
     // A child after fork(): the session is the parent's; never touch its ring.
     for (int* fd : {&sock, &submit, &complete}) {
       if (*fd >= 0) ::close(*fd);
@@ -337,6 +338,24 @@ void lc_client::CloseIds(const std::vector<uint32_t>& ids) {
     std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
     msg.append(reinterpret_cast<const char*>(ids.data() + at), n * sizeof(uint32_t));
     wire::SendMessage(sock, msg.data(), msg.size(), nullptr, 0);
+  }
+}
+
+void lc_client::Populate(const lcn::Mapping& m, uint64_t offset, uint64_t length) {
+  constexpr uint64_t kChunk = 4ull << 20;
+  if (length == 0) return;
+  std::vector<uint8_t>& done = populated[m.data];
+  if (done.empty()) done.assign(m.bytes / kChunk + 1, 0);
+  for (uint64_t chunk = offset / kChunk; chunk <= (offset + length - 1) / kChunk && chunk < done.size(); ++chunk) {
+    if (done[chunk]) continue;
+    done[chunk] = 1;
+    uint64_t at = chunk * kChunk;
+    uint64_t n = std::min(kChunk, m.bytes - at);
+#ifdef MADV_POPULATE_READ
+    (void)::madvise(const_cast<char*>(m.data) + at, n, MADV_POPULATE_READ);
+#else
+    (void)n;
+#endif
   }
 }
 

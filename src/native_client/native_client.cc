@@ -13,11 +13,13 @@ namespace wire = lakecache::native;
 // anew on its first call: see EnsureAttached).
 namespace {
 std::mutex g_clients_mu;
+std::atomic<uint64_t> g_fork_generation{1};
 std::set<lc_client*>* g_clients = new std::set<lc_client*>;  // never destroyed: atfork may run late
 
 void LockRegistry() { g_clients_mu.lock(); }
 void UnlockRegistry() { g_clients_mu.unlock(); }
 void ChildAfterFork() {
+  ++g_fork_generation;
   new (&g_clients_mu) std::mutex();
   for (lc_client* c : *g_clients) new (&c->mu) std::recursive_mutex();
 }
@@ -32,6 +34,8 @@ void Unregister(lc_client* c) {
   g_clients->erase(c);
 }
 }  // namespace
+
+uint64_t lcn::ForkGeneration() { return g_fork_generation.load(std::memory_order_relaxed); }
 
 // ---- the C ABI ------------------------------------------------------------------------------------
 
@@ -143,7 +147,7 @@ void lc_close(lc_file* file) {
   lc_client* client = file->client;
   std::lock_guard<std::recursive_mutex> lock(client->mu);
   client->files.erase(file);
-  if (file->session == client->session && client->sock >= 0 && client->pid == ::getpid()) {
+  if (file->session == client->session && client->sock >= 0 && client->Ours()) {
     client->CloseIds({file->id});
   }
   if (file->fd >= 0) ::close(file->fd);
@@ -190,7 +194,7 @@ int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view) 
 void lc_release(lc_client* client, lc_view* view) {
   if (view == nullptr || view->token == 0) return;
   std::lock_guard<std::recursive_mutex> lock(client->mu);
-  if (client->pid == ::getpid()) {
+  if (client->Ours()) {
     client->Release(view->token);
     client->Kick();
   }
