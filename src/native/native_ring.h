@@ -68,6 +68,15 @@ struct RingMapping {
   }
 };
 
+// A pause in a loop that waits on the other side (it lets a sibling hyperthread run).
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // ---- the server's end -------------------------------------------------------------------------
 
 struct RingServerState {
@@ -116,6 +125,11 @@ inline uint64_t ReadLength(const Sqe& e, uint64_t size, uint64_t block_size, uin
   return std::min(end - e.offset, max_read);
 }
 
+// Whether the reader has queued requests the server has not taken (a cheap look at the ring).
+inline bool RequestsQueued(const RingMapping& ring, const RingServerState& state) {
+  return ring.header()->sq_tail.load(std::memory_order_acquire) != state.sq_head;
+}
+
 // ---- the reader's end ----------------------------------------------------------------------
 
 struct RingClientState {
@@ -130,7 +144,7 @@ inline bool SubmitRequest(const RingMapping& ring, RingClientState* state, const
   if (state->sq_tail - taken >= ring.sq_entries) return false;
   std::memcpy(&ring.sq()[state->sq_tail & (ring.sq_entries - 1)], &e, sizeof(Sqe));
   ++state->sq_tail;
-  h->sq_tail.store(state->sq_tail, std::memory_order_release);
+  h->sq_tail.store(state->sq_tail, std::memory_order_seq_cst);
   return true;
 }
 
@@ -143,6 +157,12 @@ inline bool TakeCompletion(const RingMapping& ring, RingClientState* state, Cqe*
   ++state->cq_head;
   h->cq_head.store(state->cq_head, std::memory_order_release);
   return true;
+}
+
+// Whether the server must be woken (the submit eventfd written) for requests just queued: false
+// while it looks at the ring anyway.
+inline bool ServerSleeps(const RingMapping& ring) {
+  return ring.header()->server_awake.load(std::memory_order_seq_cst) == 0;
 }
 
 // Whether requests the reader queued wait for the server to take them.

@@ -125,7 +125,7 @@ void NativeSession::Loop() {
     if (p[1].revents != 0) {
       uint64_t count;
       (void)::read(submit.get(), &count, sizeof(count));
-      if (!Drain()) {
+      if (!Serve()) {
         spdlog::warn("native data path: a reader (uid {}) broke its request ring; its session ends",
                      reader.uid);
         return;
@@ -170,6 +170,29 @@ void NativeSession::End() {
     spdlog::info("native: the session of pid {} (uid {}) ended; it held {} files open and {} "
                  "ranges ({} bytes), now released",
                  pid, reader.uid, open.size(), held_count, held_bytes);
+  }
+}
+
+// Drains the ring, then keeps looking at it for a while (kAwake) before the session thread sleeps:
+// a reader that submits again within it costs no wake-up on either side.
+bool NativeSession::Serve() {
+  constexpr auto kAwake = std::chrono::microseconds(50);
+  native::RingHeader* h = ring.header();
+  h->server_awake.store(1, std::memory_order_seq_cst);
+  for (;;) {
+    if (!Drain()) return false;
+    auto until = std::chrono::steady_clock::now() + kAwake;
+    bool more = false;
+    while (!more && std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < 32 && !more; ++i) {
+        more = native::RequestsQueued(ring, state);
+        native::CpuRelax();
+      }
+    }
+    if (more) continue;
+    h->server_awake.store(0, std::memory_order_seq_cst);
+    if (!native::RequestsQueued(ring, state)) return true;  // the reader will write the eventfd
+    h->server_awake.store(1, std::memory_order_seq_cst);
   }
 }
 

@@ -129,6 +129,7 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   Status Handshake();
   void Loop();
   void End();
+  bool Serve();
   bool Drain();
   void HandleMessage(const char* data, size_t size, int* fds, size_t nfds);
   void OpenPaths(uint64_t request_id, const char* data, size_t size);

@@ -172,6 +172,9 @@ struct alignas(64) RingHeader {
   alignas(64) std::atomic<uint32_t> cq_head;  // reader: completions consumed
   alignas(64) std::atomic<uint32_t> cq_tail;  // server: completions written
   alignas(64) std::atomic<uint32_t> reader_waiting;  // reader: set while it sleeps on the eventfd
+  // server: set while it looks at the ring for more requests (the reader need not write the
+  // submit eventfd); cleared before it sleeps, after which it looks once more.
+  alignas(64) std::atomic<uint32_t> server_awake;
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 inline constexpr size_t kRingHeaderBytes = 4096;

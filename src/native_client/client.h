@@ -145,7 +145,9 @@ struct lc_client {
              std::vector<lcn::Piece>* pieces) const;
   void Release(uint64_t anchor);
   void CloseIds(const std::vector<uint32_t>& ids);  // the server's files of this session
+  // Wakes the server for requests just queued, unless it is looking at the ring anyway.
   void Kick() {
+    if (!lcn::wire::ServerSleeps(ring)) return;
     uint64_t one = 1;
     (void)!::write(submit, &one, sizeof(one));
   }

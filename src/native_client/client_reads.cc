@@ -67,11 +67,15 @@ struct Attempt {
   // The next completion, sleeping on the eventfd when there is none; false when there is none yet
   // (call again) or, with *ended, when the session ended.
   bool Next(Cqe* out, bool* ended) {
-    // A memory hit comes back within microseconds: look a few times before sleeping.
-    for (int spin = 0; spin < 64; ++spin) {
-      if (wire::TakeCompletion(c.ring, &c.rs, out)) return true;
-      __builtin_ia32_pause();
-    }
+    // A memory hit comes back within microseconds: look for a while (kPatience) before sleeping.
+    constexpr auto kPatience = std::chrono::microseconds(50);
+    auto until = std::chrono::steady_clock::now() + kPatience;
+    do {
+      for (int spin = 0; spin < 32; ++spin) {
+        if (wire::TakeCompletion(c.ring, &c.rs, out)) return true;
+        wire::CpuRelax();
+      }
+    } while (std::chrono::steady_clock::now() < until);
     c.ring.header()->reader_waiting.store(1, std::memory_order_seq_cst);
     if (wire::TakeCompletion(c.ring, &c.rs, out)) {
       c.ring.header()->reader_waiting.store(0, std::memory_order_relaxed);
