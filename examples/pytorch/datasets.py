@@ -220,7 +220,14 @@ def collate_ragged(batch):
     labelled = isinstance(batch[0], tuple)
     tensors = [sample[0] for sample in batch] if labelled else batch
     flat = [t.reshape(-1) for t in tensors]
-    collated = (torch.cat(flat), torch.tensor([t.numel() for t in flat], dtype=torch.int64))
+    out = None
+    if torch.utils.data.get_worker_info() is not None:
+        # In a DataLoader worker, the batch is made in shared memory at once, as default_collate
+        # does: put on the worker's queue, a tensor elsewhere is copied there first.
+        numel = sum(t.numel() for t in flat)
+        out = torch.empty(0, dtype=flat[0].dtype).set_(
+            torch.UntypedStorage._new_shared(numel * flat[0].element_size()))
+    collated = (torch.cat(flat, out=out), torch.tensor([t.numel() for t in flat], dtype=torch.int64))
     if labelled:
         collated += (torch.tensor([sample[1] for sample in batch], dtype=torch.int64),)
     return collated

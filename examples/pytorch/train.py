@@ -3,7 +3,7 @@
 
   train.py --dataset tfrecord|images --root DIR [--epochs 1] [--batch-size 64] [--workers 4]
            [--compute-ms 0] [--hint [--hint-window N]] [--shuffle] [--seed 0]
-           [--verify MANIFEST] [--no-crc] [--native] [--json]
+           [--verify MANIFEST] [--no-crc] [--native] [--drop-caches] [--json]
 
 DIR holds *.tfrecord shards, or class folders of files (make_dataset.py writes either), e.g. a
 lakecache mount's /mnt/lake/<namespace>/train. Each batch is followed by --compute-ms of sleep, a
@@ -65,6 +65,12 @@ def make_loader(kind, root, batch_size=64, workers=4, hint=False, hint_window=No
     if kind == "tfrecord":
         shards = sorted(e.path for e in os.scandir(root) if e.name.endswith(".tfrecord"))
         _check_listed(digests, shards)
+        if native:
+            # The dataset makes the batches itself, each in shared memory: one copy per record.
+            dataset = shard_dataset(shards, verify=check_crc, hint=hint, rank=rank,
+                                    world_size=world_size, digests=digests, batch_size=batch_size)
+            return DataLoader(dataset, batch_size=None, num_workers=workers,
+                              persistent_workers=workers > 0)
         dataset = shard_dataset(shards, verify=check_crc, hint=hint, rank=rank,
                                 world_size=world_size, digests=digests)
         sampler = None
@@ -136,6 +142,9 @@ def parse_args(argv):
     p.add_argument("--no-crc", action="store_true", help="tfrecord: skip the records' CRC check")
     p.add_argument("--native", action="store_true",
                    help="read through the mount's native data path (needs lakecache._native)")
+    p.add_argument("--drop-caches", action="store_true",
+                   help="benchmarks: drop the kernel's page cache before each epoch (root), so that "
+                        "every epoch reads through the mount, as on a node whose memory the job needs")
     p.add_argument("--json", action="store_true", help="print one JSON report instead of text")
     return p.parse_args(argv)
 
@@ -158,6 +167,10 @@ def main(argv=None):
     for epoch in range(args.epochs):
         if hasattr(loader.sampler, "set_epoch"):
             loader.sampler.set_epoch(epoch)
+        if args.drop_caches:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
         stats = run_epoch(loader, args.compute_ms / 1e3)
         if digests and args.dataset == "images" and stats["samples"] != len(loader.sampler):
             raise RuntimeError("epoch %d read %d samples, expected %d" %

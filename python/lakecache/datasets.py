@@ -98,8 +98,9 @@ class _Chunks:
         return filled
 
 
-def read_records(path, verify=True, sha256=None, read_bytes=READ_BYTES):
-    """Yields the data of each record of a TFRecord file as a new bytearray, read natively.
+def read_records(path, verify=True, sha256=None, read_bytes=READ_BYTES, copy=True):
+    """Yields the data of each record of a TFRecord file as a new bytearray, read natively (with
+    copy False: a memoryview of the read buffer, valid until the next record, where it fits).
 
     verify checks both CRCs of every record. A truncated record, or with verify a CRC that does
     not match, raises CorruptRecordError with the record's offset. With sha256 (hex), the file's
@@ -124,7 +125,9 @@ def read_records(path, verify=True, sha256=None, read_bytes=READ_BYTES):
                 raise CorruptRecordError.at(path, offset, "truncated: %d data bytes and a CRC "
                                             "announced, %d bytes left" % (length, left))
             if length <= read_bytes:
-                data = bytearray(chunks.take(length))
+                data = chunks.take(length)
+                if copy:
+                    data = bytearray(data)
             else:
                 data = bytearray(length)
                 if chunks.take_into(data) != length:
@@ -148,6 +151,48 @@ def _uint8_tensor(data):
     return torch.frombuffer(data, dtype=torch.uint8)
 
 
+class _SharedBatch:
+    """Records gathered into one flat uint8 tensor in shared memory, grown as needed."""
+
+    def __init__(self):
+        self.sizes = []
+        self.used = 0
+        self.data = None
+        self.view = None
+
+    @property
+    def count(self):
+        return len(self.sizes)
+
+    @staticmethod
+    def _tensor(n):
+        # In a DataLoader worker, made in shared memory at once (share_memory_ would copy it
+        # there); in the main process, ordinary memory.
+        if get_worker_info() is None:
+            return torch.empty(n, dtype=torch.uint8)
+        return torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(n))
+
+    def add(self, record):
+        n = len(record)
+        if self.data is None or self.used + n > len(self.view):
+            bigger = self._tensor(max(2 * (self.used + n), 1 << 20))
+            if self.used:
+                bigger[:self.used] = self.data[:self.used]
+            self.data, self.view = bigger, memoryview(bigger.numpy())
+        self.view[self.used:self.used + n] = record
+        self.used += n
+        self.sizes.append(n)
+
+    def take(self):
+        """(data, sizes) of the records added since the last take; the next batch starts anew."""
+        out = (self.data[:self.used], torch.tensor(self.sizes, dtype=torch.int64))
+        capacity = len(self.view)
+        self.sizes, self.used = [], 0
+        self.data = self._tensor(capacity)
+        self.view = memoryview(self.data.numpy())
+        return out
+
+
 def _require_digests(digests, paths, what):
     """Refuses paths that digests (when given) has no entry for, naming one."""
     if digests is None:
@@ -167,8 +212,9 @@ class TFRecordShards(IterableDataset):
     """
 
     def __init__(self, shards, verify=True, hint=False, rank=0, world_size=1, digests=None,
-                 read_bytes=READ_BYTES):
+                 read_bytes=READ_BYTES, batch_size=None):
         self.shards = list(shards)
+        self.batch_size = batch_size
         self.verify, self.hint = verify, hint
         self.rank, self.world_size = rank, world_size
         self.digests = digests
@@ -187,10 +233,27 @@ class TFRecordShards(IterableDataset):
         shards = self.worker_shards()
         if self.hint:
             write_order(shards)
+        if self.batch_size:
+            yield from self._batches(shards)
+            return
         for shard in shards:
             sha256 = self.digests[shard] if self.digests else None
             for data in read_records(shard, self.verify, sha256, self.read_bytes):
                 yield _uint8_tensor(data)
+
+    def _batches(self, shards):
+        """Batches of batch_size records as (data, sizes), the flat form collate_ragged gives,
+        each record copied once, from the read buffer into a tensor in shared memory (which a
+        DataLoader hands to its main process without a copy)."""
+        batch = _SharedBatch()
+        for shard in shards:
+            sha256 = self.digests[shard] if self.digests else None
+            for data in read_records(shard, self.verify, sha256, self.read_bytes, copy=False):
+                batch.add(data)
+                if batch.count == self.batch_size:
+                    yield batch.take()
+        if batch.count:
+            yield batch.take()
 
 
 class ImageFolder(Dataset):
