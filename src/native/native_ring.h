@@ -68,15 +68,6 @@ struct RingMapping {
   }
 };
 
-// A pause in a loop that waits on the other side (it lets a sibling hyperthread run).
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // ---- the server's end -------------------------------------------------------------------------
 
 struct RingServerState {

@@ -138,6 +138,7 @@ Result<std::unique_ptr<NativeServer>> NativeServer::Start(std::shared_ptr<FileSy
   impl->stop.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->stop.valid()) return Status::IoErrorFromErrno("eventfd");
   impl->pool = std::make_unique<ThreadPool>(std::max<size_t>(1, options.threads));
+  impl->max_lookers = std::max(1u, std::thread::hardware_concurrency() - 1);
   Impl* raw = impl.get();
   impl->acceptor = std::thread([raw] { raw->Accept(); });
   return std::unique_ptr<NativeServer>(new NativeServer(std::move(impl)));

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,14 +182,17 @@ bool NativeSession::Serve() {
   h->server_awake.store(1, std::memory_order_seq_cst);
   for (;;) {
     if (!Drain()) return false;
-    auto until = std::chrono::steady_clock::now() + kAwake;
+    // At most one session per spare core looks on; the others sleep at once. Looking yields the
+    // core to whoever else wants it (a reader, a fetch).
     bool more = false;
-    while (!more && std::chrono::steady_clock::now() < until) {
-      for (int i = 0; i < 32 && !more; ++i) {
+    if (server->lookers.fetch_add(1) < server->max_lookers) {
+      auto until = std::chrono::steady_clock::now() + kAwake;
+      while (!more && std::chrono::steady_clock::now() < until) {
         more = native::RequestsQueued(ring, state);
-        native::CpuRelax();
+        if (!more) ::sched_yield();
       }
     }
+    server->lookers.fetch_sub(1);
     if (more) continue;
     h->server_awake.store(0, std::memory_order_seq_cst);
     if (!native::RequestsQueued(ring, state)) return true;  // the reader will write the eventfd

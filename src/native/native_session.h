@@ -73,6 +73,8 @@ struct NativeServer::Impl {
   std::vector<std::thread> finished GUARDED_BY(mu);
   std::atomic<uint64_t> live{0};
   std::atomic<uint64_t> staged{0};  // staging bytes in use, all sessions
+  std::atomic<uint32_t> lookers{0};  // sessions looking at their ring before they sleep
+  uint32_t max_lookers = 1;          // the cores but one
   std::atomic<uint64_t> held{0};    // bytes readers hold, all sessions
   std::atomic<uint64_t> sessions_total{0};
   std::atomic<uint64_t> reads_by_reference{0}, bytes_by_reference{0};

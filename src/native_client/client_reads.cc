@@ -1,5 +1,7 @@
 #include "native_client/client.h"
 
+#include <sched.h>
+
 using lcn::Fail;
 using lcn::Cqe;
 using lcn::Piece;
@@ -71,10 +73,8 @@ struct Attempt {
     constexpr auto kPatience = std::chrono::microseconds(50);
     auto until = std::chrono::steady_clock::now() + kPatience;
     do {
-      for (int spin = 0; spin < 32; ++spin) {
-        if (wire::TakeCompletion(c.ring, &c.rs, out)) return true;
-        wire::CpuRelax();
-      }
+      if (wire::TakeCompletion(c.ring, &c.rs, out)) return true;
+      ::sched_yield();  // the server (or anyone) may need this core
     } while (std::chrono::steady_clock::now() < until);
     c.ring.header()->reader_waiting.store(1, std::memory_order_seq_cst);
     if (wire::TakeCompletion(c.ring, &c.rs, out)) {
