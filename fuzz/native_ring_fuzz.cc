@@ -50,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ring.base = nullptr;  // not a mapping: nothing to unmap
   if (size > ring_bytes) {
     std::vector<std::string_view> paths;
-    ParseOpenPaths(reinterpret_cast<const char*>(data) + ring_bytes, size - ring_bytes, 1024, &paths);
+    ParseOpenPaths(reinterpret_cast<const char*>(data) + ring_bytes, size - ring_bytes, 1024,
+                   &paths);
     for (std::string_view p : paths) {
       if (p.empty() || p.size() > kMaxPath || p.find('\0') != std::string_view::npos) std::abort();
     }

@@ -143,7 +143,8 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (count) TouchBelow(i, request.key);
     return PinnedRead{std::move(block), 0, static_cast<int>(i)};
   }
-  if (BlockRef block = AdmitStaged(request)) return PinnedRead{Shared(request.key, std::move(block)), 0};
+  if (BlockRef block = AdmitStaged(request))
+    return PinnedRead{Shared(request.key, std::move(block)), 0};
   if (InFlight(request.key)) {
     LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));  // joins it
     return PinnedRead{Shared(request.key, std::move(block)), 0};
@@ -171,7 +172,8 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
     if (count) TouchBelow(i, request.key);
     return PinnedRead{nullptr, *hit};
   }
-  if (BlockRef block = AdmitStaged(request)) return PinnedRead{Shared(request.key, std::move(block)), 0};
+  if (BlockRef block = AdmitStaged(request))
+    return PinnedRead{Shared(request.key, std::move(block)), 0};
   LC_ASSIGN_OR_RETURN(BlockRef block, Fetch(request, source));
   return PinnedRead{Shared(request.key, std::move(block)), 0};
 }
@@ -180,7 +182,8 @@ BlockRef BlockStore::Shared(const BlockKey& key, BlockRef block) {
   if (block == nullptr || block->fd() >= 0) return block;
   for (const auto& tier : tiers_) {
     if (!tier->resident()) continue;
-    if (BlockRef shared = tier->SharedCopy(key); shared != nullptr && shared->size() == block->size()) {
+    if (BlockRef shared = tier->SharedCopy(key);
+        shared != nullptr && shared->size() == block->size()) {
       return shared;
     }
   }

@@ -189,7 +189,8 @@ Result<std::shared_ptr<BlockStore>> ClusterBlockStore(const std::shared_ptr<Clus
                                                       std::shared_ptr<ShmArena> arena) {
   std::vector<std::unique_ptr<CacheTier>> tiers;
   if (node_tiers) tiers.push_back(std::make_unique<NodeMemoryTier>(client));
-  auto memory = MemoryTier::Create(config.memory_capacity, config.policy, /*seed=*/0, std::move(arena));
+  auto memory =
+      MemoryTier::Create(config.memory_capacity, config.policy, /*seed=*/0, std::move(arena));
   if (!memory.ok()) return memory.status().WithContext("cache.policy");
   tiers.push_back(std::move(*memory));
   if (node_tiers) tiers.push_back(std::make_unique<NodeDiskTier>(client));

@@ -223,7 +223,8 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
     return ctx.Error(
         "client",
         "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
-        "kernel_read_ahead, short_circuit, shm_prefault, native, transport, allow_uids, write_budget, "
+        "kernel_read_ahead, short_circuit, shm_prefault, native, transport, allow_uids, "
+        "write_budget, "
         "write_per_file, upload_parts_in_flight");
   }
   LC_RETURN_IF_ERROR(

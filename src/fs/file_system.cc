@@ -170,7 +170,8 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
     LC_ASSIGN_OR_RETURN(FileAttr dir, ControlAttr(ino));
     if (!dir.is_dir) return Status::InvalidArgument("not a folder");
     std::vector<DirItem> items;
-    if (Result<FileAttr> file = ControlAttr(ino + 1); file.ok()) items.push_back({kPrefetchFile, *file});
+    if (Result<FileAttr> file = ControlAttr(ino + 1); file.ok())
+      items.push_back({kPrefetchFile, *file});
     Result<FileAttr> native = ControlAttr(NativeFileOf((ino - kControlBase) / 2));
     if (native.ok()) items.push_back({kNativeFile, *native});
     return items;

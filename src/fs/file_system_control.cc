@@ -94,12 +94,14 @@ Result<FileAttr> FileSystem::ControlAttr(uint64_t ino) const {
   FileAttr a;
   a.ino = ino;
   if (ino >= kNativeBase) {
-    if (options_.native_socket.empty()) return Status::NotFound("stale inode " + std::to_string(ino));
+    if (options_.native_socket.empty())
+      return Status::NotFound("stale inode " + std::to_string(ino));
     a.mode = S_IFREG | 0444;
     a.size = options_.native_socket.size() + 1;
   } else {
     a.is_dir = (ino - kControlBase) % 2 == 0;
-    if (!a.is_dir && hints_ == nullptr) return Status::NotFound("stale inode " + std::to_string(ino));
+    if (!a.is_dir && hints_ == nullptr)
+      return Status::NotFound("stale inode " + std::to_string(ino));
     a.mode = a.is_dir ? S_IFDIR | 0555 : S_IFREG | 0666;
   }
   a.mtime = mount_time_;

@@ -15,8 +15,8 @@
 #include <mutex>
 #include <string>
 
-#include "common/scoped_fd.h"
 #include "common/errno_map.h"
+#include "common/scoped_fd.h"
 
 namespace lakecache {
 namespace {
@@ -265,8 +265,7 @@ void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* 
                                   std::span<char>(buf.get(), size), &pin);
   if (!bytes.ok()) return ReplyError(req, bytes.status(), "read");
   if (pin != nullptr && pin->fd() >= 0 && bytes->size() <= Ctx(req).splice_max &&
-      bytes->data() >= pin->data() &&
-      bytes->data() + bytes->size() <= pin->data() + pin->size()) {
+      bytes->data() >= pin->data() && bytes->data() + bytes->size() <= pin->data() + pin->size()) {
     fuse_bufvec bufv{};  // FUSE_BUFVEC_INIT is a C compound literal
     bufv.count = 1;
     bufv.buf[0].size = bytes->size();

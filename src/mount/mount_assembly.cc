@@ -55,9 +55,10 @@ std::shared_ptr<ShmArena> MemoryArena(const Config& config) {
   shm.capacity_bytes = config.cache.memory_capacity;
   Result<std::shared_ptr<ShmArena>> made = ShmArena::Create(shm);
   if (made.ok()) return std::move(*made);
-  spdlog::warn("the memory cache stays private (no shared memory: {}); the native data path "
-               "copies its blocks",
-               made.status().message());
+  spdlog::warn(
+      "the memory cache stays private (no shared memory: {}); the native data path "
+      "copies its blocks",
+      made.status().message());
   return nullptr;
 }
 

@@ -62,7 +62,7 @@ struct AssembledMount {
   std::unique_ptr<metrics::Registry> metrics;  // null without metrics; destroyed last
   std::unique_ptr<FuseMount> mount;
   std::shared_ptr<BlockStore> blocks;
-  std::unique_ptr<MountAdmin> admin;  // the control socket; null when it could not listen
+  std::unique_ptr<MountAdmin> admin;     // the control socket; null when it could not listen
   std::unique_ptr<NativeServer> native;  // the native data path; null when off or not listening
   metrics::Registry::Registration collector;
 };

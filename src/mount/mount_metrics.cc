@@ -39,19 +39,21 @@ void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const Cluste
     sink.Counter("lakecache_native_sessions_total", "Readers that attached to the native data path",
                  {}, D(n.sessions_total));
     sink.Gauge("lakecache_native_held_bytes",
-               "Bytes native readers hold (by reference or staged), by how",
-               {{"how", "reference"}}, D(n.held_bytes - std::min(n.held_bytes, n.staged_bytes)));
+               "Bytes native readers hold (by reference or staged), by how", {{"how", "reference"}},
+               D(n.held_bytes - std::min(n.held_bytes, n.staged_bytes)));
     sink.Gauge("lakecache_native_held_bytes",
                "Bytes native readers hold (by reference or staged), by how", {{"how", "staged"}},
                D(n.staged_bytes));
     const char* reads = "Reads of the native data path, by how they were answered";
-    sink.Counter("lakecache_native_reads_total", reads, {{"how", "reference"}}, D(n.reads_by_reference));
+    sink.Counter("lakecache_native_reads_total", reads, {{"how", "reference"}},
+                 D(n.reads_by_reference));
     sink.Counter("lakecache_native_reads_total", reads, {{"how", "copied"}}, D(n.reads_copied));
     sink.Counter("lakecache_native_reads_total", reads, {{"how", "error"}}, D(n.read_errors));
     const char* bytes = "Bytes of the native data path's reads, by how they were answered";
     sink.Counter("lakecache_native_read_bytes_total", bytes, {{"how", "reference"}},
                  D(n.bytes_by_reference));
-    sink.Counter("lakecache_native_read_bytes_total", bytes, {{"how", "copied"}}, D(n.bytes_copied));
+    sink.Counter("lakecache_native_read_bytes_total", bytes, {{"how", "copied"}},
+                 D(n.bytes_copied));
   }
   rpc::AddStatsMetrics(MountStats(fs, mountpoint), /*worker=*/false, sink);
   const UploadCounters& uploads = fs.upload_counters();

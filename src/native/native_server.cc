@@ -1,6 +1,5 @@
 #include "native/native_server.h"
 
-
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -71,16 +70,16 @@ void NativeServer::Impl::Accept() {
       native::MessageHeader h;
       h.type = native::kRefused;
       std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
-      msg += "this mount serves " + std::to_string(options.max_sessions) + " native sessions already";
+      msg +=
+          "this mount serves " + std::to_string(options.max_sessions) + " native sessions already";
       native::SendMessage(sock.get(), msg.data(), msg.size(), nullptr, 0);
       continue;
     }
     uint64_t id = next_session++;
     ++live;
     ++sessions_total;
-    threads.emplace(id, std::thread([this, id, s = std::move(sock)]() mutable {
-      Serve(id, std::move(s));
-    }));
+    threads.emplace(
+        id, std::thread([this, id, s = std::move(sock)]() mutable { Serve(id, std::move(s)); }));
   }
 }
 
@@ -91,9 +90,9 @@ void NativeServer::Impl::Serve(uint64_t id, ScopedFd sock) {
   std::vector<uid_t> allowed = options.allow_uids;
   allowed.push_back(::geteuid());
   allowed.push_back(0);
-  Result<uid_t> uid = rpc::AllowedPeerUid(session->sock.get(), allowed,
-                                          "read this mount's native data path",
-                                          "lakecache mount --allow-uid");
+  Result<uid_t> uid =
+      rpc::AllowedPeerUid(session->sock.get(), allowed, "read this mount's native data path",
+                          "lakecache mount --allow-uid");
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (!uid.ok()) {
@@ -125,7 +124,8 @@ Result<std::unique_ptr<NativeServer>> NativeServer::Start(std::shared_ptr<FileSy
   auto impl = std::make_unique<Impl>();
   impl->fs = std::move(fs);
   impl->options = options;
-  LC_ASSIGN_OR_RETURN(sockaddr_un addr, rpc::UnixSocketAddress("native socket", options.socket_path));
+  LC_ASSIGN_OR_RETURN(sockaddr_un addr,
+                      rpc::UnixSocketAddress("native socket", options.socket_path));
   impl->listener.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!impl->listener.valid()) return Status::IoErrorFromErrno("socket");
   ::unlink(options.socket_path.c_str());

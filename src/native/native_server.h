@@ -35,15 +35,15 @@ class FileSystem;
 
 struct NativeServerOptions {
   std::string socket_path;
-  std::string mountpoint;         // descriptors readers send must be files of its device
-  std::vector<uid_t> allow_uids;  // besides the server's own uid and root
-  uint32_t sq_entries = 256;      // default ring size (a reader may ask for 16 to 4096)
+  std::string mountpoint;                  // descriptors readers send must be files of its device
+  std::vector<uid_t> allow_uids;           // besides the server's own uid and root
+  uint32_t sq_entries = 256;               // default ring size (a reader may ask for 16 to 4096)
   uint64_t staging_bytes = 64ull << 20;    // one session's staging area (virtual; see below)
   uint64_t staging_budget = 256ull << 20;  // staged bytes in use, all sessions together
   uint64_t anchor_bytes = 1ull << 30;      // held by one session, by reference or staged
   uint32_t max_sessions = 256;
-  uint32_t max_files = 1u << 20;   // open at once per session
-  size_t threads = 8;              // reads in flight across sessions
+  uint32_t max_files = 1u << 20;  // open at once per session
+  size_t threads = 8;             // reads in flight across sessions
 };
 
 class NativeServer {

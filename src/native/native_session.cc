@@ -1,15 +1,14 @@
 #include "native/native_session.h"
 
-
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,7 +29,6 @@
 #include "native/native_socket.h"
 #include "native/native_wire.h"
 #include "rpc/unix_socket.h"
-
 
 namespace lakecache {
 
@@ -68,7 +66,8 @@ Status NativeSession::Handshake() {
   for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
   native::MessageHeader h;
   native::HelloBody hello;
-  if (n < static_cast<ssize_t>(sizeof(h) + sizeof(hello))) return Status::InvalidArgument("bad hello");
+  if (n < static_cast<ssize_t>(sizeof(h) + sizeof(hello)))
+    return Status::InvalidArgument("bad hello");
   std::memcpy(&h, buf, sizeof(h));
   std::memcpy(&hello, buf + sizeof(h), sizeof(hello));
   if (h.type != native::kHello || hello.magic != native::kMagic) {
@@ -85,9 +84,11 @@ Status NativeSession::Handshake() {
   uint32_t cq = 2 * sq;
   LC_ASSIGN_OR_RETURN(ring_fd, Memfd("lakecache-native-ring", native::RingBytes(sq, cq)));
   if (!ring.MapFd(ring_fd.get(), sq, cq)) return Status::IoErrorFromErrno("mmap of the ring");
-  staging_bytes = std::max<uint64_t>(kNativeStagingUnit, o.staging_bytes / kNativeStagingUnit * kNativeStagingUnit);
+  staging_bytes = std::max<uint64_t>(kNativeStagingUnit,
+                                     o.staging_bytes / kNativeStagingUnit * kNativeStagingUnit);
   LC_ASSIGN_OR_RETURN(staging_fd, Memfd("lakecache-native-staging", staging_bytes));
-  void* map = ::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, staging_fd.get(), 0);
+  void* map =
+      ::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, staging_fd.get(), 0);
   if (map == MAP_FAILED) return Status::IoErrorFromErrno("mmap of the staging area");
   staging = static_cast<char*>(map);
   submit.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -117,7 +118,8 @@ Status NativeSession::Handshake() {
 void NativeSession::Loop() {
   std::vector<char> buf(native::kMaxMessage);
   for (;;) {
-    pollfd p[3] = {{sock.get(), POLLIN, 0}, {submit.get(), POLLIN, 0}, {server->stop.get(), POLLIN, 0}};
+    pollfd p[3] = {
+        {sock.get(), POLLIN, 0}, {submit.get(), POLLIN, 0}, {server->stop.get(), POLLIN, 0}};
     if (::poll(p, 3, -1) < 0) {
       if (errno == EINTR) continue;
       return;
@@ -168,9 +170,10 @@ void NativeSession::End() {
   held.clear();  // the blocks the reader held by reference go back to their tiers
   ::shutdown(sock.get(), SHUT_RDWR);
   if (ring.base != nullptr) {
-    spdlog::info("native: the session of pid {} (uid {}) ended; it held {} files open and {} "
-                 "ranges ({} bytes), now released",
-                 pid, reader.uid, open.size(), held_count, held_bytes);
+    spdlog::info(
+        "native: the session of pid {} (uid {}) ended; it held {} files open and {} "
+        "ranges ({} bytes), now released",
+        pid, reader.uid, open.size(), held_count, held_bytes);
   }
 }
 
@@ -254,8 +257,8 @@ void NativeSession::PostLocked(uint64_t user_data, int64_t result, uint32_t aren
   }
 }
 
-void NativeSession::FinishRead(uint64_t user_data, int64_t result, uint32_t arena,
-                               uint64_t offset, uint64_t anchor) {
+void NativeSession::FinishRead(uint64_t user_data, int64_t result, uint32_t arena, uint64_t offset,
+                               uint64_t anchor) {
   MutexLock lock(&mu);
   PostLocked(user_data, result, arena, offset, anchor);
   if (--in_flight == 0) idle.SignalAll();
@@ -270,7 +273,8 @@ void NativeSession::ReleaseLocked(uint64_t anchor) {
     staging_map->Free(it->second.staging_at, it->second.bytes);
     server->staged.fetch_sub(it->second.bytes);
     uint64_t first = std::max(it->second.staging_at, kNativeStagingResident);
-    uint64_t end = (it->second.staging_at + it->second.bytes + kNativeStagingUnit - 1) / kNativeStagingUnit * kNativeStagingUnit;
+    uint64_t end = (it->second.staging_at + it->second.bytes + kNativeStagingUnit - 1) /
+                   kNativeStagingUnit * kNativeStagingUnit;
     if (end > first) {
       (void)::fallocate(staging_fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                         static_cast<off_t>(first), static_cast<off_t>(end - first));
@@ -335,7 +339,8 @@ void NativeSession::Read(const Sqe& e, File f) {
     MutexLock lock(&mu);
     if (anchored_bytes + bytes.size() <= server->options.anchor_bytes) {
       uint64_t before = server->staged.fetch_add(bytes.size());
-      if (before + bytes.size() <= server->options.staging_budget) at = staging_map->Allocate(bytes.size());
+      if (before + bytes.size() <= server->options.staging_budget)
+        at = staging_map->Allocate(bytes.size());
       if (!at) server->staged.fetch_sub(bytes.size());
     }
   }
@@ -480,8 +485,9 @@ void NativeSession::OpenFd(uint64_t request_id, int fd) {
     error = "not open for reading";
   } else {
     Result<OpenedFile> opened = server->fs->OpenNative(st.st_ino);
-    Result<FileSystem::HandleShape> shape =
-        opened.ok() ? server->fs->ShapeOf(opened->fh) : Result<FileSystem::HandleShape>(opened.status());
+    Result<FileSystem::HandleShape> shape = opened.ok()
+                                                ? server->fs->ShapeOf(opened->fh)
+                                                : Result<FileSystem::HandleShape>(opened.status());
     if (!shape.ok()) {
       out.error = StatusToErrno(shape.status());
       error = shape.status().message();

@@ -72,10 +72,10 @@ struct NativeServer::Impl {
   std::map<uint64_t, std::thread> threads GUARDED_BY(mu);
   std::vector<std::thread> finished GUARDED_BY(mu);
   std::atomic<uint64_t> live{0};
-  std::atomic<uint64_t> staged{0};  // staging bytes in use, all sessions
+  std::atomic<uint64_t> staged{0};   // staging bytes in use, all sessions
   std::atomic<uint32_t> lookers{0};  // sessions looking at their ring before they sleep
   uint32_t max_lookers = 1;          // the cores but one
-  std::atomic<uint64_t> held{0};    // bytes readers hold, all sessions
+  std::atomic<uint64_t> held{0};     // bytes readers hold, all sessions
   std::atomic<uint64_t> sessions_total{0};
   std::atomic<uint64_t> reads_by_reference{0}, bytes_by_reference{0};
   std::atomic<uint64_t> reads_copied{0}, bytes_copied{0}, read_errors{0};
@@ -104,7 +104,7 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
     uint64_t block_size = 0;
   };
   struct Anchor {
-    BlockRef block;           // by reference: held until released
+    BlockRef block;  // by reference: held until released
     uint64_t bytes = 0;
     uint64_t staging_at = 0;  // copied: its range of staging
     bool staged = false;
@@ -156,6 +156,5 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
     Send(msg.data(), msg.size());
   }
 };
-
 
 }  // namespace lakecache

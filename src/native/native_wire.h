@@ -167,10 +167,10 @@ static_assert(sizeof(Cqe) == 48);
 // The ring's first page; the submission entries follow at kRingHeaderBytes, the completion entries
 // after them. Each index counts up forever (mod 2^32); an entry's slot is the index mod the count.
 struct alignas(64) RingHeader {
-  alignas(64) std::atomic<uint32_t> sq_head;  // server: entries taken
-  alignas(64) std::atomic<uint32_t> sq_tail;  // reader: entries written
-  alignas(64) std::atomic<uint32_t> cq_head;  // reader: completions consumed
-  alignas(64) std::atomic<uint32_t> cq_tail;  // server: completions written
+  alignas(64) std::atomic<uint32_t> sq_head;         // server: entries taken
+  alignas(64) std::atomic<uint32_t> sq_tail;         // reader: entries written
+  alignas(64) std::atomic<uint32_t> cq_head;         // reader: completions consumed
+  alignas(64) std::atomic<uint32_t> cq_tail;         // server: completions written
   alignas(64) std::atomic<uint32_t> reader_waiting;  // reader: set while it sleeps on the eventfd
   // server: set while it looks at the ring for more requests (the reader need not write the
   // submit eventfd); cleared before it sleeps, after which it looks once more.

@@ -2,8 +2,8 @@
 
 #include <sched.h>
 
-using lcn::Fail;
 using lcn::Cqe;
+using lcn::Fail;
 using lcn::Piece;
 using lcn::Sqe;
 namespace wire = lakecache::native;

@@ -69,14 +69,16 @@ std::string lc_client::Relative(const char* path) const {
 int lc_client::Connect() {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (socket_path.size() >= sizeof(addr.sun_path)) return Fail(ENAMETOOLONG, "socket path too long");
+  if (socket_path.size() >= sizeof(addr.sun_path))
+    return Fail(ENAMETOOLONG, "socket path too long");
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
   int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s < 0) return Fail(errno, std::string("socket: ") + std::strerror(errno));
   if (::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     int e = errno;
     ::close(s);
-    return Fail(e, "cannot reach the mount's native socket " + socket_path + ": " + std::strerror(e));
+    return Fail(e,
+                "cannot reach the mount's native socket " + socket_path + ": " + std::strerror(e));
   }
   char hello[sizeof(wire::MessageHeader) + sizeof(wire::HelloBody)];
   wire::MessageHeader h;
@@ -93,7 +95,8 @@ int lc_client::Connect() {
   char buf[1024];
   int fds[wire::kMaxMessageFds];
   size_t nfds = 0;
-  ssize_t n = ::poll(&p, 1, 10000) == 1 ? wire::ReceiveMessage(s, buf, sizeof(buf) - 1, fds, &nfds) : -1;
+  ssize_t n =
+      ::poll(&p, 1, 10000) == 1 ? wire::ReceiveMessage(s, buf, sizeof(buf) - 1, fds, &nfds) : -1;
   if (n < static_cast<ssize_t>(sizeof(wire::MessageHeader))) {
     ::close(s);
     for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
@@ -141,7 +144,8 @@ int lc_client::Attach() {
   auto deadline = std::chrono::steady_clock::now() + kAttachPatience;
   for (int attempt = 0;; ++attempt) {
     if (Connect() == 0) break;
-    if (errno == EACCES || errno == EPROTO || std::chrono::steady_clock::now() > deadline) return -1;
+    if (errno == EACCES || errno == EPROTO || std::chrono::steady_clock::now() > deadline)
+      return -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50 * (attempt + 1), 500)));
   }
   for (lc_file* f : files) {
@@ -175,7 +179,8 @@ int lc_client::HandleMessage(const char* data, size_t size, int* fds, size_t nfd
     std::memcpy(&a, data + sizeof(h), sizeof(a));
     void* m = ::mmap(nullptr, a.bytes, PROT_READ, MAP_SHARED, fds[0], 0);
     ::close(fds[0]);
-    if (m == MAP_FAILED) return Fail(errno, std::string("mapping node memory: ") + std::strerror(errno));
+    if (m == MAP_FAILED)
+      return Fail(errno, std::string("mapping node memory: ") + std::strerror(errno));
     arenas[a.arena_id] = {static_cast<const char*>(m), a.bytes};
     return 0;
   }
@@ -185,7 +190,8 @@ int lc_client::HandleMessage(const char* data, size_t size, int* fds, size_t nfd
     return 1;
   }
   if (h.type == wire::kRefused) {
-    return Fail(EPROTO, "the mount ended the session: " + std::string(data + sizeof(h), size - sizeof(h)));
+    return Fail(EPROTO,
+                "the mount ended the session: " + std::string(data + sizeof(h), size - sizeof(h)));
   }
   return 0;
 }
@@ -196,7 +202,8 @@ int lc_client::PumpSocket(bool block, uint64_t want_request, std::vector<char>* 
   std::vector<char> buf(wire::kMaxMessage);
   for (;;) {
     pollfd p{sock, POLLIN, 0};
-    int ready = ::poll(&p, 1, block ? static_cast<int>(std::chrono::milliseconds(kAnswerTimeout).count()) : 0);
+    int ready = ::poll(
+        &p, 1, block ? static_cast<int>(std::chrono::milliseconds(kAnswerTimeout).count()) : 0);
     if (ready == 0) return block ? Fail(ETIMEDOUT, "the mount's server did not answer") : 0;
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -261,7 +268,8 @@ int lc_client::OpenPaths(const std::vector<std::string>& paths, std::vector<lc_f
     for (uint32_t i = 0; i < ob.count; ++i) {
       wire::OpenedFile e;
       std::memcpy(&e, answer.data() + head + i * sizeof(e), sizeof(e));
-      const char* nul = static_cast<const char*>(std::memchr(text, '\0', static_cast<size_t>(end - text)));
+      const char* nul =
+          static_cast<const char*>(std::memchr(text, '\0', static_cast<size_t>(end - text)));
       std::string message = nul != nullptr ? std::string(text, nul) : "";
       text = nul != nullptr ? nul + 1 : end;
       if (e.error != 0) {
@@ -303,9 +311,12 @@ int lc_client::Reopen(lc_file* f) {
     if (answer.size() < at + sizeof(e)) return Fail(EPROTO, "a malformed answer to an open");
     std::memcpy(&e, answer.data() + at, sizeof(e));
     if (e.error != 0) {
-      return Fail(e.error, std::string(answer.data() + at + sizeof(e), answer.size() - at - sizeof(e)).c_str());
+      return Fail(
+          e.error,
+          std::string(answer.data() + at + sizeof(e), answer.size() - at - sizeof(e)).c_str());
     }
-    if (f->session != 0 && e.size != f->size) return Fail(ESTALE, "the file changed while the mount restarted");
+    if (f->session != 0 && e.size != f->size)
+      return Fail(ESTALE, "the file changed while the mount restarted");
     f->id = e.file_id;
     f->size = e.size;
     f->block_size = e.block_size;
@@ -346,7 +357,8 @@ void lc_client::Populate(const lcn::Mapping& m, uint64_t offset, uint64_t length
   if (length == 0) return;
   std::vector<uint8_t>& done = populated[m.data];
   if (done.empty()) done.assign(m.bytes / kChunk + 1, 0);
-  for (uint64_t chunk = offset / kChunk; chunk <= (offset + length - 1) / kChunk && chunk < done.size(); ++chunk) {
+  for (uint64_t chunk = offset / kChunk;
+       chunk <= (offset + length - 1) / kChunk && chunk < done.size(); ++chunk) {
     if (done[chunk]) continue;
     done[chunk] = 1;
     uint64_t at = chunk * kChunk;

@@ -63,8 +63,8 @@ LC_API ssize_t lc_pread(lc_file* file, void* buf, size_t length, uint64_t offset
 /* A range of the file in the node's memory, read-only. */
 typedef struct lc_view {
   const void* data;
-  size_t length;   /* short at the end of the file or of one of its blocks */
-  uint64_t token;  /* for lc_release */
+  size_t length;  /* short at the end of the file or of one of its blocks */
+  uint64_t token; /* for lc_release */
 } lc_view;
 /* Up to `length` bytes at `offset`, in place: 0, or -1. `view->length` 0 means the end. */
 LC_API int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view);

@@ -7,10 +7,11 @@ using lcn::Piece;
 using lcn::ReadError;
 namespace wire = lakecache::native;
 
-// ---- fork -----------------------------------------------------------------------------------------
-// A child of fork() has one thread: a client's lock another thread of the parent held at the fork
-// would never be released there. Every client's lock is made anew in the child (which attaches
-// anew on its first call: see EnsureAttached).
+// ---- fork
+// ----------------------------------------------------------------------------------------- A child
+// of fork() has one thread: a client's lock another thread of the parent held at the fork would
+// never be released there. Every client's lock is made anew in the child (which attaches anew on
+// its first call: see EnsureAttached).
 namespace {
 std::mutex g_clients_mu;
 std::atomic<uint64_t> g_fork_generation{1};
@@ -37,7 +38,8 @@ void Unregister(lc_client* c) {
 
 uint64_t lcn::ForkGeneration() { return g_fork_generation.load(std::memory_order_relaxed); }
 
-// ---- the C ABI ------------------------------------------------------------------------------------
+// ---- the C ABI
+// ------------------------------------------------------------------------------------
 
 extern "C" {
 
@@ -184,7 +186,8 @@ int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view) 
   client->Split(file, 0, offset, length, nullptr, &pieces);
   pieces.resize(1);  // one range, in one block
   if (client->Run(files, pieces) != 0) return -1;
-  if (pieces[0].result < 0) return Fail(static_cast<int>(-pieces[0].result), ReadError(pieces[0].result));
+  if (pieces[0].result < 0)
+    return Fail(static_cast<int>(-pieces[0].result), ReadError(pieces[0].result));
   view->data = pieces[0].view;
   view->length = static_cast<size_t>(pieces[0].result);
   view->token = pieces[0].anchor;
@@ -223,10 +226,12 @@ int OpenBatch(lc_client* client, lc_read* reads, size_t count, std::vector<lc_fi
       }
       continue;
     }
-    std::string rel = reads[i].path != nullptr ? client->Relative(reads[i].path) : std::string("\0", 1);
+    std::string rel =
+        reads[i].path != nullptr ? client->Relative(reads[i].path) : std::string("\0", 1);
     if (rel.size() == 1 && rel[0] == '\0') {
       reads[i].result = -EXDEV;
-      client->read_errors[i] = std::string(reads[i].path ? reads[i].path : "(null)") + ": not inside the mount";
+      client->read_errors[i] =
+          std::string(reads[i].path ? reads[i].path : "(null)") + ": not inside the mount";
       continue;
     }
     path_of.push_back(i);

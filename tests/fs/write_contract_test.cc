@@ -40,10 +40,10 @@
 
 #include <gtest/gtest.h>
 
+#include "common/errno_map.h"
 #include "fs/file_system.h"
 #include "fs/mount_journal.h"
 #include "fs/object_upload.h"
-#include "common/errno_map.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
 #include "ufs/local_store.h"

@@ -74,7 +74,8 @@ TEST_F(NativeClusterTest, CoLocatedBlocksAreReadInPlaceFromTheWorkersMemory) {
   ASSERT_EQ(lc_size(f), kSize);
   for (int pass = 0; pass < 2; ++pass) {  // cold (the worker fetches), then warm
     std::string got(kSize, '\0');
-    ASSERT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(kSize)) << lc_last_error();
+    ASSERT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(kSize))
+        << lc_last_error();
     EXPECT_TRUE(got == want) << "pass " << pass;
   }
   lc_view v;
@@ -90,15 +91,19 @@ TEST_F(NativeClusterTest, CoLocatedBlocksAreReadInPlaceFromTheWorkersMemory) {
   auto holder = testing::ChildProcess::Start({NATIVE_PROBE_BINARY, "hold", Path(), "6"},
                                              dir_->path() + "/hold.log");
   ASSERT_TRUE(holder.ok()) << holder.status().ToString();
-  ASSERT_TRUE(WaitUntil([&] { return (*holder)->LogTail().find("holding 6") != std::string::npos; }, 30))
+  ASSERT_TRUE(
+      WaitUntil([&] { return (*holder)->LogTail().find("holding 6") != std::string::npos; }, 30))
       << (*holder)->LogTail();
   ::kill((*holder)->pid(), SIGKILL);
   std::string log = dir_->path() + "/mount.log";
-  EXPECT_TRUE(WaitUntil([&] {
-    std::ifstream in(log);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return text.find("held 1 files open and 6 ranges") != std::string::npos;
-  }, 20)) << mount_->LogTail();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        std::ifstream in(log);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        return text.find("held 1 files open and 6 ranges") != std::string::npos;
+      },
+      20))
+      << mount_->LogTail();
   // Nothing of the worker's memory stays held for the mount: no bytes wait on an anchor.
   EXPECT_TRUE(WaitUntil([&] { return Stats(workers_[0]).shm_deferred_bytes() == 0; }, 20))
       << Stats(workers_[0]).shm_deferred_bytes() << " bytes still anchored";

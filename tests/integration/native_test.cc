@@ -6,8 +6,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -41,8 +41,8 @@ class NativeTest : public CliFixture {
   std::string MountBucket(const std::vector<std::string>& extra = {},
                           const std::string& log = "mount.log") {
     std::string mnt = Mountpoint();
-    std::vector<std::string> args = {"--log-level", "info", "mount", "s3://cli", mnt,
-                                     "--cache-dir", Folder("cache")};
+    std::vector<std::string> args = {"--log-level", "info",        "mount",        "s3://cli",
+                                     mnt,           "--cache-dir", Folder("cache")};
     args.insert(args.end(), extra.begin(), extra.end());
     mount_ = StartMount(args, mnt, log);
     return mnt;
@@ -98,7 +98,8 @@ TEST_F(NativeTest, ReadsMatchTheStoreByteForByte) {
   lc_view v;
   ASSERT_EQ(lc_view_range(f, (4 << 20) - 100, 1000, &v), 0) << lc_last_error();
   ASSERT_EQ(v.length, 100u);
-  EXPECT_EQ(std::string(static_cast<const char*>(v.data), v.length), big.substr((4 << 20) - 100, 100));
+  EXPECT_EQ(std::string(static_cast<const char*>(v.data), v.length),
+            big.substr((4 << 20) - 100, 100));
   lc_release(c, &v);
   lc_close(f);
 
@@ -155,7 +156,8 @@ TEST_F(NativeTest, ReadsMatchTheStoreByteForByte) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char ch : big) h = (h ^ ch) * 1099511628211ull;
   char want[64];
-  std::snprintf(want, sizeof(want), "bytes=%zu fnv=%016llx", big.size(), static_cast<unsigned long long>(h));
+  std::snprintf(want, sizeof(want), "bytes=%zu fnv=%016llx", big.size(),
+                static_cast<unsigned long long>(h));
   EXPECT_NE(sum.out.find(want), std::string::npos) << sum.out;
 }
 
@@ -188,8 +190,9 @@ TEST_F(NativeTest, AReaderKilledWhileHoldingBlocksLeavesNothingHeld) {
       << (*holder)->LogTail();
   ::kill((*holder)->pid(), SIGKILL);
   std::string log = scratch_->path() + "/mount.log";
-  ASSERT_TRUE(WaitFor([&] { return ReadAll(log).find("held 1 files open and 5 ranges") != std::string::npos; },
-                      std::chrono::seconds(20)))
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadAll(log).find("held 1 files open and 5 ranges") != std::string::npos; },
+      std::chrono::seconds(20)))
       << mount_->LogTail();
   EXPECT_NE(ReadAll(log).find("now released"), std::string::npos);
 }
@@ -271,10 +274,13 @@ TEST_F(NativeTest, ReadersGoOnThroughACrashOfTheMountsServer) {
                       std::chrono::seconds(30)))
       << (*reader)->LogTail();
   ASSERT_EQ(::kill(old_server, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] {
-    pid_t now = server_pid();
-    return now > 0 && now != old_server;
-  }, std::chrono::seconds(30))) << mount_->LogTail();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        pid_t now = server_pid();
+        return now > 0 && now != old_server;
+      },
+      std::chrono::seconds(30)))
+      << mount_->LogTail();
   ASSERT_TRUE(WaitFor([&] { return !(*reader)->Running(); }, std::chrono::seconds(60)));
   std::string out = (*reader)->LogTail();
   EXPECT_NE(out.find("errors=0 wrong=0"), std::string::npos) << out << mount_->LogTail();
@@ -447,13 +453,18 @@ TEST_F(NativeTest, BadRequestsGetAnErrorAndABrokenRingEndsOnlyItsSession) {
   raw.ring().header()->sq_tail.store(0x80000000u);
   raw.Kick();
   EXPECT_TRUE(raw.Ended());
-  EXPECT_TRUE(WaitFor([&] { return ReadAll(scratch_->path() + "/mount.log").find("broke its request ring") != std::string::npos; },
-                      std::chrono::seconds(10)));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return ReadAll(scratch_->path() + "/mount.log").find("broke its request ring") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(10)));
   lc_file* f = lc_open(good, "data/big.bin");
   ASSERT_NE(f, nullptr) << lc_last_error();
   const std::string big = Big();
   std::string got(big.size(), '\0');
-  EXPECT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(big.size())) << lc_last_error();
+  EXPECT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(big.size()))
+      << lc_last_error();
   EXPECT_TRUE(got == big);
   lc_close(f);
   lc_detach(good);
