@@ -185,11 +185,15 @@ class FileSystem {
   struct HandleShape {
     uint64_t size = 0;
     uint64_t block_size = 0;
+    uint64_t version = 0;  // a hash of the object version (ETag) the handle reads
   };
   Result<HandleShape> ShapeOf(uint64_t fh) const;
   // Whether a read of `fh` at `offset` would be served from memory (no fetch, no disk read): the
   // handle's pinned block or a resident tier's.
   bool InMemoryAt(uint64_t fh, uint64_t offset) const;
+  // Whether `reader` may read every file of the mount (root, the mount's owner, or the mode every
+  // file gets grants others read).
+  bool ReadableByAll(const Reader& reader) const;
 
   // Writes. Errors are Status::Refused with the errno the contract names where the contract
   // refuses the call; store errors otherwise (EIO to the caller).

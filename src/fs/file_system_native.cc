@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
+#include <string>
 
 #include "fs/file_handle.h"
 #include "fs/file_system.h"
@@ -70,7 +72,14 @@ Result<OpenedFile> FileSystem::OpenNative(uint64_t ino) {
 Result<FileSystem::HandleShape> FileSystem::ShapeOf(uint64_t fh) const {
   Handle* h = FindHandle(fh);
   if (h == nullptr) return UnknownHandle(fh);
-  return HandleShape{h->size, h->block_size};
+  return HandleShape{h->size, h->block_size, std::hash<std::string>{}(h->etag)};
+}
+
+bool FileSystem::ReadableByAll(const Reader& reader) const {
+  if (reader.uid == 0 || reader.uid == options_.uid) return true;
+  uint32_t files = options_.file_mode.value_or(0444);
+  uint32_t dirs = options_.dir_mode.value_or(0555);
+  return (files & 04) != 0 && (dirs & 01) != 0;
 }
 
 bool FileSystem::InMemoryAt(uint64_t fh, uint64_t offset) const {

@@ -254,7 +254,10 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
   if (read.block != nullptr) {
     uint64_t n = in_block >= read.block->size() ? 0 : read.block->size() - in_block;
     out = std::span<const char>(read.block->data() + in_block, std::min(n, want));
-    if (out.size() == want && !read.block->foreign()) Pin(h, index, read.block, read.tier);
+    // A native handle keeps none: a reader's session may hold thousands of files.
+    if (out.size() == want && !read.block->foreign() && !h.native) {
+      Pin(h, index, read.block, read.tier);
+    }
     *pin = std::move(read.block);
   }
   if (out.size() != want) {

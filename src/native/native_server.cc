@@ -51,7 +51,22 @@ std::vector<gid_t> PeerGroups(int sock) {
 
 }  // namespace
 
-// ---- the server ---------------------------------------------------------------------------------
+// ---- the server ----
+
+struct NativeServer::Impl::Closer {
+  Mutex mu;
+  CondVar wake;
+  std::vector<int> fds GUARDED_BY(mu);
+  bool stop GUARDED_BY(mu) = false;
+};
+
+bool NativeServer::Impl::CloseLater(int fd) {
+  constexpr size_t kMaxWaiting = 256;
+  MutexLock lock(&closer->mu);
+  closer->fds.push_back(fd);
+  closer->wake.SignalAll();
+  return closer->fds.size() < kMaxWaiting;
+}
 
 void NativeServer::Impl::Accept() {
   for (;;) {
@@ -138,7 +153,20 @@ Result<std::unique_ptr<NativeServer>> NativeServer::Start(std::shared_ptr<FileSy
   impl->stop.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!impl->stop.valid()) return Status::IoErrorFromErrno("eventfd");
   impl->pool = std::make_unique<ThreadPool>(std::max<size_t>(1, options.threads));
-  impl->max_lookers = std::max(1u, std::thread::hardware_concurrency() - 1);
+  impl->max_lookers = std::max(2u, std::thread::hardware_concurrency()) - 1;
+  impl->closer = std::make_shared<Impl::Closer>();
+  std::thread([closer = impl->closer] {
+    MutexLock lock(&closer->mu);
+    for (;;) {
+      while (closer->fds.empty() && !closer->stop) closer->wake.Wait(&closer->mu);
+      if (closer->fds.empty()) return;
+      int fd = closer->fds.back();
+      closer->fds.pop_back();
+      closer->mu.Unlock();
+      ::close(fd);
+      closer->mu.Lock();
+    }
+  }).detach();
   Impl* raw = impl.get();
   impl->acceptor = std::thread([raw] { raw->Accept(); });
   return std::unique_ptr<NativeServer>(new NativeServer(std::move(impl)));
@@ -165,6 +193,11 @@ NativeServer::~NativeServer() {
     impl_->finished.clear();
   }
   impl_->pool.reset();
+  {
+    MutexLock lock(&impl_->closer->mu);
+    impl_->closer->stop = true;
+    impl_->closer->wake.SignalAll();
+  }
   ::unlink(impl_->options.socket_path.c_str());
 }
 

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -53,6 +54,14 @@ Result<ScopedFd> Memfd(const char* name, uint64_t bytes) {
   return fd;
 }
 
+// A read-only descriptor of the memfd `fd` (a reopen through /proc: the reader can neither write
+// nor punch holes in the memory it maps).
+ScopedFd ReadOnly(int fd) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  return ScopedFd(::open(path, O_RDONLY | O_CLOEXEC));
+}
+
 }  // namespace
 
 Status NativeSession::Handshake() {
@@ -91,6 +100,12 @@ Status NativeSession::Handshake() {
       ::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, staging_fd.get(), 0);
   if (map == MAP_FAILED) return Status::IoErrorFromErrno("mmap of the staging area");
   staging = static_cast<char*>(map);
+  // A reader that does not read what it is sent ends its session (Send) rather than block it.
+  timeval send_timeout{2, 0};
+  ::setsockopt(sock.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  // A mapped arena shows every block in it: by reference only to a reader that may read every
+  // file of the mount anyway (root, the mount's owner, or files readable by all).
+  by_reference = server->fs->ReadableByAll(reader);
   submit.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   complete.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!submit.valid() || !complete.valid()) return Status::IoErrorFromErrno("eventfd");
@@ -110,7 +125,9 @@ Status NativeSession::Handshake() {
   w.anchor_bytes = o.anchor_bytes;
   std::memcpy(out, &wh, sizeof(wh));
   std::memcpy(out + sizeof(wh), &w, sizeof(w));
-  int send_fds[4] = {ring_fd.get(), submit.get(), complete.get(), staging_fd.get()};
+  ScopedFd staging_ro = ReadOnly(staging_fd.get());
+  if (!staging_ro.valid()) return Status::IoErrorFromErrno("reopening the staging area");
+  int send_fds[4] = {ring_fd.get(), submit.get(), complete.get(), staging_ro.get()};
   if (!Send(out, sizeof(out), send_fds, 4)) return Status::IoErrorFromErrno("sending welcome");
   return Status::Ok();
 }
@@ -150,6 +167,8 @@ void NativeSession::Loop() {
 }
 
 void NativeSession::End() {
+  // First: a read blocked sending to the reader gives up.
+  ::shutdown(sock.get(), SHUT_RDWR);
   std::unordered_map<uint32_t, File> open;
   std::unordered_map<uint64_t, Anchor> held;
   {
@@ -168,7 +187,6 @@ void NativeSession::End() {
   }
   size_t held_count = held.size();
   held.clear();  // the blocks the reader held by reference go back to their tiers
-  ::shutdown(sock.get(), SHUT_RDWR);
   if (ring.base != nullptr) {
     spdlog::info(
         "native: the session of pid {} (uid {}) ended; it held {} files open and {} "
@@ -188,23 +206,25 @@ bool NativeSession::Serve() {
     // At most one session per spare core looks on; the others sleep at once. Looking yields the
     // core to whoever else wants it (a reader, a fetch).
     bool more = false;
-    if (server->lookers.fetch_add(1) < server->max_lookers) {
+    if (!full && server->lookers.fetch_add(1) < server->max_lookers) {
       auto until = std::chrono::steady_clock::now() + kAwake;
       while (!more && std::chrono::steady_clock::now() < until) {
         more = native::RequestsQueued(ring, state);
         if (!more) ::sched_yield();
       }
+      server->lookers.fetch_sub(1);
     }
-    server->lookers.fetch_sub(1);
     if (more) continue;
     h->server_awake.store(0, std::memory_order_seq_cst);
-    if (!native::RequestsQueued(ring, state)) return true;  // the reader will write the eventfd
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (full || !native::RequestsQueued(ring, state)) return true;  // the reader writes the eventfd
     h->server_awake.store(1, std::memory_order_seq_cst);
   }
 }
 
 bool NativeSession::Drain() {
   constexpr size_t kBatch = 64;
+  full = false;
   for (;;) {
     std::vector<std::pair<Sqe, File>> reads;
     reads.reserve(kBatch);
@@ -226,6 +246,7 @@ bool NativeSession::Drain() {
           continue;
         }
         ++in_flight;
+        ++file_reads[e.file_id];
         reads.emplace_back(e, it->second);
       }
     }
@@ -239,6 +260,10 @@ bool NativeSession::Drain() {
       }
     }
     if (taken == native::TakeResult::kBroken) return false;
+    if (taken == native::TakeResult::kFull) {
+      full = true;  // the reader writes the submit eventfd once it has consumed completions
+      return true;
+    }
     if (taken != native::TakeResult::kTaken) return true;
   }
 }
@@ -257,11 +282,27 @@ void NativeSession::PostLocked(uint64_t user_data, int64_t result, uint32_t aren
   }
 }
 
-void NativeSession::FinishRead(uint64_t user_data, int64_t result, uint32_t arena, uint64_t offset,
-                               uint64_t anchor) {
-  MutexLock lock(&mu);
-  PostLocked(user_data, result, arena, offset, anchor);
-  if (--in_flight == 0) idle.SignalAll();
+void NativeSession::FinishRead(const Sqe& e, const File& file, int64_t result, uint32_t arena,
+                               uint64_t offset, std::optional<Anchor> anchor) {
+  uint64_t release = 0;
+  {
+    MutexLock lock(&mu);
+    uint64_t id = 0;
+    if (anchor) {
+      id = next_anchor++;
+      anchors.emplace(id, std::move(*anchor));
+    }
+    PostLocked(e.user_data, result, arena, offset, id);
+    if (--file_reads[file.id] == 0) {
+      file_reads.erase(file.id);
+      if (auto it = closing.find(file.id); it != closing.end()) {
+        release = it->second;
+        closing.erase(it);
+      }
+    }
+    if (--in_flight == 0) idle.SignalAll();
+  }
+  if (release != 0) server->fs->Release(release);
 }
 
 void NativeSession::ReleaseLocked(uint64_t anchor) {
@@ -297,14 +338,16 @@ uint32_t NativeSession::ArenaIdLocked(int fd) {
   a.bytes = static_cast<uint64_t>(st.st_size);
   std::memcpy(out, &h, sizeof(h));
   std::memcpy(out + sizeof(h), &a, sizeof(a));
-  if (!Send(out, sizeof(out), &fd, 1)) return 0;
+  ScopedFd read_only = ReadOnly(fd);
+  int send = read_only.get();
+  if (send < 0 || !Send(out, sizeof(out), &send, 1)) return 0;
   arenas.emplace(key, id);
   return id;
 }
 
 void NativeSession::Read(const Sqe& e, File f) {
   uint64_t length = native::ReadLength(e, f.size, f.block_size, kNativeMaxRead);
-  if (length == 0) return FinishRead(e.user_data, 0, 0, 0, 0);
+  if (length == 0) return FinishRead(e, f, 0);
   thread_local std::vector<char> scratch;
   if (scratch.size() < length) scratch.resize(length);
   BlockRef pin;
@@ -312,49 +355,41 @@ void NativeSession::Read(const Sqe& e, File f) {
       server->fs->ReadPinned(f.fh, e.offset, std::span<char>(scratch.data(), length), &pin);
   if (!got.ok()) {
     server->read_errors.fetch_add(1, std::memory_order_relaxed);
-    return FinishRead(e.user_data, -StatusToErrno(got.status()), 0, 0, 0);
+    return FinishRead(e, f, -StatusToErrno(got.status()));
   }
   std::span<const char> bytes = *got;
-  if (pin != nullptr && pin->fd() >= 0 && bytes.data() >= pin->data() &&
-      bytes.data() + bytes.size() <= pin->data() + pin->size()) {
-    MutexLock lock(&mu);
-    if (anchored_bytes + bytes.size() <= server->options.anchor_bytes) {
-      uint32_t arena = ArenaIdLocked(pin->fd());
-      if (arena != 0) {
-        uint64_t id = next_anchor++;
-        anchored_bytes += bytes.size();
-        server->held.fetch_add(bytes.size());
-        server->reads_by_reference.fetch_add(1, std::memory_order_relaxed);
-        server->bytes_by_reference.fetch_add(bytes.size(), std::memory_order_relaxed);
-        uint64_t at = pin->fd_offset() + static_cast<uint64_t>(bytes.data() - pin->data());
-        anchors.emplace(id, Anchor{std::move(pin), bytes.size(), 0, false});
-        PostLocked(e.user_data, static_cast<int64_t>(bytes.size()), arena, at, id);
-        if (--in_flight == 0) idle.SignalAll();
-        return;
-      }
-    }
-  }
+  const uint64_t n = bytes.size();
+  bool in_pin = pin != nullptr && pin->fd() >= 0 && bytes.data() >= pin->data() &&
+                bytes.data() + n <= pin->data() + pin->size();
+  // The session's budget is checked and charged under one lock.
   std::optional<uint64_t> at;
+  uint32_t arena = 0;
   {
     MutexLock lock(&mu);
-    if (anchored_bytes + bytes.size() <= server->options.anchor_bytes) {
-      uint64_t before = server->staged.fetch_add(bytes.size());
-      if (before + bytes.size() <= server->options.staging_budget)
-        at = staging_map->Allocate(bytes.size());
-      if (!at) server->staged.fetch_sub(bytes.size());
+    if (anchored_bytes + n > server->options.anchor_bytes) {
+      // fall through: ENOBUFS
+    } else if (in_pin && by_reference && (arena = ArenaIdLocked(pin->fd())) != 0) {
+      anchored_bytes += n;
+    } else if (server->staged.fetch_add(n) + n <= server->options.staging_budget &&
+               (at = staging_map->Allocate(n))) {
+      anchored_bytes += n;
+    } else {
+      server->staged.fetch_sub(n);
     }
   }
-  if (!at) return FinishRead(e.user_data, -ENOBUFS, 0, 0, 0);
-  std::memcpy(staging + *at, bytes.data(), bytes.size());
-  MutexLock lock(&mu);
-  uint64_t id = next_anchor++;
-  anchored_bytes += bytes.size();
-  server->held.fetch_add(bytes.size());
+  if (arena != 0) {
+    server->held.fetch_add(n);
+    server->reads_by_reference.fetch_add(1, std::memory_order_relaxed);
+    server->bytes_by_reference.fetch_add(n, std::memory_order_relaxed);
+    uint64_t offset = pin->fd_offset() + static_cast<uint64_t>(bytes.data() - pin->data());
+    return FinishRead(e, f, static_cast<int64_t>(n), arena, offset, Anchor{std::move(pin), n, 0, false});
+  }
+  if (!at) return FinishRead(e, f, -ENOBUFS);
+  std::memcpy(staging + *at, bytes.data(), n);
+  server->held.fetch_add(n);
   server->reads_copied.fetch_add(1, std::memory_order_relaxed);
-  server->bytes_copied.fetch_add(bytes.size(), std::memory_order_relaxed);
-  anchors.emplace(id, Anchor{nullptr, bytes.size(), *at, true});
-  PostLocked(e.user_data, static_cast<int64_t>(bytes.size()), native::kStagingArena, *at, id);
-  if (--in_flight == 0) idle.SignalAll();
+  server->bytes_copied.fetch_add(n, std::memory_order_relaxed);
+  FinishRead(e, f, static_cast<int64_t>(n), native::kStagingArena, *at, Anchor{nullptr, n, *at, true});
 }
 
 void NativeSession::HandleMessage(const char* data, size_t size, int* fds, size_t nfds) {
@@ -373,20 +408,34 @@ void NativeSession::HandleMessage(const char* data, size_t size, int* fds, size_
     OpenPaths(h.request_id, data + sizeof(h), size - sizeof(h));
   } else if (h.type == native::kClose) {
     // A list of file ids (0: none), one per 4 bytes.
-    std::vector<uint64_t> handles;
-    {
-      MutexLock lock(&mu);
-      for (size_t at = sizeof(h); at + sizeof(uint32_t) <= size; at += sizeof(uint32_t)) {
-        uint32_t id;
-        std::memcpy(&id, data + at, sizeof(id));
-        auto it = files.find(id);
-        if (it == files.end()) continue;
-        handles.push_back(it->second.fh);
-        files.erase(it);
-      }
+    std::vector<uint32_t> ids;
+    for (size_t at = sizeof(h); at + sizeof(uint32_t) <= size; at += sizeof(uint32_t)) {
+      uint32_t id;
+      std::memcpy(&id, data + at, sizeof(id));
+      ids.push_back(id);
     }
-    for (uint64_t fh : handles) server->fs->Release(fh);
+    CloseFiles(ids);
   }
+}
+
+// A file with reads in flight is released by the last of them (FinishRead): a handle is never
+// freed under a read.
+void NativeSession::CloseFiles(const std::vector<uint32_t>& ids) {
+  std::vector<uint64_t> handles;
+  {
+    MutexLock lock(&mu);
+    for (uint32_t id : ids) {
+      auto it = files.find(id);
+      if (it == files.end()) continue;
+      if (file_reads.contains(id)) {
+        closing.emplace(id, it->second.fh);
+      } else {
+        handles.push_back(it->second.fh);
+      }
+      files.erase(it);
+    }
+  }
+  for (uint64_t fh : handles) server->fs->Release(fh);
 }
 
 namespace {
@@ -402,8 +451,11 @@ std::string OpenedMessage(uint64_t request_id, const std::vector<native::OpenedF
   std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
   out.append(reinterpret_cast<const char*>(&b), sizeof(b));
   out.append(reinterpret_cast<const char*>(entries.data()), entries.size() * sizeof(entries[0]));
+  // The texts share what is left of one message (the reader receives at most kMaxMessage).
+  size_t room = native::kMaxMessage > out.size() ? native::kMaxMessage - out.size() : 0;
+  size_t each = errors.empty() ? 0 : std::min(kMaxErrorText, room / errors.size());
   for (const std::string& e : errors) {
-    out.append(e.substr(0, kMaxErrorText));
+    out.append(e.substr(0, each > 0 ? each - 1 : 0));
     out.push_back('\0');
   }
   return out;
@@ -437,7 +489,8 @@ void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size
         out.file_id = next_file++;
         out.size = shape->size;
         out.block_size = shape->block_size;
-        files.emplace(out.file_id, File{opened->fh, shape->size, shape->block_size});
+        out.reserved = shape->version;
+        files.emplace(out.file_id, File{out.file_id, opened->fh, shape->size, shape->block_size});
       }
     }
     entries.push_back(out);
@@ -460,11 +513,8 @@ void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size
 }
 
 void NativeSession::OpenFd(uint64_t request_id, int fd) {
-  ScopedFd owned(fd);
   native::OpenedFile out;
   std::string error;
-  struct stat st;
-  int flags = ::fcntl(fd, F_GETFL);
   dev_t mount_dev;
   {
     MutexLock lock(&server->dev_mu);
@@ -474,34 +524,51 @@ void NativeSession::OpenFd(uint64_t request_id, int fd) {
     }
     mount_dev = server->mount_dev;
   }
-  if (::fstat(fd, &st) != 0 || flags < 0) {
+  // Cached attributes only: a descriptor of another FUSE file system must not make this thread
+  // wait for its server.
+  struct statx st{};
+  int flags = ::fcntl(fd, F_GETFL);
+  bool ours = false;
+  if (::statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &st) != 0 ||
+      flags < 0) {
     out.error = EBADF;
     error = "not an open file";
-  } else if (!S_ISREG(st.st_mode) || st.st_dev != mount_dev) {
+  } else if (!S_ISREG(st.stx_mode) || makedev(st.stx_dev_major, st.stx_dev_minor) != mount_dev) {
     out.error = EXDEV;
     error = "not a file of this mount";
   } else if ((flags & O_ACCMODE) == O_WRONLY || (flags & O_PATH) != 0) {
+    ours = true;
     out.error = EBADF;
     error = "not open for reading";
   } else {
-    Result<OpenedFile> opened = server->fs->OpenNative(st.st_ino);
+    ours = true;
+    Result<OpenedFile> opened = server->fs->OpenNative(st.stx_ino);
     Result<FileSystem::HandleShape> shape = opened.ok()
                                                 ? server->fs->ShapeOf(opened->fh)
                                                 : Result<FileSystem::HandleShape>(opened.status());
+    MutexLock lock(&mu);
     if (!shape.ok()) {
       out.error = StatusToErrno(shape.status());
       error = shape.status().message();
+    } else if (files.size() >= server->options.max_files) {
+      out.error = EMFILE;
+      error = "too many files open in this session";
+      server->fs->Release(opened->fh);
     } else {
-      MutexLock lock(&mu);
       out.file_id = next_file++;
       out.size = shape->size;
       out.block_size = shape->block_size;
-      files.emplace(out.file_id, File{opened->fh, shape->size, shape->block_size});
+      out.reserved = shape->version;
+      files.emplace(out.file_id, File{out.file_id, opened->fh, shape->size, shape->block_size});
     }
   }
-  // The descriptor was the reader's proof; closing it here is a FLUSH the mount's FUSE threads
-  // answer.
-  owned.reset();
+  // The descriptor was the reader's proof. Closing one of this mount is a FLUSH its FUSE threads
+  // answer; another file system's may never answer: closed on a thread of its own.
+  if (ours) {
+    ::close(fd);
+  } else if (!server->CloseLater(fd)) {
+    ::shutdown(sock.get(), SHUT_RDWR);  // a reader that keeps sending such descriptors ends
+  }
   std::string msg = OpenedMessage(request_id, {out}, {error});
   Send(msg.data(), msg.size());
 }

@@ -2,6 +2,7 @@
 // the server's state, one reader's session and its staging area. Internal to native/.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@ namespace lakecache {
 inline constexpr uint64_t kNativeStagingUnit = 64 * 1024;
 // A session's staging pages below this stay resident when freed (they are written again soon);
 // above it they go back to the system, so an idle session holds little.
-inline constexpr uint64_t kNativeStagingResident = 16ull << 20;
+inline constexpr uint64_t kNativeStagingResident = 4ull << 20;
 inline constexpr uint32_t kNativeMaxRead = 16u << 20;  // one entry's bytes at most
 
 // First fit over kNativeStagingUnit units. Not thread-safe.
@@ -74,6 +75,11 @@ struct NativeServer::Impl {
   std::atomic<uint64_t> live{0};
   std::atomic<uint64_t> staged{0};   // staging bytes in use, all sessions
   std::atomic<uint32_t> lookers{0};  // sessions looking at their ring before they sleep
+  // Descriptors of other file systems readers sent, closed on a thread of their own (a close may
+  // wait for another FUSE server for ever); false when too many wait already.
+  bool CloseLater(int fd);
+  struct Closer;
+  std::shared_ptr<Closer> closer;  // its thread is detached at the end: it may never return
   uint32_t max_lookers = 1;          // the cores but one
   std::atomic<uint64_t> held{0};     // bytes readers hold, all sessions
   std::atomic<uint64_t> sessions_total{0};
@@ -99,6 +105,7 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   uint64_t staging_bytes = 0;
 
   struct File {
+    uint32_t id = 0;
     uint64_t fh = 0;
     uint64_t size = 0;
     uint64_t block_size = 0;
@@ -115,6 +122,13 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   native::RingServerState state GUARDED_BY(mu);
   uint32_t in_flight GUARDED_BY(mu) = 0;
   std::unordered_map<uint32_t, File> files GUARDED_BY(mu);
+  // Reads in flight per file id; a file closed meanwhile is released by its last read.
+  std::unordered_map<uint32_t, uint32_t> file_reads GUARDED_BY(mu);
+  std::unordered_map<uint32_t, uint64_t> closing GUARDED_BY(mu);  // id -> fh
+  // Blocks go to this reader by reference only if it may read every file of the mount: a mapped
+  // arena shows every block in it.
+  bool by_reference = false;
+  bool full = false;  // session thread: the last Drain left requests for want of completion room
   uint32_t next_file GUARDED_BY(mu) = 1;
   std::unordered_map<uint64_t, Anchor> anchors GUARDED_BY(mu);
   uint64_t next_anchor GUARDED_BY(mu) = 1;
@@ -139,13 +153,21 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   void Read(const native::Sqe& e, File file);
   void PostLocked(uint64_t user_data, int64_t result, uint32_t arena, uint64_t offset,
                   uint64_t anchor) REQUIRES(mu);
-  void FinishRead(uint64_t user_data, int64_t result, uint32_t arena, uint64_t offset,
-                  uint64_t anchor);
+  // Ends a read of `file`: its completion (anchor: an Anchor to keep for the reader, or none when
+  // bytes is null), the file's count of reads, a deferred release.
+  void FinishRead(const native::Sqe& e, const File& file, int64_t result, uint32_t arena = 0,
+                  uint64_t offset = 0, std::optional<Anchor> anchor = std::nullopt);
+  void CloseFiles(const std::vector<uint32_t>& ids);
   void ReleaseLocked(uint64_t anchor) REQUIRES(mu);
   uint32_t ArenaIdLocked(int fd) REQUIRES(mu);
+  // A reader that does not read its socket within the send timeout (Handshake) ends its session.
   bool Send(const void* data, size_t size, const int* fds = nullptr, size_t nfds = 0) {
     MutexLock lock(&send_mu);
-    return native::SendMessage(sock.get(), data, size, fds, nfds) == static_cast<ssize_t>(size);
+    if (native::SendMessage(sock.get(), data, size, fds, nfds) == static_cast<ssize_t>(size)) {
+      return true;
+    }
+    ::shutdown(sock.get(), SHUT_RDWR);
+    return false;
   }
   void Refuse(const std::string& reason) {
     std::string msg(sizeof(native::MessageHeader), '\0');

@@ -97,7 +97,7 @@ struct OpenedFile {
   uint32_t file_id = 0;
   uint64_t size = 0;
   uint64_t block_size = 0;  // a read entry never crosses a multiple of it
-  uint64_t reserved = 0;
+  uint64_t reserved = 0;    // the object version's hash: a file opened again must show the same
 };
 
 struct ArenaBody {

@@ -78,6 +78,7 @@ struct lc_file {
   uint64_t session = 0;  // the session `id` belongs to
   uint64_t size = 0;
   uint64_t block_size = 0;
+  uint64_t version = 0;  // the object version's hash the server gave
 };
 
 struct lc_client {
@@ -145,6 +146,13 @@ struct lc_client {
              std::vector<lcn::Piece>* pieces) const;
   void Release(uint64_t anchor);
   void CloseIds(const std::vector<uint32_t>& ids);  // the server's files of this session
+  // Whether the server has hung up (never blocks).
+  bool Ended() const;
+  // A view's token: the server's anchor and the session it belongs to (a release of a view of an
+  // earlier session is dropped: that session let go of it, and its number means another now).
+  uint64_t Token(uint64_t anchor) const {
+    return ((session & 0xffff) << 48) | (anchor & ((1ull << 48) - 1));
+  }
   // Wakes the server for requests just queued, unless it is looking at the ring anyway.
   void Kick() {
     if (!lcn::wire::ServerSleeps(ring)) return;

@@ -77,6 +77,7 @@ struct Attempt {
       ::sched_yield();  // the server (or anyone) may need this core
     } while (std::chrono::steady_clock::now() < until);
     c.ring.header()->reader_waiting.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (wire::TakeCompletion(c.ring, &c.rs, out)) {
       c.ring.header()->reader_waiting.store(0, std::memory_order_relaxed);
       return true;
@@ -155,6 +156,7 @@ struct Attempt {
         SubmitMore();
         if (in_flight == 0) {  // the ring is full of releases the server has not taken yet
           c.Kick();
+          if (c.Ended()) return false;
           std::this_thread::yield();
         }
         continue;
@@ -164,6 +166,7 @@ struct Attempt {
       Complete(cqe);
       SubmitMore();
     }
+    for (size_t index : copied) pieces[index].done = false;  // made while the session died
     return false;
   }
 };

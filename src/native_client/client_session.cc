@@ -284,6 +284,7 @@ int lc_client::OpenPaths(const std::vector<std::string>& paths, std::vector<lc_f
       f->session = session;
       f->size = e.size;
       f->block_size = e.block_size;
+      f->version = e.reserved;
       (*out)[first + i] = f;
     }
   }
@@ -315,9 +316,12 @@ int lc_client::Reopen(lc_file* f) {
           e.error,
           std::string(answer.data() + at + sizeof(e), answer.size() - at - sizeof(e)).c_str());
     }
-    if (f->session != 0 && e.size != f->size)
-      return Fail(ESTALE, "the file changed while the mount restarted");
+    if (f->session != 0 && (e.size != f->size || e.reserved != f->version)) {
+      CloseIds({e.file_id});
+      return Fail(ESTALE, "the file changed while the mount's server restarted");
+    }
     f->id = e.file_id;
+    f->version = e.reserved;
     f->size = e.size;
     f->block_size = e.block_size;
     f->session = session;
@@ -329,11 +333,12 @@ int lc_client::Reopen(lc_file* f) {
   intptr_t v = reinterpret_cast<intptr_t>(opened[0]);
   if (v < 0 && v > -4096) return Fail(static_cast<int>(-v), errors[0]);
   std::unique_ptr<lc_file> fresh(opened[0]);
-  if (f->session != 0 && fresh->size != f->size) {
+  if (f->session != 0 && (fresh->size != f->size || fresh->version != f->version)) {
     CloseIds({fresh->id});
     return Fail(ESTALE, f->path + ": the object changed while the mount's server restarted");
   }
   f->id = fresh->id;
+  f->version = fresh->version;
   f->size = fresh->size;
   f->block_size = fresh->block_size;
   f->session = session;
@@ -371,6 +376,12 @@ void lc_client::Populate(const lcn::Mapping& m, uint64_t offset, uint64_t length
   }
 }
 
+bool lc_client::Ended() const {
+  pollfd p{sock, POLLRDHUP, 0};
+  return sock < 0 ||
+         (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0);
+}
+
 void lc_client::Release(uint64_t anchor) {
   if (anchor == 0 || sock < 0) return;
   Sqe e;
@@ -378,6 +389,7 @@ void lc_client::Release(uint64_t anchor) {
   e.anchor = anchor;
   while (!wire::SubmitRequest(ring, &rs, e)) {
     Kick();
+    if (Ended()) return;  // the session is over: it holds nothing any more
     std::this_thread::yield();
   }
 }

@@ -22,7 +22,16 @@ void UnlockRegistry() { g_clients_mu.unlock(); }
 void ChildAfterFork() {
   ++g_fork_generation;
   new (&g_clients_mu) std::mutex();
-  for (lc_client* c : *g_clients) new (&c->mu) std::recursive_mutex();
+  for (lc_client* c : *g_clients) {
+    new (&c->mu) std::recursive_mutex();
+    // The parent's session is the parent's: this process's copies of its descriptors would keep
+    // it (and what it holds) alive after the parent ends it.
+    for (int* fd : {&c->sock, &c->submit, &c->complete}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+    c->ring.base = nullptr;  // the parent's ring, mapped here too: left alone
+  }
 }
 void Register(lc_client* c) {
   static std::once_flag once;
@@ -190,15 +199,15 @@ int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view) 
     return Fail(static_cast<int>(-pieces[0].result), ReadError(pieces[0].result));
   view->data = pieces[0].view;
   view->length = static_cast<size_t>(pieces[0].result);
-  view->token = pieces[0].anchor;
+  view->token = client->Token(pieces[0].anchor);
   return 0;
 }
 
 void lc_release(lc_client* client, lc_view* view) {
   if (view == nullptr || view->token == 0) return;
   std::lock_guard<std::recursive_mutex> lock(client->mu);
-  if (client->Ours()) {
-    client->Release(view->token);
+  if (client->Ours() && (view->token >> 48) == (client->session & 0xffff)) {
+    client->Release(view->token & ((1ull << 48) - 1));
     client->Kick();
   }
   *view = {nullptr, 0, 0};

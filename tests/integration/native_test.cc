@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <linux/falloc.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -315,7 +316,7 @@ class RawSession {
     ::close(fds[3]);
   }
   ~RawSession() {
-    for (int fd : {sock_, submit_, complete_}) {
+    for (int fd : {sock_, submit_, complete_, arena_fd_}) {
       if (fd >= 0) ::close(fd);
     }
   }
@@ -370,6 +371,37 @@ class RawSession {
     return std::nullopt;
   }
   bool Submit(const native::Sqe& e) { return native::SubmitRequest(ring_, &client_, e); }
+  // Closes file `id` (one message).
+  void Close(uint32_t id) {
+    char msg[sizeof(native::MessageHeader) + sizeof(uint32_t)];
+    native::MessageHeader h;
+    h.type = native::kClose;
+    std::memcpy(msg, &h, sizeof(h));
+    std::memcpy(msg + sizeof(h), &id, sizeof(id));
+    native::SendMessage(sock_, msg, sizeof(msg), nullptr, 0);
+  }
+  // The descriptor of the first arena the server sent (-1: none yet), reading what is waiting.
+  int ArenaFd() {
+    for (;;) {
+      if (arena_fd_ >= 0) return arena_fd_;
+      pollfd p{sock_, POLLIN, 0};
+      if (::poll(&p, 1, 1000) <= 0) return -1;
+      char buf[512];
+      int fds[native::kMaxMessageFds];
+      size_t nfds = 0;
+      ssize_t n = native::ReceiveMessage(sock_, buf, sizeof(buf), fds, &nfds);
+      if (n <= 0) return -1;
+      native::MessageHeader h;
+      std::memcpy(&h, buf, sizeof(h));
+      for (size_t i = 0; i < nfds; ++i) {
+        if (h.type == native::kArena && arena_fd_ < 0) {
+          arena_fd_ = fds[i];
+        } else {
+          ::close(fds[i]);
+        }
+      }
+    }
+  }
   // True once the server has closed the session (messages it sent before are skipped).
   bool Ended() {
     for (;;) {
@@ -386,7 +418,7 @@ class RawSession {
   }
 
  private:
-  int sock_ = -1, submit_ = -1, complete_ = -1;
+  int sock_ = -1, submit_ = -1, complete_ = -1, arena_fd_ = -1;
   bool ok_ = false;
   native::RingMapping ring_;
   native::RingClientState client_;
@@ -435,6 +467,12 @@ TEST_F(NativeTest, BadRequestsGetAnErrorAndABrokenRingEndsOnlyItsSession) {
     const Case& want = cases[c->user_data - 1];
     EXPECT_EQ(c->result, want.want) << want.what;
   }
+  // The node memory a reader maps is read-only: it can neither write nor punch holes in it.
+  int arena = raw.ArenaFd();
+  ASSERT_GE(arena, 0) << "no arena sent for a read by reference";
+  EXPECT_EQ(::fcntl(arena, F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, arena, 0), MAP_FAILED);
+  EXPECT_NE(::fallocate(arena, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);
   // A release of something never given, and twice: nothing happens.
   native::Sqe release = sqe(native::kRelease, 0, 0, 0);
   release.anchor = 424242;
@@ -466,6 +504,57 @@ TEST_F(NativeTest, BadRequestsGetAnErrorAndABrokenRingEndsOnlyItsSession) {
   EXPECT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(big.size()))
       << lc_last_error();
   EXPECT_TRUE(got == big);
+  lc_close(f);
+  lc_detach(good);
+}
+
+// A file closed while its read is in flight (a fetch from the store), and a reader that never
+// consumes its completions: the server neither frees a handle under a read nor spins, and it
+// answers that session's next open and every other reader.
+TEST_F(NativeTest, ACloseUnderAReadAndAFullCompletionRingAreServedCalmly) {
+  std::string mnt = MountBucket();
+  ASSERT_NE(mount_, nullptr);
+  std::string socket_path = ReadAll(mnt + "/.lakecache/native");
+  socket_path.pop_back();
+  RawSession raw(socket_path);
+  ASSERT_TRUE(raw.ok());
+  uint32_t id = raw.Open("data/big.bin");  // not read yet: its reads go to the store
+  ASSERT_NE(id, 0u);
+  native::Sqe e;
+  e.op = native::kRead;
+  e.file_id = id;
+  e.length = 1 << 20;
+  e.offset = 4 << 20;
+  e.user_data = 1;
+  ASSERT_TRUE(raw.Submit(e));
+  raw.Kick();
+  raw.Close(id);  // while the read fetches
+  std::optional<native::Cqe> c = raw.Next();
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->user_data, 1u);
+  // Fill the completion ring: requests the server answers, none consumed.
+  uint32_t again = raw.Open("data/a.txt");
+  ASSERT_NE(again, 0u);
+  e.file_id = again;
+  e.offset = 0;
+  native::RingHeader* h = raw.ring().header();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        while (raw.Submit(e)) {
+        }
+        raw.Kick();
+        return h->cq_tail.load() - h->cq_head.load() == raw.ring().cq_entries;
+      },
+      std::chrono::seconds(30)))
+      << "the completion ring did not fill";
+  // The session thread still answers its socket, and other readers read.
+  EXPECT_NE(raw.Open("data/sub/b.txt"), 0u);
+  lc_client* good = lc_attach(mnt.c_str());
+  ASSERT_NE(good, nullptr) << lc_last_error();
+  lc_file* f = lc_open(good, "data/a.txt");
+  ASSERT_NE(f, nullptr) << lc_last_error();
+  char text[16] = {};
+  EXPECT_EQ(lc_pread(f, text, sizeof(text), 0), 12) << lc_last_error();
   lc_close(f);
   lc_detach(good);
 }
