@@ -382,14 +382,16 @@ void NativeSession::Read(const Sqe& e, File f) {
     server->reads_by_reference.fetch_add(1, std::memory_order_relaxed);
     server->bytes_by_reference.fetch_add(n, std::memory_order_relaxed);
     uint64_t offset = pin->fd_offset() + static_cast<uint64_t>(bytes.data() - pin->data());
-    return FinishRead(e, f, static_cast<int64_t>(n), arena, offset, Anchor{std::move(pin), n, 0, false});
+    return FinishRead(e, f, static_cast<int64_t>(n), arena, offset,
+                      Anchor{std::move(pin), n, 0, false});
   }
   if (!at) return FinishRead(e, f, -ENOBUFS);
   std::memcpy(staging + *at, bytes.data(), n);
   server->held.fetch_add(n);
   server->reads_copied.fetch_add(1, std::memory_order_relaxed);
   server->bytes_copied.fetch_add(n, std::memory_order_relaxed);
-  FinishRead(e, f, static_cast<int64_t>(n), native::kStagingArena, *at, Anchor{nullptr, n, *at, true});
+  FinishRead(e, f, static_cast<int64_t>(n), native::kStagingArena, *at,
+             Anchor{nullptr, n, *at, true});
 }
 
 void NativeSession::HandleMessage(const char* data, size_t size, int* fds, size_t nfds) {
@@ -526,7 +528,7 @@ void NativeSession::OpenFd(uint64_t request_id, int fd) {
   }
   // Cached attributes only: a descriptor of another FUSE file system must not make this thread
   // wait for its server.
-  struct statx st{};
+  struct statx st {};
   int flags = ::fcntl(fd, F_GETFL);
   bool ours = false;
   if (::statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &st) != 0 ||

@@ -80,8 +80,8 @@ struct NativeServer::Impl {
   bool CloseLater(int fd);
   struct Closer;
   std::shared_ptr<Closer> closer;  // its thread is detached at the end: it may never return
-  uint32_t max_lookers = 1;          // the cores but one
-  std::atomic<uint64_t> held{0};     // bytes readers hold, all sessions
+  uint32_t max_lookers = 1;        // the cores but one
+  std::atomic<uint64_t> held{0};   // bytes readers hold, all sessions
   std::atomic<uint64_t> sessions_total{0};
   std::atomic<uint64_t> reads_by_reference{0}, bytes_by_reference{0};
   std::atomic<uint64_t> reads_copied{0}, bytes_copied{0}, read_errors{0};

@@ -2,10 +2,10 @@
 // s3rver, read through the C ABI in this process and by native_probe (tests/native) as other
 // processes and uids.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <linux/falloc.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
