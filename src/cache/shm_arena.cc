@@ -83,7 +83,7 @@ Result<std::shared_ptr<ShmArena>> ShmArena::Create(const ShmArenaOptions& option
   a->slot_used_.assign(a->slot_count_, false);
   for (uint64_t i = 0; i < count; ++i) {
     auto arena = std::make_unique<Arena>();
-    LC_ASSIGN_OR_RETURN(arena->fd, SealedMemfd("lakecache-arena", per, &arena->base));
+    LC_ASSIGN_OR_RETURN(arena->fd, SealedMemfd(options.name, per, &arena->base));
     arena->free[0] = per;
     a->arenas_.push_back(std::move(arena));
   }

@@ -31,6 +31,7 @@ struct ShmArenaOptions {
   uint64_t capacity_bytes = 0;            // bytes for block data, in all arenas
   uint64_t max_arena_bytes = 1ull << 30;  // one memfd at most this large
   uint32_t max_sessions = 64;
+  const char* name = "lakecache-arena";  // of its memfds, as /proc/PID/maps shows them
 };
 
 struct ShmArenaStats {
