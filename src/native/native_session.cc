@@ -205,19 +205,25 @@ bool NativeSession::Serve() {
     if (!Drain()) return false;
     // At most one session per spare core looks on; the others sleep at once. Looking yields the
     // core to whoever else wants it (a reader, a fetch).
+    auto queued = [this] {
+      MutexLock lock(&mu);
+      return native::RequestsQueued(ring, state);
+    };
     bool more = false;
-    if (!full && server->lookers.fetch_add(1) < server->max_lookers) {
-      auto until = std::chrono::steady_clock::now() + kAwake;
-      while (!more && std::chrono::steady_clock::now() < until) {
-        more = native::RequestsQueued(ring, state);
-        if (!more) ::sched_yield();
+    if (!full) {
+      if (server->lookers.fetch_add(1) < server->max_lookers) {
+        auto until = std::chrono::steady_clock::now() + kAwake;
+        while (!more && std::chrono::steady_clock::now() < until) {
+          more = queued();
+          if (!more) ::sched_yield();
+        }
       }
       server->lookers.fetch_sub(1);
     }
     if (more) continue;
     h->server_awake.store(0, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (full || !native::RequestsQueued(ring, state)) return true;  // the reader writes the eventfd
+    if (full || !queued()) return true;  // the reader writes the eventfd
     h->server_awake.store(1, std::memory_order_seq_cst);
   }
 }
