@@ -28,8 +28,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxIov = 64;
 
-// OpenSSL writes to its socket with write(2), which raises SIGPIPE on a closed peer: with TLS in
-// use the process ignores it (plain sockets send with MSG_NOSIGNAL).
+// OpenSSL writes to its socket with write(2), and sendfile(2) takes no MSG_NOSIGNAL: both raise
+// SIGPIPE on a closed peer, so a process that uses either ignores it (plain sends use
+// MSG_NOSIGNAL). A worker serving a block from its memfd to a mount that was killed mid-read
+// would otherwise die of it.
 void IgnoreSigpipe() {
   static std::once_flag once;
   std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
@@ -251,6 +253,7 @@ Status BulkConnection::WriteAll(std::span<const std::span<const char>> pieces, D
 
 Status BulkConnection::WriteFile(std::span<const char> head, int fd, uint64_t offset,
                                  uint64_t length, Deadline deadline) {
+  IgnoreSigpipe();
   std::span<const char> pieces[] = {head};
   LC_RETURN_IF_ERROR(WritePlain(pieces, deadline, MSG_MORE));  // the file's pages follow
   auto at = static_cast<off_t>(offset);
