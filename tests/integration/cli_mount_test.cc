@@ -373,11 +373,13 @@ TEST_F(CliMountTest, FullCacheDiskWarnsOnceWithTheTierSize) {
             std::string::npos)
       << log;
 
-  // Mounted again on the full disk: the tier is 0 B from the start. (Filled again first: cache
-  // files the server dropped on its way out may have given room back.)
-  Fill(disk + "/filler-again");
+  // Mounted again on the full disk: the tier is 0 B from the start. The server opens its disk
+  // tier after the holder mounts: its warning is waited for.
   ChildProcess* again = StartMount(args, mnt, "full.log");
   ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return ReadAll(again->log_path()).find("the disk is full") != std::string::npos;
+  })) << ReadAll(again->log_path());
   std::string full = ReadAll(again->log_path());
   EXPECT_EQ(Count(full, "the disk is full"), 1u) << full;
   EXPECT_NE(full.find("the disk tier there holds at most 0 B, not the 10.0 GiB configured"),
