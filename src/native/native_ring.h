@@ -118,7 +118,9 @@ inline uint64_t ReadLength(const Sqe& e, uint64_t size, uint64_t block_size, uin
 
 // Whether the reader has queued requests the server has not taken (a cheap look at the ring).
 inline bool RequestsQueued(const RingMapping& ring, const RingServerState& state) {
-  return ring.header()->sq_tail.load(std::memory_order_acquire) != state.sq_head;
+  // seq_cst: paired with the store of server_awake before it (no wake-up lost; no fence, which
+  // ThreadSanitizer does not model).
+  return ring.header()->sq_tail.load(std::memory_order_seq_cst) != state.sq_head;
 }
 
 // ---- the reader's end ----------------------------------------------------------------------
@@ -142,7 +144,8 @@ inline bool SubmitRequest(const RingMapping& ring, RingClientState* state, const
 // The next completion into *out; false when there is none.
 inline bool TakeCompletion(const RingMapping& ring, RingClientState* state, Cqe* out) {
   RingHeader* h = ring.header();
-  uint32_t tail = h->cq_tail.load(std::memory_order_acquire);
+  // seq_cst: paired with the store of reader_waiting before a reader sleeps.
+  uint32_t tail = h->cq_tail.load(std::memory_order_seq_cst);
   if (tail == state->cq_head) return false;
   std::memcpy(out, &ring.cq()[state->cq_head & (ring.cq_entries - 1)], sizeof(Cqe));
   ++state->cq_head;

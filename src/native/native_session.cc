@@ -220,7 +220,6 @@ bool NativeSession::Serve() {
     }
     if (more) continue;
     h->server_awake.store(0, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (full || !queued()) return true;  // the reader writes the eventfd
     h->server_awake.store(1, std::memory_order_seq_cst);
   }

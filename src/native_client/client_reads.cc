@@ -77,7 +77,6 @@ struct Attempt {
       ::sched_yield();  // the server (or anyone) may need this core
     } while (std::chrono::steady_clock::now() < until);
     c.ring.header()->reader_waiting.store(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     if (wire::TakeCompletion(c.ring, &c.rs, out)) {
       c.ring.header()->reader_waiting.store(0, std::memory_order_relaxed);
       return true;
