@@ -150,6 +150,7 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   void HandleMessage(const char* data, size_t size, int* fds, size_t nfds);
   void OpenPaths(uint64_t request_id, const char* data, size_t size);
   void OpenFd(uint64_t request_id, int fd);
+  void AddFile(uint64_t fh, native::OpenedFile* out, std::string* error);
   void Read(const native::Sqe& e, File file);
   void PostLocked(uint64_t user_data, int64_t result, uint32_t arena, uint64_t offset,
                   uint64_t anchor) REQUIRES(mu);

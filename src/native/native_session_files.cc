@@ -112,6 +112,24 @@ std::string OpenedMessage(uint64_t request_id, const std::vector<native::OpenedF
 
 }  // namespace
 
+// Registers the handle `fh` as a file of this session (its id, size, block size and version into
+// *out), or releases it with the reason in *out and *error.
+void NativeSession::AddFile(uint64_t fh, native::OpenedFile* out, std::string* error) {
+  Result<FileSystem::HandleShape> shape = server->fs->ShapeOf(fh);
+  MutexLock lock(&mu);
+  if (!shape.ok() || files.size() >= server->options.max_files) {
+    out->error = shape.ok() ? EMFILE : StatusToErrno(shape.status());
+    *error = shape.ok() ? "too many files open in this session" : shape.status().message();
+    server->fs->Release(fh);
+    return;
+  }
+  out->file_id = next_file++;
+  out->size = shape->size;
+  out->block_size = shape->block_size;
+  out->reserved = shape->version;
+  files.emplace(out->file_id, File{out->file_id, fh, shape->size, shape->block_size});
+}
+
 void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size) {
   std::vector<std::string_view> paths;
   bool whole = native::ParseOpenPaths(data, size, kMaxOpenPerMessage, &paths);
@@ -128,19 +146,7 @@ void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size
       out.error = StatusToErrno(s);
       error = s.message();
     } else {
-      Result<FileSystem::HandleShape> shape = server->fs->ShapeOf(opened->fh);
-      MutexLock lock(&mu);
-      if (!shape.ok() || files.size() >= server->options.max_files) {
-        out.error = shape.ok() ? EMFILE : EIO;
-        error = shape.ok() ? "too many files open in this session" : shape.status().message();
-        server->fs->Release(opened->fh);
-      } else {
-        out.file_id = next_file++;
-        out.size = shape->size;
-        out.block_size = shape->block_size;
-        out.reserved = shape->version;
-        files.emplace(out.file_id, File{out.file_id, opened->fh, shape->size, shape->block_size});
-      }
+      AddFile(opened->fh, &out, &error);
     }
     entries.push_back(out);
     errors.push_back(error);
@@ -192,23 +198,11 @@ void NativeSession::OpenFd(uint64_t request_id, int fd) {
   } else {
     ours = true;
     Result<OpenedFile> opened = server->fs->OpenNative(st.stx_ino);
-    Result<FileSystem::HandleShape> shape = opened.ok()
-                                                ? server->fs->ShapeOf(opened->fh)
-                                                : Result<FileSystem::HandleShape>(opened.status());
-    MutexLock lock(&mu);
-    if (!shape.ok()) {
-      out.error = StatusToErrno(shape.status());
-      error = shape.status().message();
-    } else if (files.size() >= server->options.max_files) {
-      out.error = EMFILE;
-      error = "too many files open in this session";
-      server->fs->Release(opened->fh);
+    if (!opened.ok()) {
+      out.error = StatusToErrno(opened.status());
+      error = opened.status().message();
     } else {
-      out.file_id = next_file++;
-      out.size = shape->size;
-      out.block_size = shape->block_size;
-      out.reserved = shape->version;
-      files.emplace(out.file_id, File{out.file_id, opened->fh, shape->size, shape->block_size});
+      AddFile(opened->fh, &out, &error);
     }
   }
   // The descriptor was the reader's proof. Closing one of this mount is a FLUSH its FUSE threads

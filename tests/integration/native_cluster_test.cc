@@ -44,7 +44,8 @@ class NativeClusterTest : public testing::ClusterProcessFixture {
   }
 
   void SetUp() override {
-    if (!HaveRootAndFuse()) GTEST_SKIP() << "needs root and /dev/fuse";
+    ASSERT_TRUE(HaveRootAndFuse())
+        << "the native data path's tests mount FUSE: run them as root with /dev/fuse";
     SetUpScratch("lakecache-native-cluster");
     WriteConfig({{kBucket, server_->endpoint(), "1MiB"}});
   }

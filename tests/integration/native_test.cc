@@ -33,7 +33,8 @@ class NativeTest : public CliFixture {
  protected:
   void SetUp() override {
     CliFixture::SetUp();
-    if (!CanMount()) GTEST_SKIP() << "needs root and /dev/fuse";
+    ASSERT_TRUE(CanMount())
+        << "the native data path's tests mount FUSE: run them as root with /dev/fuse";
     // Others (nobody) may reach the mounts in the scratch folder.
     ::chmod(scratch_->path().c_str(), 0755);
   }
