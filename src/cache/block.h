@@ -64,5 +64,7 @@ class Block {
 };
 
 using BlockRef = std::shared_ptr<const Block>;
+// Makes the block a fetch fills (Block::Allocate, or a cache's shared memory).
+using BlockAllocator = std::function<std::shared_ptr<Block>(size_t size)>;
 
 }  // namespace lakecache

@@ -178,6 +178,14 @@ Result<BlockStore::PinnedRead> BlockStore::ReadPinned(const BlockRequest& reques
   return PinnedRead{Shared(request.key, std::move(block)), 0};
 }
 
+std::shared_ptr<Block> BlockStore::NewBlock(size_t size) {
+  for (const auto& tier : tiers_) {
+    if (!tier->resident()) continue;
+    if (std::shared_ptr<Block> block = tier->NewBlock(size)) return block;
+  }
+  return Block::Allocate(size);
+}
+
 BlockRef BlockStore::Shared(const BlockKey& key, BlockRef block) {
   if (block == nullptr || block->fd() >= 0) return block;
   for (const auto& tier : tiers_) {

@@ -77,6 +77,13 @@ class BlockStore {
   // The whole block: from the first tier holding it, else fetched through `source`.
   Result<BlockRef> Get(const BlockRequest& request, const BlockSource& source);
 
+  // A block of `size` bytes for a source to fetch into: in the memory tier's shared memory when
+  // it has room there (the tier then keeps it without a copy), else Block::Allocate's.
+  std::shared_ptr<Block> NewBlock(size_t size);
+  BlockAllocator Allocator() {
+    return [this](size_t size) { return NewBlock(size); };
+  }
+
   // Copies [offset, offset + dst.size()) of the block into dst (clamped to the block's end).
   Result<size_t> Read(const BlockRequest& request, uint64_t offset, std::span<char> dst,
                       const BlockSource& source);

@@ -50,6 +50,12 @@ class CacheTier {
     (void)key;
     return nullptr;
   }
+  // A block of `size` bytes for a fetch to fill, placed where this tier keeps its blocks so that
+  // Insert copies nothing (shared memory); nullptr: any block will do.
+  virtual std::shared_ptr<Block> NewBlock(size_t size) {
+    (void)size;
+    return nullptr;
+  }
   // True if Pin serves this tier's hits (its blocks live in process memory).
   virtual bool resident() const { return false; }
 

@@ -97,7 +97,7 @@ bool MemoryTier::Insert(const BlockRequest& request, const BlockRef& block) {
     counters_.Add(counters_.rejected);
     return false;
   }
-  BlockRef shared = arena_ != nullptr ? arena_->Publish(key, *block) : nullptr;
+  BlockRef shared = arena_ != nullptr ? arena_->Publish(key, block) : nullptr;
   Store(key, shared != nullptr ? shared : block);
   counters_.Add(counters_.inserts);
   return true;

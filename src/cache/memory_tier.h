@@ -43,6 +43,9 @@ class MemoryTier : public CacheTier {
     return Lookup(key, count_access);
   }
   BlockRef SharedCopy(const BlockKey& key) override;
+  std::shared_ptr<Block> NewBlock(size_t size) override {
+    return arena_ != nullptr ? arena_->NewBlock(size) : nullptr;
+  }
   bool resident() const override { return true; }
   bool Insert(const BlockRequest& request, const BlockRef& block) override;
   void Touch(const BlockKey& key) override;

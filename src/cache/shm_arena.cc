@@ -145,55 +145,92 @@ bool ShmArena::TakeSlot(const BlockKey& key, uint32_t* slot) {
   return false;
 }
 
+bool ShmArena::Reserve(const BlockKey* key, uint64_t bytes, Extent* e) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt > 0) ReclaimLocked();
+    if (key != nullptr && e->slot == kNoSlot && !TakeSlot(*key, &e->slot)) continue;
+    if (bytes == 0 || Allocate(bytes, e)) return true;
+  }
+  if (key != nullptr && e->slot != kNoSlot && bytes > 0) slot_used_[e->slot] = false;
+  if (key != nullptr) e->slot = kNoSlot;
+  return false;
+}
+
+void ShmArena::PublishSlot(const BlockKey& key, const Extent& e) {
+  live_[arenas_[e.arena]->base + e.offset] = e;
+  published_bytes_ += e.bytes;
+  auto& slot = reinterpret_cast<shm::Slot*>(index_ + sizeof(shm::Header))[e.slot];
+  slot.content_hi.store(key.content.hi, std::memory_order_relaxed);
+  slot.content_lo.store(key.content.lo, std::memory_order_relaxed);
+  slot.index.store(key.index, std::memory_order_relaxed);
+  slot.arena.store(e.arena, std::memory_order_relaxed);
+  slot.offset.store(e.offset, std::memory_order_relaxed);
+  slot.length.store(static_cast<uint32_t>(e.length), std::memory_order_relaxed);
+  uint64_t generation = (slot.state.load(std::memory_order_relaxed) & ~shm::kValid) + 1;
+  slot.state.store(shm::kValid | (generation & ~shm::kValid), std::memory_order_release);
+}
+
+std::shared_ptr<Block> ShmArena::ViewOf(const Extent& e) {
+  char* data = arenas_[e.arena]->base + e.offset;
+  std::shared_ptr<ShmArena> self = shared_from_this();
+  return Block::View(
+      data, e.length, [self, data] { self->Released(data); }, arenas_[e.arena]->fd, e.offset);
+}
+
 BlockRef ShmArena::Publish(const BlockKey& key, const Block& block) {
   Extent e;
   e.length = block.size();
-  uint64_t bytes = PageRound(std::max<uint64_t>(block.size(), 1));
-  char* dst = nullptr;
-  shm::Slot* slot = nullptr;
   {
     MutexLock lock(&mu_);
-    if (!TakeSlot(key, &e.slot)) {
-      ReclaimLocked();
-      if (!TakeSlot(key, &e.slot)) {
-        ++publish_failures_;
-        return nullptr;
-      }
+    if (!Reserve(&key, PageRound(std::max<uint64_t>(block.size(), 1)), &e)) {
+      ++publish_failures_;
+      return nullptr;
     }
-    if (!Allocate(bytes, &e)) {
-      ReclaimLocked();
-      if (!Allocate(bytes, &e)) {
-        slot_used_[e.slot] = false;
-        ++publish_failures_;
-        return nullptr;
-      }
-    }
-    dst = arenas_[e.arena]->base + e.offset;
-    slot = &reinterpret_cast<shm::Slot*>(index_ + sizeof(shm::Header))[e.slot];
   }
   // The extent and slot are ours alone until published.
-  std::memcpy(dst, block.data(), block.size());
-  std::shared_ptr<ShmArena> self = shared_from_this();
-  std::shared_ptr<Block> published = Block::View(
-      dst, block.size(), [self, dst] { self->Released(dst); }, arenas_[e.arena]->fd, e.offset);
+  std::memcpy(arenas_[e.arena]->base + e.offset, block.data(), block.size());
+  BlockRef published = ViewOf(e);
   MutexLock lock(&mu_);
-  live_[dst] = e;
-  published_bytes_ += e.bytes;
-  slot->content_hi.store(key.content.hi, std::memory_order_relaxed);
-  slot->content_lo.store(key.content.lo, std::memory_order_relaxed);
-  slot->index.store(key.index, std::memory_order_relaxed);
-  slot->arena.store(e.arena, std::memory_order_relaxed);
-  slot->offset.store(e.offset, std::memory_order_relaxed);
-  slot->length.store(static_cast<uint32_t>(e.length), std::memory_order_relaxed);
-  uint64_t generation = (slot->state.load(std::memory_order_relaxed) & ~shm::kValid) + 1;
-  slot->state.store(shm::kValid | (generation & ~shm::kValid), std::memory_order_release);
+  PublishSlot(key, e);
   return published;
+}
+
+BlockRef ShmArena::Publish(const BlockKey& key, const BlockRef& block) {
+  {
+    MutexLock lock(&mu_);
+    auto it = live_.find(block->data());
+    if (it != live_.end() && it->second.slot == kNoSlot && it->second.length == block->size()) {
+      Extent& e = it->second;
+      if (!Reserve(&key, 0, &e)) {
+        ++publish_failures_;
+        return nullptr;
+      }
+      fresh_bytes_ -= e.bytes;
+      --fresh_blocks_;
+      PublishSlot(key, e);
+      return block;
+    }
+  }
+  return Publish(key, *block);
+}
+
+std::shared_ptr<Block> ShmArena::NewBlock(size_t size) {
+  Extent e;
+  e.length = size;
+  {
+    MutexLock lock(&mu_);
+    if (!Reserve(nullptr, PageRound(std::max<uint64_t>(size, 1)), &e)) return nullptr;
+    live_[arenas_[e.arena]->base + e.offset] = e;
+    fresh_bytes_ += e.bytes;
+    ++fresh_blocks_;
+  }
+  return ViewOf(e);
 }
 
 void ShmArena::Unpublish(const Block& block) {
   MutexLock lock(&mu_);
   auto it = live_.find(block.data());
-  if (it == live_.end()) return;
+  if (it == live_.end() || it->second.slot == kNoSlot) return;
   auto& slot = reinterpret_cast<shm::Slot*>(index_ + sizeof(shm::Header))[it->second.slot];
   uint64_t state = slot.state.load(std::memory_order_relaxed);
   slot.state.store(state & ~shm::kValid, std::memory_order_seq_cst);
@@ -205,6 +242,12 @@ void ShmArena::Released(const char* data) {
   if (it == live_.end()) return;
   Extent e = it->second;
   live_.erase(it);
+  if (e.slot == kNoSlot) {
+    fresh_bytes_ -= e.bytes;
+    --fresh_blocks_;
+    Free(e);
+    return;
+  }
   auto& slot = reinterpret_cast<shm::Slot*>(index_ + sizeof(shm::Header))[e.slot];
   uint64_t state = slot.state.load(std::memory_order_relaxed);
   if ((state & shm::kValid) != 0) slot.state.store(state & ~shm::kValid, std::memory_order_seq_cst);
@@ -227,7 +270,7 @@ bool ShmArena::Anchored(uint32_t slot) const {
 }
 
 void ShmArena::Free(const Extent& e) {
-  slot_used_[e.slot] = false;
+  if (e.slot != kNoSlot) slot_used_[e.slot] = false;
   auto& free = arenas_[e.arena]->free;
   uint64_t offset = e.offset, bytes = e.bytes;
   auto next = free.lower_bound(offset);
@@ -299,7 +342,8 @@ void ShmArena::CloseSession(uint64_t id) {
 ShmArenaStats ShmArena::Stats() const {
   MutexLock lock(&mu_);
   ShmArenaStats s;
-  s.published_blocks = live_.size();
+  s.published_blocks = live_.size() - fresh_blocks_;
+  s.fresh_bytes = fresh_bytes_;
   s.published_bytes = published_bytes_;
   s.deferred_bytes = deferred_bytes_;
   s.sessions = sessions_.size();

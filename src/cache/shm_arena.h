@@ -3,11 +3,12 @@
 //
 // The memory tier hands every block it admits to Publish, which copies it into an arena and
 // publishes it in the index; the tier then keeps the returned block (whose bytes are the arena's)
-// instead of its own. When the tier drops the block it calls Unpublish: readers no longer find it.
-// Its memory is reused only once the last reference in this process is gone and no mount holds an
-// anchor on it; until then it is "deferred" and reclaimed later (Reclaim, or the next Publish that
-// needs room). A mount's anchors live in its session's segment, so closing a session (the mount
-// hung up or died) releases whatever it held.
+// instead of its own. A block made here with NewBlock (a fetch receives into it) is published where
+// it lies, with no copy. When the tier drops the block it calls Unpublish: readers no longer find
+// it. Its memory is reused only once the last reference in this process is gone and no mount holds
+// an anchor on it; until then it is "deferred" and reclaimed later (Reclaim, or the next Publish
+// that needs room). A mount's anchors live in its session's segment, so closing a session (the
+// mount hung up or died) releases whatever it held.
 //
 // Memory: the arenas are `capacity_bytes` in all, charged to this process as they are first
 // written. A block that does not fit (fragmentation, or memory still anchored) or whose bucket is
@@ -38,6 +39,7 @@ struct ShmArenaStats {
   uint64_t published_blocks = 0;
   uint64_t published_bytes = 0;
   uint64_t deferred_bytes = 0;  // let go by this process, still anchored by a mount
+  uint64_t fresh_bytes = 0;     // NewBlocks being filled, or kept unpublished
   uint64_t sessions = 0;
   uint64_t publish_failures = 0;  // blocks kept private: no room or a full bucket
   uint64_t arena_bytes = 0;       // all arenas
@@ -52,6 +54,13 @@ class ShmArena : public std::enable_shared_from_this<ShmArena> {
 
   // A copy of `block` in shared memory, published under `key`; null when it does not fit.
   BlockRef Publish(const BlockKey& key, const Block& block) EXCLUDES(mu_);
+  // The same, but a block NewBlock made is published where it lies (no copy) and returned; null
+  // when its bucket is full (the block stays this process's).
+  BlockRef Publish(const BlockKey& key, const BlockRef& block) EXCLUDES(mu_);
+  // A block of `size` bytes in the arenas, not yet published, for its creator to fill (a fetch
+  // receives into it, so that publishing it copies nothing); null when none is free. Its memory
+  // returns when the last reference goes.
+  std::shared_ptr<Block> NewBlock(size_t size) EXCLUDES(mu_);
   // Readers stop finding `block` (one Publish returned; anything else is ignored).
   void Unpublish(const Block& block) EXCLUDES(mu_);
 
@@ -77,10 +86,11 @@ class ShmArena : public std::enable_shared_from_this<ShmArena> {
   struct Extent {
     uint32_t arena = 0;
     uint64_t offset = 0;
-    uint64_t bytes = 0;  // page-rounded
-    uint32_t slot = 0;
-    uint64_t length = 0;  // the block's
+    uint64_t bytes = 0;       // page-rounded
+    uint32_t slot = kNoSlot;  // kNoSlot: a NewBlock, not published yet
+    uint64_t length = 0;      // the block's
   };
+  static constexpr uint32_t kNoSlot = ~0u;
   struct SessionEntry;
   ShmArena() = default;
   // Called when the last reference to a published block goes.
@@ -90,6 +100,13 @@ class ShmArena : public std::enable_shared_from_this<ShmArena> {
   uint64_t ReclaimLocked() REQUIRES(mu_);
   bool Allocate(uint64_t bytes, Extent* e) REQUIRES(mu_);
   bool TakeSlot(const BlockKey& key, uint32_t* slot) REQUIRES(mu_);
+  // An extent of `bytes` and, with a key, a slot of its bucket, reclaiming deferred memory once
+  // when either is missing.
+  bool Reserve(const BlockKey* key, uint64_t bytes, Extent* e) REQUIRES(mu_);
+  // Fills `e`'s slot and makes it valid. REQUIRES: the extent holds the block's bytes.
+  void PublishSlot(const BlockKey& key, const Extent& e) REQUIRES(mu_);
+  // A block over the extent, which Released frees.
+  std::shared_ptr<Block> ViewOf(const Extent& e);
 
   uint32_t slot_count_ = 0;
   uint64_t arena_bytes_ = 0;
@@ -106,6 +123,8 @@ class ShmArena : public std::enable_shared_from_this<ShmArena> {
   std::vector<std::unique_ptr<SessionEntry>> sessions_ GUARDED_BY(mu_);
   uint64_t next_session_ GUARDED_BY(mu_) = 1;
   uint64_t published_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t fresh_bytes_ GUARDED_BY(mu_) = 0;  // NewBlocks not published
+  uint64_t fresh_blocks_ GUARDED_BY(mu_) = 0;
   uint64_t deferred_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t publish_failures_ GUARDED_BY(mu_) = 0;
 };

@@ -20,10 +20,15 @@ Status ShorterThanListed(ObjectStore& store, const BlockRequest& r, uint64_t at)
                              std::to_string(at) + " bytes, shorter than listed");
 }
 
+std::shared_ptr<Block> NewBlock(const BlockAllocator& allocate, size_t size) {
+  return allocate != nullptr ? allocate(size) : Block::Allocate(size);
+}
+
 }  // namespace
 
-Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r) {
-  std::shared_ptr<Block> block = Block::Allocate(r.length);
+Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r,
+                            const BlockAllocator& allocate) {
+  std::shared_ptr<Block> block = NewBlock(allocate, r.length);
   ReadOptions options = OptionsFor(r);
   uint64_t done = 0;
   while (done < r.length) {
@@ -65,7 +70,7 @@ Result<BlockRef> BlockRunFetch::Get(const BlockRequest& request) {
   }
   // Not a member: a block the run left out because a lower tier held it, which that tier has
   // lost since (evicted, freed). Fetched alone; the run (perhaps empty) is not fetched for it.
-  return FetchBlock(*store_, request);
+  return FetchBlock(*store_, request, allocate_);
 }
 
 void BlockRunFetch::FetchAll() {
@@ -74,7 +79,7 @@ void BlockRunFetch::FetchAll() {
   std::vector<std::span<char>> bufs;
   uint64_t total = 0;
   for (const BlockRequest& r : members_) {
-    blocks.push_back(Block::Allocate(r.length));
+    blocks.push_back(NewBlock(allocate_, r.length));
     bufs.emplace_back(blocks.back()->mutable_data(), r.length);
     total += r.length;
   }

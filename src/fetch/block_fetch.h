@@ -23,7 +23,9 @@ namespace lakecache {
 
 class BlockRunFetch {
  public:
-  explicit BlockRunFetch(ObjectStore* store) : store_(store) {}
+  // `allocate` makes the members' blocks (null: Block::Allocate).
+  explicit BlockRunFetch(ObjectStore* store, BlockAllocator allocate = nullptr)
+      : store_(store), allocate_(std::move(allocate)) {}
 
   // Adds the block after the last member. REQUIRES: before Seal(); consecutive with the last one.
   void Add(const BlockRequest& request);
@@ -38,6 +40,7 @@ class BlockRunFetch {
   void FetchAll() REQUIRES(mu_);  // REQUIRES: sealed_, members_ not empty
 
   ObjectStore* const store_;
+  const BlockAllocator allocate_;
   mutable Mutex mu_;
   CondVar sealed_cv_;
   bool sealed_ GUARDED_BY(mu_) = false;
@@ -56,7 +59,9 @@ void FillBlockRequest(const ContentId& content, const std::string& object_key,
                       const std::string& etag, uint64_t object_size, uint64_t block_size,
                       uint64_t index, BlockRequest* req);
 
-// Fetches one block with its own GET (the demand path, and runs of one).
-Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r);
+// Fetches one block with its own GET (the demand path, and runs of one), into a block `allocate`
+// makes (null: Block::Allocate).
+Result<BlockRef> FetchBlock(ObjectStore& store, const BlockRequest& r,
+                            const BlockAllocator& allocate = nullptr);
 
 }  // namespace lakecache

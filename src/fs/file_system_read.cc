@@ -77,10 +77,11 @@ Result<size_t> FileSystem::ReadBlock(Handle& h, uint64_t index, uint64_t offset_
   req.repeat_access = h.last_block.exchange(index, std::memory_order_relaxed) == index;
   if (ReadRangeOnly(h, req.key)) return ReadRange(h, index * h.block_size + offset_in_block, dst);
   ObjectStore& store = *h.ns->store;
-  LC_ASSIGN_OR_RETURN(
-      BlockStore::PinnedRead read,
-      blocks_->ReadPinned(req, offset_in_block, dst,
-                          [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
+  LC_ASSIGN_OR_RETURN(BlockStore::PinnedRead read,
+                      blocks_->ReadPinned(req, offset_in_block, dst,
+                                          [&store, blocks = blocks_.get()](const BlockRequest& r) {
+                                            return FetchBlock(store, r, blocks->Allocator());
+                                          }));
   if (read.block == nullptr) return read.copied;
   // A view of a worker's shared memory is held only while read: kept, it would hold the worker's
   // memory.
@@ -108,11 +109,11 @@ uint64_t FileSystem::PrefetchBlocks(ObjectStore* store, const ContentId& content
                                     const std::string& key, const std::string& etag, uint64_t size,
                                     uint64_t block_size, uint64_t first, uint64_t end) {
   // Consecutive blocks that start fetching go out as one ranged GET of up to max_run_blocks.
-  auto run = std::make_shared<BlockRunFetch>(store);
+  auto run = std::make_shared<BlockRunFetch>(store, blocks_->Allocator());
   uint64_t run_blocks = 0;
   auto finish_run = [&] {
     run->Seal();
-    run = std::make_shared<BlockRunFetch>(store);
+    run = std::make_shared<BlockRunFetch>(store, blocks_->Allocator());
     run_blocks = 0;
   };
   uint64_t index = first;
@@ -246,10 +247,11 @@ Result<std::span<const char>> FileSystem::ReadPinnedSpan(Handle& h, uint64_t off
     return std::span<const char>(scratch.data(), n);
   }
   ObjectStore& store = *h.ns->store;
-  LC_ASSIGN_OR_RETURN(
-      BlockStore::PinnedRead read,
-      blocks_->ReadPinned(req, in_block, scratch.first(want),
-                          [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
+  LC_ASSIGN_OR_RETURN(BlockStore::PinnedRead read,
+                      blocks_->ReadPinned(req, in_block, scratch.first(want),
+                                          [&store, blocks = blocks_.get()](const BlockRequest& r) {
+                                            return FetchBlock(store, r, blocks->Allocator());
+                                          }));
   std::span<const char> out(scratch.data(), read.copied);
   if (read.block != nullptr) {
     uint64_t n = in_block >= read.block->size() ? 0 : read.block->size() - in_block;

@@ -8,8 +8,9 @@ namespace lakecache {
 
 BlockOutcome StoreSink::Fetch(Namespace& ns, const BlockRequest& request) {
   ObjectStore& store = *ns.store;
-  Result<BlockRef> got =
-      blocks_->Get(request, [&store](const BlockRequest& r) { return FetchBlock(store, r); });
+  Result<BlockRef> got = blocks_->Get(request, [&store, this](const BlockRequest& r) {
+    return FetchBlock(store, r, blocks_->Allocator());
+  });
   if (!got.ok()) return {BlockState::kFailed, got.status().ToString()};
   if (!blocks_->Contains(request.key)) {
     return {BlockState::kFailed,

@@ -48,11 +48,13 @@ std::string RandomHexId() {
 }
 
 // Memfd arenas for a mount's memory tier, so that the native data path hands its blocks to readers
-// by reference; null (the tier stays private) without the native data path or shared memory.
+// by reference; null (the tier stays private) without the native data path or shared memory. They
+// also hold the blocks being fetched (up to the memory budget), which the tier then keeps where
+// they lie.
 std::shared_ptr<ShmArena> MemoryArena(const Config& config) {
   if (!config.client.native || config.cache.memory_capacity == 0) return nullptr;
   ShmArenaOptions shm;
-  shm.capacity_bytes = config.cache.memory_capacity;
+  shm.capacity_bytes = config.cache.memory_capacity + config.client.memory_budget;
   shm.name = "lakecache-mount-memory";
   Result<std::shared_ptr<ShmArena>> made = ShmArena::Create(shm);
   if (made.ok()) return std::move(*made);

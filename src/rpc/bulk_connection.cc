@@ -73,6 +73,28 @@ void TuneSocket(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// Whether the socket's two ends are on this host: the peer's address is a loopback one or our own.
+bool SameHost(int fd) {
+  sockaddr_storage ours{}, theirs{};
+  socklen_t ours_len = sizeof(ours), theirs_len = sizeof(theirs);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ours), &ours_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &theirs_len) != 0 ||
+      ours.ss_family != theirs.ss_family) {
+    return false;
+  }
+  if (theirs.ss_family == AF_INET) {
+    in_addr a = reinterpret_cast<sockaddr_in*>(&ours)->sin_addr;
+    in_addr b = reinterpret_cast<sockaddr_in*>(&theirs)->sin_addr;
+    return (ntohl(b.s_addr) >> 24) == 127 || a.s_addr == b.s_addr;
+  }
+  if (theirs.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<sockaddr_in6*>(&ours)->sin6_addr;
+    const in6_addr& b = reinterpret_cast<sockaddr_in6*>(&theirs)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&b) || std::memcmp(&a, &b, sizeof(a)) == 0;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<BulkConnection>> BulkConnection::Connect(const std::string& address,
@@ -130,6 +152,7 @@ std::unique_ptr<BulkConnection> BulkConnection::Adopt(int fd, std::string peer) 
   int flags = ::fcntl(fd, F_GETFL);
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   TuneSocket(fd);
+  c->same_host_ = SameHost(fd);
   return c;
 }
 

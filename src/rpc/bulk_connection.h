@@ -62,6 +62,8 @@ class BulkConnection {
 
   const std::string& peer() const { return peer_; }
   bool tls() const { return ssl_ != nullptr; }
+  // An accepted connection from a peer on this host (a loopback address, or ours).
+  bool same_host() const { return same_host_; }
 
  private:
   BulkConnection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
@@ -82,6 +84,7 @@ class BulkConnection {
   int fd_;
   std::string peer_;
   SSL* ssl_ = nullptr;
+  bool same_host_ = false;
   std::atomic<bool> aborted_{false};
 };
 

@@ -30,7 +30,9 @@ Result<BlockReader::Range> BlockReader::Read(const rpc::BlockId& id, uint64_t of
   LC_ASSIGN_OR_RETURN(
       BlockStore::PinnedRead read,
       blocks_->ReadPinned(req, offset, std::span<char>(scratch->mutable_data(), length),
-                          [&store](const BlockRequest& r) { return FetchBlock(store, r); }));
+                          [&store, this](const BlockRequest& r) {
+                            return FetchBlock(store, r, blocks_->Allocator());
+                          }));
   if (read.block != nullptr) {
     range.owner = std::move(read.block);
     range.data = range.owner->data() + offset;

@@ -122,8 +122,9 @@ grpc::Status WorkerServiceImpl::Prefetch(grpc::ServerContext* ctx,
     ++started;
     // A preload is a request to cache: Get admits the block to the tiers (unlike read-ahead).
     pool_->Post([blocks = blocks_, store = ns->store, req] {
-      Result<BlockRef> got =
-          blocks->Get(req, [&store](const BlockRequest& r) { return FetchBlock(*store, r); });
+      Result<BlockRef> got = blocks->Get(req, [&store, &blocks](const BlockRequest& r) {
+        return FetchBlock(*store, r, blocks->Allocator());
+      });
       if (!got.ok()) spdlog::warn("prefetch of {}: {}", req.object_key, got.status().ToString());
     });
   }

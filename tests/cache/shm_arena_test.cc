@@ -105,6 +105,59 @@ TEST(ShmArenaTest, AClosedSessionReleasesItsAnchors) {
   EXPECT_NE((*arena)->Publish(Key(2), *Bytes(2, 64 << 10)), nullptr);
 }
 
+TEST(ShmArenaTest, ABlockFilledInPlaceIsPublishedWithoutACopy) {
+  auto arena = ShmArena::Create({.capacity_bytes = 128 << 10});
+  ASSERT_TRUE(arena.ok());
+  uint64_t session = 0;
+  auto reader = ShmReader::Map(SessionFds(**arena, &session));
+  ASSERT_TRUE(reader.ok());
+  std::shared_ptr<Block> fresh = (*arena)->NewBlock(64 << 10);
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_GE(fresh->fd(), 0);
+  EXPECT_EQ((*arena)->Stats().fresh_bytes, 64u << 10);
+  EXPECT_EQ((*reader)->Find(Key(1)), nullptr);  // not published while it is filled
+  std::memcpy(fresh->mutable_data(), Bytes(1, 64 << 10)->data(), 64 << 10);
+  BlockRef block = fresh;
+  BlockRef published = (*arena)->Publish(Key(1), block);
+  EXPECT_EQ(published, block);  // the same bytes, not a copy
+  EXPECT_EQ((*arena)->Stats().fresh_bytes, 0u);
+  EXPECT_EQ((*arena)->Stats().published_blocks, 1u);
+  BlockRef found = (*reader)->Find(Key(1));
+  ASSERT_NE(found, nullptr);
+  EXPECT_TRUE(Holds(*found, 1));
+  EXPECT_EQ((*arena)->NewBlock(128 << 10), nullptr);  // the other half is all that is left
+  (*arena)->Unpublish(*published);
+  fresh.reset();
+  block.reset();
+  published.reset();
+  EXPECT_EQ((*arena)->Stats().deferred_bytes, 64u << 10);  // the reader's view anchors it
+  found.reset();
+  // A block never published returns its memory when dropped.
+  std::shared_ptr<Block> unused = (*arena)->NewBlock(128 << 10);
+  ASSERT_NE(unused, nullptr);
+  EXPECT_EQ((*arena)->Stats().published_blocks, 0u);
+  unused.reset();
+  EXPECT_EQ((*arena)->Stats().fresh_bytes, 0u);
+  EXPECT_NE((*arena)->NewBlock(128 << 10), nullptr);
+}
+
+TEST(ShmArenaTest, AMemoryTierKeepsABlockFetchedIntoItsArenaWhereItLies) {
+  auto arena = ShmArena::Create({.capacity_bytes = 1 << 20});
+  ASSERT_TRUE(arena.ok());
+  auto tier = MemoryTier::Create(512 << 10, "lru", 0, *arena);
+  ASSERT_TRUE(tier.ok());
+  std::shared_ptr<Block> fresh = (*tier)->NewBlock(100000);
+  ASSERT_NE(fresh, nullptr);
+  std::memcpy(fresh->mutable_data(), Bytes(3, 100000)->data(), 100000);
+  BlockRequest request;
+  request.key = Key(3);
+  request.length = 100000;
+  ASSERT_TRUE((*tier)->Insert(request, fresh));
+  BlockRef held = (*tier)->SharedCopy(Key(3));
+  EXPECT_EQ(held.get(), fresh.get());
+  EXPECT_TRUE(Holds(*held, 3));
+}
+
 TEST(ShmArenaTest, ReaderRefusesSegmentsThatCanBeResized) {
   auto arena = ShmArena::Create({.capacity_bytes = 1 << 20});
   ASSERT_TRUE(arena.ok());
