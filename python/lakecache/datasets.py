@@ -1,6 +1,6 @@
 """PyTorch datasets that read a lakecache mount through the native data path (lakecache.native).
 
-TFRecordShards streams the records of TFRecord shards, each shard read in large native reads;
+TFRecordShards streams the records of TFRecord shards, each shard read in place (block views);
 ImageFolder reads one file per sample, a DataLoader batch in one native call (read_many, through
 __getitems__). They follow examples/pytorch/datasets.py, their FUSE counterparts: samples are uint8
 tensors (ImageFolder: PIL images with decode), shards and files can be checked against SHA-256
@@ -18,7 +18,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from lakecache import native
 from lakecache.hint import write_order
 
-# One native read of a shard; a record larger than this is read into its own buffer directly.
+# A record larger than this is read into its own buffer directly.
 READ_BYTES = 8 << 20
 _HEADER = struct.Struct("<QI")  # length, masked CRC32C of the length's 8 bytes
 _CRC = struct.Struct("<I")  # a masked CRC32C; the record's footer holds the data's
@@ -50,57 +50,66 @@ class CorruptRecordError(ValueError):
                                  what))
 
 
-class _Chunks:
-    """A file read forward in reads of a buffer's size; every byte read goes to digest in order."""
+class _Views:
+    """A file read forward as the node's memory in place (File.view: up to a block at a time, no
+    copy); every byte read goes to digest in order."""
 
-    def __init__(self, file, read_bytes, digest):
+    def __init__(self, file, digest):
         self.file, self.digest = file, digest
-        self.view = memoryview(bytearray(read_bytes))
-        self.start = self.end = 0  # view[start:end] is unconsumed
-        self.offset = 0  # the file offset of view[end]
+        self.view = memoryview(b"")
+        self.start = 0  # view[start:] is unconsumed
+        self.offset = 0  # the file offset of view's end
+        # Where bytes that straddle two views are gathered: one buffer for headers and footers,
+        # one for data, so that a record's footer never overwrites its data.
+        self.small, self.scratch = bytearray(16), bytearray()
 
-    def _read(self, target):
-        got = self.file.preadinto(target, self.offset)
-        if got and self.digest:
-            self.digest.update(target[:got])
-        self.offset += got
-        return got
+    def _next(self):
+        """The next view of the file (empty at its end); the current one is let go."""
+        self.view.release()
+        self.view = self.file.view(self.offset)
+        self.start = 0
+        self.offset += len(self.view)
+        if self.digest and len(self.view):
+            self.digest.update(self.view)
+        return len(self.view)
 
     def take(self, n):
-        """The next n bytes (n <= the buffer's size; fewer at the end of the file) as a
-        memoryview of the buffer, valid until the next call."""
-        if self.end - self.start < n:
-            kept = self.end - self.start
-            self.view[:kept] = self.view[self.start:self.end]
-            self.start, self.end = 0, kept
-            while self.end < n:
-                got = self._read(self.view[self.end:])
-                if not got:
-                    break
-                self.end += got
-        taken = self.view[self.start:min(self.end, self.start + n)]
-        self.start += len(taken)
-        return taken
+        """The next n bytes (fewer at the end of the file): a slice of the view where they lie
+        in one, else a copy in a buffer of this reader's; valid until the next call."""
+        if len(self.view) - self.start >= n:
+            taken = self.view[self.start:self.start + n]
+            self.start += n
+            return taken
+        if n <= len(self.small):
+            target = memoryview(self.small)[:n]
+        else:
+            if len(self.scratch) < n:
+                self.scratch = bytearray(n)
+            target = memoryview(self.scratch)[:n]
+        return target[:self.take_into(target)]
 
     def take_into(self, target):
-        """Fills target (larger than the buffer) with the next bytes: how many (fewer at the
-        end). What the buffer holds is copied; the rest is read into target directly."""
+        """Fills target with the next bytes: how many (fewer at the end)."""
         target = memoryview(target)
-        have = min(len(target), self.end - self.start)
-        target[:have] = self.view[self.start:self.start + have]
-        self.start += have
-        filled = have
+        filled = 0
         while filled < len(target):
-            got = self._read(target[filled:])
-            if not got:
+            if self.start == len(self.view) and not self._next():
                 break
-            filled += got
+            n = min(len(target) - filled, len(self.view) - self.start)
+            target[filled:filled + n] = self.view[self.start:self.start + n]
+            self.start += n
+            filled += n
         return filled
+
+    def close(self):
+        self.view.release()
 
 
 def read_records(path, verify=True, sha256=None, read_bytes=READ_BYTES, copy=True):
-    """Yields the data of each record of a TFRecord file as a new bytearray, read natively (with
-    copy False: a memoryview of the read buffer, valid until the next record, where it fits).
+    """Yields the data of each record of a TFRecord file as a new bytearray, read natively in
+    place (views of the node's memory, a block at a time). With copy False, a record of at most
+    read_bytes is a memoryview instead, of that memory or of a buffer where it straddles two
+    blocks, valid until the next record.
 
     verify checks both CRCs of every record. A truncated record, or with verify a CRC that does
     not match, raises CorruptRecordError with the record's offset. With sha256 (hex), the file's
@@ -111,37 +120,45 @@ def read_records(path, verify=True, sha256=None, read_bytes=READ_BYTES, copy=Tru
     digest = hashlib.sha256() if sha256 else None
     with native.open(path, buffering=0) as f:
         size = f.size  # of the version opened: fixed
-        chunks = _Chunks(f, read_bytes, digest)
-        offset = 0
-        while offset < size:
-            if size - offset < _HEADER.size:
-                raise CorruptRecordError.at(path, offset, "truncated header")
-            header = chunks.take(_HEADER.size)
-            length, length_crc = _HEADER.unpack(header)
-            if verify and masked_crc32c(header[:8]) != length_crc:
-                raise CorruptRecordError.at(path, offset, "length CRC mismatch")
-            left = size - offset - _HEADER.size
-            if left < length + _CRC.size:
-                raise CorruptRecordError.at(path, offset, "truncated: %d data bytes and a CRC "
-                                            "announced, %d bytes left" % (length, left))
-            if length <= read_bytes:
-                data = chunks.take(length)
-                if copy:
-                    data = bytearray(data)
-            else:
-                data = bytearray(length)
-                if chunks.take_into(data) != length:
-                    data = None
-            footer = chunks.take(_CRC.size) if data is not None and len(data) == length else b""
-            if len(footer) != _CRC.size:
-                raise CorruptRecordError.at(path, offset, "truncated while reading")
-            if verify and masked_crc32c(data) != _CRC.unpack(footer)[0]:
-                raise CorruptRecordError.at(path, offset, "data CRC mismatch")
-            offset += _HEADER.size + length + _CRC.size
-            yield data
+        chunks = _Views(f, digest)
+        try:
+            yield from _records(path, chunks, size, verify, read_bytes, copy)
+        finally:
+            chunks.close()
     if digest and digest.hexdigest() != sha256:
         actual = digest.hexdigest()
         raise CorruptRecordError.at(path, None, "SHA-256 %s, expected %s" % (actual, sha256))
+
+
+def _records(path, chunks, size, verify, read_bytes, copy):
+    """read_records' loop over a file of size bytes read from chunks."""
+    offset = 0
+    while offset < size:
+        if size - offset < _HEADER.size:
+            raise CorruptRecordError.at(path, offset, "truncated header")
+        header = chunks.take(_HEADER.size)
+        length, length_crc = _HEADER.unpack(header)
+        if verify and masked_crc32c(header[:8]) != length_crc:
+            raise CorruptRecordError.at(path, offset, "length CRC mismatch")
+        left = size - offset - _HEADER.size
+        if left < length + _CRC.size:
+            raise CorruptRecordError.at(path, offset, "truncated: %d data bytes and a CRC "
+                                        "announced, %d bytes left" % (length, left))
+        if length <= read_bytes:
+            data = chunks.take(length)
+            if copy:
+                data = bytearray(data)
+        else:
+            data = bytearray(length)
+            if chunks.take_into(data) != length:
+                data = None
+        footer = chunks.take(_CRC.size) if data is not None and len(data) == length else b""
+        if len(footer) != _CRC.size:
+            raise CorruptRecordError.at(path, offset, "truncated while reading")
+        if verify and masked_crc32c(data) != _CRC.unpack(footer)[0]:
+            raise CorruptRecordError.at(path, offset, "data CRC mismatch")
+        offset += _HEADER.size + length + _CRC.size
+        yield data
 
 
 def _uint8_tensor(data):
@@ -206,7 +223,7 @@ class TFRecordShards(IterableDataset):
     """The records of TFRecord shards, each a 1-D uint8 tensor of its data, read natively.
 
     Shards are split between DDP ranks (shard i to rank i % world_size), then between DataLoader
-    workers (i to worker i % num_workers), each reading its shards in order, read_bytes at a time.
+    workers (i to worker i % num_workers), each reading its shards in order, in place.
     verify checks every record's CRCs (crcmod); digests (shard path -> SHA-256 hex) checks each
     whole shard as well. With hint, each worker gives the mount the order of its shards.
     """

@@ -354,6 +354,28 @@ class TFRecordTest(unittest.TestCase):
                                                  read_bytes=64 << 10))
             self.assertEqual(list(datasets.read_records(path, verify=True, sha256=digest)),
                              records)
+            # Records taken in place (copy=False), as batches take them: the same bytes.
+            self.assertEqual([bytes(r) for r in datasets.read_records(path, sha256=digest,
+                                                                      copy=False)], records)
+
+    def test_batches_hold_every_record_in_order(self):
+        shards = sorted(p for p, _ in paths() if p.endswith(".tfrecord"))
+        if not shards:
+            self.skipTest("no *.tfrecord in LAKECACHE_TEST_FILES")
+        try:
+            from lakecache import datasets
+        except ImportError as error:
+            self.skipTest("no torch: %s" % error)
+        expected = [bytes(r) for s in shards for r in datasets.read_records(s, verify=False)]
+        got = []
+        for data, sizes in datasets.TFRecordShards(shards, verify=False, batch_size=7):
+            self.assertLessEqual(len(sizes), 7)
+            at = 0
+            for n in sizes.tolist():
+                got.append(bytes(data[at:at + n].numpy()))
+                at += n
+            self.assertEqual(at, data.numel())
+        self.assertEqual(got, expected)
 
 
 if __name__ == "__main__":

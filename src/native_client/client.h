@@ -44,7 +44,17 @@ const char* LastError();
 struct Mapping {
   const char* data = nullptr;
   size_t bytes = 0;
+  bool shared = false;  // one of MapArena's: UnmapArena lets go of it
 };
+
+// The node's memory this process maps, one read-only mapping per arena (by device and inode)
+// whichever of its clients (one per reader thread, as a rule) it came to: mapped and populated
+// once, unmapped when the last client lets go of it. Thread-safe.
+Mapping MapArena(int fd, size_t bytes);  // data null (errno set) when it cannot be mapped
+void UnmapArena(const Mapping& m);
+// Maps the pages of [offset, offset + length) of `m` (MADV_POPULATE_READ, 4 MiB at a time, once
+// per process) before they are read: one call for them instead of a fault per 64 KiB.
+void Populate(const Mapping& m, uint64_t offset, uint64_t length);
 
 // One block-sized (or shorter) read of a batch.
 struct Piece {
@@ -86,10 +96,6 @@ struct lc_client {
   pid_t pid = 0;
   uint64_t generation = 0;  // lcn::ForkGeneration() when it attached
   bool Ours() const { return generation == lcn::ForkGeneration(); }
-  // Pages of node memory this reader mapped, by 4 MiB chunk of each mapping (see Populate).
-  std::unordered_map<const char*, std::vector<uint8_t>> populated;
-  // Maps a range of `m` before it is read: one call for its pages instead of a fault per 64 KiB.
-  void Populate(const lcn::Mapping& m, uint64_t offset, uint64_t length);
   std::string mountpoint;
   std::string socket_path;
   int sock = -1, submit = -1, complete = -1;
@@ -120,9 +126,14 @@ struct lc_client {
     staging = {};
     arenas.clear();
     if (!keep_views_only) {
-      for (lcn::Mapping& m : retired) ::munmap(const_cast<char*>(m.data), m.bytes);
+      for (lcn::Mapping& m : retired) {
+        if (m.shared) {
+          lcn::UnmapArena(m);
+        } else {
+          ::munmap(const_cast<char*>(m.data), m.bytes);
+        }
+      }
       retired.clear();
-      populated.clear();
     }
   }
 

@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <chrono>
+
 using lcn::Cqe;
 using lcn::Fail;
 using lcn::Piece;
@@ -124,12 +126,12 @@ struct Attempt {
       c.Release(cqe.anchor);
       p.result = -EPROTO;
     } else if (p.dst != nullptr) {
-      c.Populate(m, cqe.arena_offset, n);
+      lcn::Populate(m, cqe.arena_offset, n);
       std::memcpy(p.dst, m.data + cqe.arena_offset, n);
       c.Release(cqe.anchor);
       copied.push_back(index);
     } else {
-      c.Populate(m, cqe.arena_offset, n);
+      lcn::Populate(m, cqe.arena_offset, n);
       p.view = m.data + cqe.arena_offset;
       p.anchor = cqe.anchor;
     }

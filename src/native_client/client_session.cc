@@ -121,16 +121,16 @@ int lc_client::Connect() {
   submit = fds[1];
   complete = fds[2];
   bool ok = ring.MapFd(fds[0], w.sq_entries, w.cq_entries);
-  void* st = ::mmap(nullptr, w.staging_bytes, PROT_READ, MAP_SHARED, fds[3], 0);
+  lcn::Mapping st = lcn::MapArena(fds[3], w.staging_bytes);
   int e = errno;
   ::close(fds[0]);
   ::close(fds[3]);
-  if (!ok || st == MAP_FAILED) {
-    if (st != MAP_FAILED) ::munmap(st, w.staging_bytes);
+  if (!ok || st.data == nullptr) {
+    if (st.data != nullptr) lcn::UnmapArena(st);
     Drop(true);
     return Fail(e, std::string("mapping the native ring: ") + std::strerror(e));
   }
-  staging = {static_cast<const char*>(st), w.staging_bytes};
+  staging = st;
   max_read = w.max_read;
   anchor_bytes = w.anchor_bytes;
   ++session;
@@ -177,11 +177,11 @@ int lc_client::HandleMessage(const char* data, size_t size, int* fds, size_t nfd
   if (h.type == wire::kArena && size >= sizeof(h) + sizeof(wire::ArenaBody) && nfds == 1) {
     wire::ArenaBody a;
     std::memcpy(&a, data + sizeof(h), sizeof(a));
-    void* m = ::mmap(nullptr, a.bytes, PROT_READ, MAP_SHARED, fds[0], 0);
+    lcn::Mapping m = lcn::MapArena(fds[0], a.bytes);
     ::close(fds[0]);
-    if (m == MAP_FAILED)
+    if (m.data == nullptr)
       return Fail(errno, std::string("mapping node memory: ") + std::strerror(errno));
-    arenas[a.arena_id] = {static_cast<const char*>(m), a.bytes};
+    arenas[a.arena_id] = m;
     return 0;
   }
   for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
@@ -354,25 +354,6 @@ void lc_client::CloseIds(const std::vector<uint32_t>& ids) {
     std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
     msg.append(reinterpret_cast<const char*>(ids.data() + at), n * sizeof(uint32_t));
     wire::SendMessage(sock, msg.data(), msg.size(), nullptr, 0);
-  }
-}
-
-void lc_client::Populate(const lcn::Mapping& m, uint64_t offset, uint64_t length) {
-  constexpr uint64_t kChunk = 4ull << 20;
-  if (length == 0) return;
-  std::vector<uint8_t>& done = populated[m.data];
-  if (done.empty()) done.assign(m.bytes / kChunk + 1, 0);
-  for (uint64_t chunk = offset / kChunk;
-       chunk <= (offset + length - 1) / kChunk && chunk < done.size(); ++chunk) {
-    if (done[chunk]) continue;
-    done[chunk] = 1;
-    uint64_t at = chunk * kChunk;
-    uint64_t n = std::min(kChunk, m.bytes - at);
-#ifdef MADV_POPULATE_READ
-    (void)::madvise(const_cast<char*>(m.data) + at, n, MADV_POPULATE_READ);
-#else
-    (void)n;
-#endif
   }
 }
 

@@ -67,6 +67,16 @@ class NativeTest : public CliFixture {
     return RunCommand(argv, Env(), std::chrono::seconds(60));
   }
 
+  // How many mappings of this process name `name` (a memfd's, as /proc/self/maps shows it).
+  static size_t MappingsOf(const std::string& name) {
+    std::ifstream maps("/proc/self/maps");
+    size_t n = 0;
+    for (std::string line; std::getline(maps, line);) {
+      if (line.find("memfd:" + name) != std::string::npos) ++n;
+    }
+    return n;
+  }
+
   ChildProcess* mount_ = nullptr;
 };
 
@@ -104,6 +114,21 @@ TEST_F(NativeTest, ReadsMatchTheStoreByteForByte) {
             big.substr((4 << 20) - 100, 100));
   lc_release(c, &v);
   lc_close(f);
+
+  // A second client of this process (a reader thread's) maps the node's memory no second time.
+  size_t mapped = MappingsOf("lakecache-mount-memory");
+  ASSERT_GT(mapped, 0u);
+  lc_client* second = lc_attach(mnt.c_str());
+  ASSERT_NE(second, nullptr) << lc_last_error();
+  lc_file* again = lc_open(second, (mnt + "/data/big.bin").c_str());
+  ASSERT_NE(again, nullptr) << lc_last_error();
+  ASSERT_EQ(lc_view_range(again, 0, 1000, &v), 0) << lc_last_error();
+  EXPECT_EQ(std::string(static_cast<const char*>(v.data), v.length), big.substr(0, 1000));
+  EXPECT_EQ(MappingsOf("lakecache-mount-memory"), mapped);
+  lc_release(second, &v);
+  lc_close(again);
+  lc_detach(second);
+  EXPECT_EQ(MappingsOf("lakecache-mount-memory"), mapped);  // the first client's still
 
   // A batch by path: whole files, a range, a missing file, a folder, a path outside the mount.
   std::string outside = scratch_->path() + "/elsewhere";
@@ -151,6 +176,7 @@ TEST_F(NativeTest, ReadsMatchTheStoreByteForByte) {
   EXPECT_EQ(lc_open_fd(c, ::open("/etc/hostname", O_RDONLY)), nullptr);
   EXPECT_EQ(errno, EXDEV) << lc_last_error();
   lc_detach(c);
+  EXPECT_EQ(MappingsOf("lakecache-mount-memory"), 0u);
 
   // Another process, through the C ABI alone.
   RunResult sum = Probe({"sum", mnt + "/data/big.bin"});

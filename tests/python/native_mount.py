@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """The Python package's native data path against a real mount (CTest: python.NativePackage...).
 
-Starts s3rver on a free loopback port, uploads a small dataset of TFRecord shards and image files
-(examples/pytorch/make_dataset.py) and a few odd files (empty, one byte, several blocks), mounts
-the bucket with `lakecache mount`, then runs, with PYTHONPATH=BUILD/python:
+Starts s3rver on a free loopback port, uploads a small dataset of TFRecord shards (of 9 MiB, so
+that records straddle blocks) and image files (examples/pytorch/make_dataset.py) and a few odd
+files (empty, one byte, several blocks), mounts the bucket with `lakecache mount`, then runs,
+with PYTHONPATH=BUILD/python:
 - python/tests/test_native.py (lakecache.native, .fsspec, .datasets; every byte checked against
   SHA-256), with LAKECACHE_TEST_MOUNT and LAKECACHE_TEST_FILES set;
 - examples/pytorch/train.py --native over the shards and over the images, every sample verified
@@ -47,7 +48,7 @@ def run(bench, build):
     make = os.path.join(REPO, "examples", "pytorch", "make_dataset.py")
     py = "/usr/bin/python3"
     subprocess.run([py, make, os.path.join(data, "shards"), "--kind", "tfrecord", "--shards", "3",
-                    "--shard-size", "3MiB", "--record-size", "100KiB"], check=True,
+                    "--shard-size", "9MiB", "--record-size", "100KiB"], check=True,
                    stdout=subprocess.DEVNULL)
     subprocess.run([py, make, os.path.join(data, "images"), "--kind", "images", "--classes", "3",
                     "--files", "40", "--max-size", "60KiB"], check=True, stdout=subprocess.DEVNULL)
