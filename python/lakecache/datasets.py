@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from lakecache import native
+from lakecache._batches import Batches, Ledger
 from lakecache.hint import write_order
 
 # A record larger than this is read into its own buffer directly.
@@ -168,48 +169,6 @@ def _uint8_tensor(data):
     return torch.frombuffer(data, dtype=torch.uint8)
 
 
-class _SharedBatch:
-    """Records gathered into one flat uint8 tensor in shared memory, grown as needed."""
-
-    def __init__(self):
-        self.sizes = []
-        self.used = 0
-        self.data = None
-        self.view = None
-
-    @property
-    def count(self):
-        return len(self.sizes)
-
-    @staticmethod
-    def _tensor(n):
-        # In a DataLoader worker, made in shared memory at once (share_memory_ would copy it
-        # there); in the main process, ordinary memory.
-        if get_worker_info() is None:
-            return torch.empty(n, dtype=torch.uint8)
-        return torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(n))
-
-    def add(self, record):
-        n = len(record)
-        if self.data is None or self.used + n > len(self.view):
-            bigger = self._tensor(max(2 * (self.used + n), 1 << 20))
-            if self.used:
-                bigger[:self.used] = self.data[:self.used]
-            self.data, self.view = bigger, memoryview(bigger.numpy())
-        self.view[self.used:self.used + n] = record
-        self.used += n
-        self.sizes.append(n)
-
-    def take(self):
-        """(data, sizes) of the records added since the last take; the next batch starts anew."""
-        out = (self.data[:self.used], torch.tensor(self.sizes, dtype=torch.int64))
-        capacity = len(self.view)
-        self.sizes, self.used = [], 0
-        self.data = self._tensor(capacity)
-        self.view = memoryview(self.data.numpy())
-        return out
-
-
 def _require_digests(digests, paths, what):
     """Refuses paths that digests (when given) has no entry for, naming one."""
     if digests is None:
@@ -236,6 +195,7 @@ class TFRecordShards(IterableDataset):
         self.rank, self.world_size = rank, world_size
         self.digests = digests
         self.read_bytes = read_bytes
+        self.ledger = Ledger() if batch_size else None  # the workers' batch buffers
         _require_digests(digests, self.shards, "shard")
         if verify:
             masked_crc32c(b"")  # no crcmod: fail here, not in a worker
@@ -260,9 +220,10 @@ class TFRecordShards(IterableDataset):
 
     def _batches(self, shards):
         """Batches of batch_size records as (data, sizes), the flat form collate_ragged gives,
-        each record copied once, from the read buffer into a tensor in shared memory (which a
-        DataLoader hands to its main process without a copy)."""
-        batch = _SharedBatch()
+        each record copied once, from the node's memory into a buffer in shared memory that a
+        DataLoader hands to its main process without a copy, and that the worker fills again once
+        the main process has let go of the batch (lakecache._batches)."""
+        batch = Batches(self.batch_size, self.ledger)
         for shard in shards:
             sha256 = self.digests[shard] if self.digests else None
             for data in read_records(shard, self.verify, sha256, self.read_bytes, copy=False):

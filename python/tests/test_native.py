@@ -377,6 +377,42 @@ class TFRecordTest(unittest.TestCase):
             self.assertEqual(at, data.numel())
         self.assertEqual(got, expected)
 
+    def test_a_loaders_batches_stay_intact_while_anything_holds_them(self):
+        """Workers fill their batch buffers again once the main process lets go: batches (or
+        mere views of them) it still holds are never written over."""
+        shards = sorted(p for p, _ in paths() if p.endswith(".tfrecord"))
+        if not shards:
+            self.skipTest("no *.tfrecord in LAKECACHE_TEST_FILES")
+        try:
+            from torch.utils.data import DataLoader
+            from lakecache import datasets
+        except ImportError as error:
+            self.skipTest("no torch: %s" % error)
+
+        def digest(b):
+            return hashlib.sha256(b).hexdigest()[:16]
+
+        expected = sorted(digest(r) for s in shards for r in datasets.read_records(s, verify=False))
+        dataset = datasets.TFRecordShards(shards, verify=False, batch_size=3)
+        loader = DataLoader(dataset, batch_size=None, num_workers=2)
+        for hold in ("batches", "views", "nothing"):
+            kept, got = [], []  # kept: (tensor held, its digest when it arrived)
+            for data, sizes in loader:
+                records, at = [], 0
+                for n in sizes.tolist():
+                    records.append(data[at:at + n])
+                    at += n
+                got += [digest(r.numpy()) for r in records]
+                if hold == "batches":
+                    kept.append((data, digest(data.numpy())))
+                elif hold == "views":
+                    kept.append((records[-1], got[-1]))  # the batch itself is let go
+            self.assertEqual(sorted(got), expected, hold)
+            changed = sum(digest(tensor.numpy()) != then for tensor, then in kept)
+            self.assertEqual(changed, 0, "%s: %d of %d held were written over" %
+                             (hold, changed, len(kept)))
+            self.assertGreater(len(kept) if hold != "nothing" else len(got), 2 * 8)
+
 
 if __name__ == "__main__":
     unittest.main()
