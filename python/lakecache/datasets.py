@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from lakecache import native
-from lakecache._batches import Batches, Ledger
+from lakecache._batches import Batches
 from lakecache.hint import write_order
 
 # A record larger than this is read into its own buffer directly.
@@ -74,14 +74,15 @@ class _Views:
             self.digest.update(self.view)
         return len(self.view)
 
-    def take(self, n):
+    def take(self, n, small=False):
         """The next n bytes (fewer at the end of the file): a slice of the view where they lie
-        in one, else a copy in a buffer of this reader's; valid until the next call."""
+        in one, else a copy in a buffer of this reader's (with small, the one for headers and
+        footers, n <= 16); valid until the next call of the same kind."""
         if len(self.view) - self.start >= n:
             taken = self.view[self.start:self.start + n]
             self.start += n
             return taken
-        if n <= len(self.small):
+        if small:
             target = memoryview(self.small)[:n]
         else:
             if len(self.scratch) < n:
@@ -137,7 +138,7 @@ def _records(path, chunks, size, verify, read_bytes, copy):
     while offset < size:
         if size - offset < _HEADER.size:
             raise CorruptRecordError.at(path, offset, "truncated header")
-        header = chunks.take(_HEADER.size)
+        header = chunks.take(_HEADER.size, small=True)
         length, length_crc = _HEADER.unpack(header)
         if verify and masked_crc32c(header[:8]) != length_crc:
             raise CorruptRecordError.at(path, offset, "length CRC mismatch")
@@ -153,7 +154,8 @@ def _records(path, chunks, size, verify, read_bytes, copy):
             data = bytearray(length)
             if chunks.take_into(data) != length:
                 data = None
-        footer = chunks.take(_CRC.size) if data is not None and len(data) == length else b""
+        footer = (chunks.take(_CRC.size, small=True) if data is not None and len(data) == length
+                  else b"")
         if len(footer) != _CRC.size:
             raise CorruptRecordError.at(path, offset, "truncated while reading")
         if verify and masked_crc32c(data) != _CRC.unpack(footer)[0]:
@@ -195,7 +197,7 @@ class TFRecordShards(IterableDataset):
         self.rank, self.world_size = rank, world_size
         self.digests = digests
         self.read_bytes = read_bytes
-        self.ledger = Ledger() if batch_size else None  # the workers' batch buffers
+        self._pool = None  # a worker's Batches, kept from one epoch to the next
         _require_digests(digests, self.shards, "shard")
         if verify:
             masked_crc32c(b"")  # no crcmod: fail here, not in a worker
@@ -223,15 +225,23 @@ class TFRecordShards(IterableDataset):
         each record copied once, from the node's memory into a buffer in shared memory that a
         DataLoader hands to its main process without a copy, and that the worker fills again once
         the main process has let go of the batch (lakecache._batches)."""
-        batch = Batches(self.batch_size, self.ledger)
-        for shard in shards:
-            sha256 = self.digests[shard] if self.digests else None
-            for data in read_records(shard, self.verify, sha256, self.read_bytes, copy=False):
-                batch.add(data)
-                if batch.count == self.batch_size:
-                    yield batch.take()
-        if batch.count:
-            yield batch.take()
+        if get_worker_info() is None:
+            batch = Batches(self.batch_size)
+        else:
+            if self._pool is None or self._pool.batch_size != self.batch_size:
+                self._pool = Batches(self.batch_size)
+            batch = self._pool
+        try:
+            for shard in shards:
+                sha256 = self.digests[shard] if self.digests else None
+                for data in read_records(shard, self.verify, sha256, self.read_bytes, copy=False):
+                    batch.add(data)
+                    if batch.count == self.batch_size:
+                        yield batch.take()
+            if batch.count:
+                yield batch.take()
+        finally:
+            batch.release()  # a batch left unfinished (the loop was left early)
 
 
 class ImageFolder(Dataset):

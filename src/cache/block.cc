@@ -131,11 +131,12 @@ size_t Block::PooledBytes() { return Pool().bytes(); }
 void Block::TrimPool(std::chrono::steady_clock::duration idle) { Pool().Trim(idle); }
 
 std::shared_ptr<Block> Block::View(char* data, size_t size, std::function<void()> release, int fd,
-                                   uint64_t fd_offset) {
+                                   uint64_t fd_offset, bool foreign) {
   auto* block = new Block(data, size, false);
   block->release_ = release ? std::move(release) : [] {};
   block->fd_ = fd;
   block->fd_offset_ = fd_offset;
+  block->foreign_ = foreign;
   return std::shared_ptr<Block>(block);
 }
 

@@ -31,9 +31,10 @@ class Block {
   // A block over `size` bytes at `data` that someone else owns (shared memory): `release` runs
   // when the last reference goes. The bytes must stay valid and unchanged until then.
   // `fd` and `fd_offset`: a file that holds the same bytes at that offset (the worker's memfd), so
-  // a reply may splice them instead of copying; -1: none.
+  // a reply may splice them instead of copying; -1: none. `foreign`: the memory is another
+  // process's (a worker's, mapped here), false for this process's own shared memory.
   static std::shared_ptr<Block> View(char* data, size_t size, std::function<void()> release,
-                                     int fd = -1, uint64_t fd_offset = 0);
+                                     int fd = -1, uint64_t fd_offset = 0, bool foreign = true);
   ~Block();
   Block(const Block&) = delete;
   // The freed mappings the pool holds, and unmapping those given back `idle` ago or earlier (an
@@ -46,9 +47,9 @@ class Block {
   char* mutable_data() { return data_; }
   size_t size() const { return size_; }
   std::span<const char> bytes() const { return {data_, size_}; }
-  // True for a View: the bytes belong to another owner (a worker's shared memory), so a cache
-  // must not keep the block (it would hold the owner's memory).
-  bool foreign() const { return release_ != nullptr; }
+  // True for a View of another process's memory (a worker's shared memory): a cache must not
+  // keep the block (it would hold the owner's memory).
+  bool foreign() const { return foreign_; }
   // A file holding the bytes (see View), or -1; data()[i] is at fd_offset() + i there.
   int fd() const { return fd_; }
   uint64_t fd_offset() const { return fd_offset_; }
@@ -61,6 +62,7 @@ class Block {
   std::function<void()> release_;  // set for a View
   int fd_ = -1;
   uint64_t fd_offset_ = 0;
+  bool foreign_ = false;
 };
 
 using BlockRef = std::shared_ptr<const Block>;

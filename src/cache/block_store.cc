@@ -186,6 +186,13 @@ std::shared_ptr<Block> BlockStore::NewBlock(size_t size) {
   return Block::Allocate(size);
 }
 
+std::unique_ptr<ReaderHolds> BlockStore::NewReaderHolds() {
+  for (const auto& tier : tiers_) {
+    if (std::unique_ptr<ReaderHolds> holds = tier->NewReaderHolds()) return holds;
+  }
+  return nullptr;
+}
+
 BlockRef BlockStore::Shared(const BlockKey& key, BlockRef block) {
   if (block == nullptr || block->fd() >= 0) return block;
   for (const auto& tier : tiers_) {

@@ -83,6 +83,9 @@ class BlockStore {
   BlockAllocator Allocator() {
     return [this](size_t size) { return NewBlock(size); };
   }
+  // Holds for one reader of blocks in place (ReaderHolds), from the tier that shares another
+  // process's memory; null when no tier does.
+  std::unique_ptr<ReaderHolds> NewReaderHolds();
 
   // Copies [offset, offset + dst.size()) of the block into dst (clamped to the block's end).
   Result<size_t> Read(const BlockRequest& request, uint64_t offset, std::span<char> dst,

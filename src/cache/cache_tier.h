@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -17,6 +18,20 @@
 #include "common/result.h"
 
 namespace lakecache {
+
+// Holds blocks that a tier shares in place (another process's memory: a co-located worker's) for
+// one reader that reads them in place, in a session of the reader's own at the memory's owner:
+// the reader keeps that session open (a descriptor given to it), so its holds last while it
+// reads, whatever becomes of the process that took them. Thread-safe.
+class ReaderHolds {
+ public:
+  virtual ~ReaderHolds() = default;
+  // `block` (found under `key`) as the reader may keep it: `block` itself when it is not such
+  // memory; else the same bytes held in the reader's session, or null when they cannot be (the
+  // owner let go of them: copy them instead). When a session was opened for this call, *keep is
+  // the descriptor the reader must keep (the caller owns it); -1 otherwise.
+  virtual BlockRef Hold(const BlockKey& key, const BlockRef& block, int* keep) = 0;
+};
 
 class CacheTier {
  public:
@@ -56,6 +71,8 @@ class CacheTier {
     (void)size;
     return nullptr;
   }
+  // Holds for one reader of this tier's blocks in place (see ReaderHolds); null: they need none.
+  virtual std::unique_ptr<ReaderHolds> NewReaderHolds() { return nullptr; }
   // True if Pin serves this tier's hits (its blocks live in process memory).
   virtual bool resident() const { return false; }
 

@@ -174,7 +174,8 @@ std::shared_ptr<Block> ShmArena::ViewOf(const Extent& e) {
   char* data = arenas_[e.arena]->base + e.offset;
   std::shared_ptr<ShmArena> self = shared_from_this();
   return Block::View(
-      data, e.length, [self, data] { self->Released(data); }, arenas_[e.arena]->fd, e.offset);
+      data, e.length, [self, data] { self->Released(data); }, arenas_[e.arena]->fd, e.offset,
+      false);
 }
 
 BlockRef ShmArena::Publish(const BlockKey& key, const Block& block) {
@@ -317,7 +318,7 @@ Result<ShmArena::Session> ShmArena::OpenSession() {
   entry->anchors = reinterpret_cast<shm::Anchor*>(map);
   MutexLock lock(&mu_);
   if (sessions_.size() >= max_sessions_) {
-    return Status::Unavailable("too many mounts share this worker's memory (" +
+    return Status::Unavailable("too many mounts and native readers share this worker's memory (" +
                                std::to_string(max_sessions_) + ")");
   }
   entry->id = next_session_++;

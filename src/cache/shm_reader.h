@@ -9,6 +9,7 @@
 // view does. Find makes no call to the worker: it reads the index. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,10 @@ class ShmReader : public std::enable_shared_from_this<ShmReader> {
   uint64_t mapped_bytes() const { return mapped_bytes_; }
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
   int session_fd() const { return session_fd_; }
+  // Whether `fd` is one of the arenas this view maps (a Block of Find has it as its fd()).
+  bool HoldsArena(int fd) const {
+    return std::find(arena_fds_.begin(), arena_fds_.end(), fd) != arena_fds_.end();
+  }
 
  private:
   ShmReader() = default;

@@ -79,6 +79,14 @@ BlockRef ClusterClient::FindLocal(const BlockKey& key) const {
   return block;
 }
 
+std::string ClusterClient::LocalNodeSocketOf(int arena_fd, std::string* id) const {
+  std::shared_ptr<const ClientView> view = live_->Current();
+  const ViewWorker* worker = LocalWorkerOfArena(*view, arena_fd);
+  if (worker == nullptr) return "";
+  *id = worker->id;
+  return worker->node_socket;
+}
+
 bool ClusterClient::LocalContains(const BlockKey& key) const {
   return NodeMemoryContains(*live_->Current(), key);
 }

@@ -120,6 +120,9 @@ class ClusterClient {
   // when no such worker holds it in memory. No call to any worker.
   BlockRef FindLocal(const BlockKey& key) const;
   bool LocalContains(const BlockKey& key) const;
+  // The node socket of the worker on this host whose memory `arena_fd` is (the fd() of a block
+  // FindLocal gave), and its id in *id; "" when it is none of theirs.
+  std::string LocalNodeSocketOf(int arena_fd, std::string* id) const;
   // True when the block's owner is a worker on this host whose memory this client maps: the
   // node's cache holds it, so this client need not keep a copy.
   bool OwnedLocally(const BlockKey& key) const;

@@ -7,30 +7,30 @@
 
 namespace lakecache {
 
+Result<std::shared_ptr<ShmReader>> OpenWorkerSession(const std::string& path, bool prefault) {
+  rpc::NodeHello hello;
+  LC_ASSIGN_OR_RETURN(int fd, rpc::ConnectNodeSocket(path, std::chrono::seconds(2), &hello));
+  if (!hello.accepted) {
+    ScopedFd refused(fd);
+    return Status::AccessDenied(hello.reason);
+  }
+  ShmFds fds;
+  fds.index = hello.fds[0];
+  fds.anchors = hello.fds[1];
+  fds.arenas.assign(hello.fds.begin() + 2, hello.fds.end());
+  fds.session = fd;
+  return ShmReader::Map(std::move(fds), prefault);
+}
+
 std::shared_ptr<ShmReader> MapWorkerMemory(const std::string& id, const std::string& path,
                                            bool prefault) {
-  rpc::NodeHello hello;
-  Result<int> fd = rpc::ConnectNodeSocket(path, std::chrono::seconds(2), &hello);
-  Status failed;
-  if (!fd.ok()) {
-    failed = fd.status();
-  } else if (!hello.accepted) {
-    ScopedFd refused(*fd);
-    failed = Status::AccessDenied(hello.reason);
-  } else {
-    ShmFds fds;
-    fds.index = hello.fds[0];
-    fds.anchors = hello.fds[1];
-    fds.arenas.assign(hello.fds.begin() + 2, hello.fds.end());
-    fds.session = *fd;
-    Result<std::shared_ptr<ShmReader>> shm = ShmReader::Map(std::move(fds), prefault);
-    if (shm.ok()) {
-      spdlog::info("mapping the memory cache of worker {} on this host ({} MiB, shared memory)", id,
-                   (*shm)->mapped_bytes() >> 20);
-      return *shm;
-    }
-    failed = shm.status();
+  Result<std::shared_ptr<ShmReader>> shm = OpenWorkerSession(path, prefault);
+  if (shm.ok()) {
+    spdlog::info("mapping the memory cache of worker {} on this host ({} MiB, shared memory)", id,
+                 (*shm)->mapped_bytes() >> 20);
+    return *shm;
   }
+  const Status& failed = shm.status();
   spdlog::warn(
       "cannot map the memory cache of worker {} on this host through {}: {}; reading its "
       "blocks over the network",
@@ -41,6 +41,13 @@ std::shared_ptr<ShmReader> MapWorkerMemory(const std::string& id, const std::str
 BlockRef FindInNodeMemory(const ClientView& view, const BlockKey& key) {
   for (size_t i : view.local) {
     if (BlockRef block = view.workers[i].shm->Find(key)) return block;
+  }
+  return nullptr;
+}
+
+const ViewWorker* LocalWorkerOfArena(const ClientView& view, int arena_fd) {
+  for (size_t i : view.local) {
+    if (view.workers[i].shm->HoldsArena(arena_fd)) return &view.workers[i];
   }
   return nullptr;
 }

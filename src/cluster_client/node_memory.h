@@ -14,10 +14,16 @@
 
 namespace lakecache {
 
+// A session of this process with the worker behind the node socket `path`: its memory mapped,
+// and anchors of its own.
+Result<std::shared_ptr<ShmReader>> OpenWorkerSession(const std::string& path, bool prefault);
 // Maps the memory of worker `id` behind the node socket `path`; null (the reason logged) when it
 // may not.
 std::shared_ptr<ShmReader> MapWorkerMemory(const std::string& id, const std::string& path,
                                            bool prefault);
+// The mapped worker of `view` whose memory `arena_fd` is (a Block of FindInNodeMemory has it as
+// its fd()); null when none.
+const ViewWorker* LocalWorkerOfArena(const ClientView& view, int arena_fd);
 
 // The block from the memory of a mapped worker of `view`, anchored while referenced; null when
 // none holds it.

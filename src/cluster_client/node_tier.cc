@@ -1,8 +1,13 @@
 #include "cluster_client/node_tier.h"
 
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+
 #include <cstring>
+#include <map>
 
 #include "cache/memory_tier.h"
+#include "cluster_client/node_memory.h"
 
 namespace lakecache {
 namespace {
@@ -38,6 +43,58 @@ Result<size_t> NodeMemoryTier::Read(const BlockKey& key, uint64_t offset, std::s
   size_t n = std::min<uint64_t>(dst.size(), block->size() - offset);
   std::memcpy(dst.data(), block->data() + offset, n);
   return n;
+}
+
+namespace {
+
+// A reader's holds: one session of its own with each co-located worker it reads in place, opened
+// when it first does, whose socket the reader keeps too.
+class NodeReaderHolds : public ReaderHolds {
+ public:
+  explicit NodeReaderHolds(std::shared_ptr<ClusterClient> client) : client_(std::move(client)) {}
+
+  BlockRef Hold(const BlockKey& key, const BlockRef& block, int* keep) override {
+    *keep = -1;
+    std::string id;
+    std::string path = client_->LocalNodeSocketOf(block->fd(), &id);
+    if (path.empty()) return block;
+    std::shared_ptr<ShmReader> session;
+    {
+      MutexLock lock(&mu_);
+      auto it = sessions_.find(id);
+      if (it != sessions_.end() && !it->second->closed()) session = it->second;
+    }
+    if (session == nullptr) {
+      Result<std::shared_ptr<ShmReader>> opened = OpenWorkerSession(path, false);
+      if (!opened.ok()) {
+        spdlog::warn("a reader's session with worker {}: {}; its blocks are copied", id,
+                     opened.status().message());
+        return nullptr;
+      }
+      session = *opened;
+      *keep = ::fcntl(session->session_fd(), F_DUPFD_CLOEXEC, 0);
+      MutexLock lock(&mu_);
+      sessions_[id] = session;
+    }
+    BlockRef held = session->Find(key);
+    // The same bytes, or none: the worker may have put the key elsewhere since.
+    if (held == nullptr || held->size() != block->size() ||
+        held->fd_offset() != block->fd_offset()) {
+      return nullptr;
+    }
+    return held;
+  }
+
+ private:
+  const std::shared_ptr<ClusterClient> client_;
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<ShmReader>> sessions_ GUARDED_BY(mu_);  // by worker id
+};
+
+}  // namespace
+
+std::unique_ptr<ReaderHolds> NodeMemoryTier::NewReaderHolds() {
+  return std::make_unique<NodeReaderHolds>(client_);
 }
 
 TierStats NodeMemoryTier::Stats() const {

@@ -42,6 +42,7 @@ class NodeMemoryTier : public CacheTier {
   bool Contains(const BlockKey& key) const override { return client_->LocalContains(key); }
   void Erase(const BlockKey&) override {}
   bool Shadows(const BlockKey& key) const override { return client_->OwnedLocally(key); }
+  std::unique_ptr<ReaderHolds> NewReaderHolds() override;
   TierStats Stats() const override;
 
  private:

@@ -191,6 +191,11 @@ class FileSystem {
   // Whether a read of `fh` at `offset` would be served from memory (no fetch, no disk read): the
   // handle's pinned block or a resident tier's.
   bool InMemoryAt(uint64_t fh, uint64_t offset) const;
+  // The key of the block of `fh` that holds `offset`; nullopt for an unknown handle.
+  std::optional<BlockKey> BlockKeyAt(uint64_t fh, uint64_t offset) const;
+  // Holds for one reader of blocks in place (cache_tier.h: ReaderHolds); null when no tier needs
+  // them (no co-located worker's memory).
+  std::unique_ptr<ReaderHolds> NewReaderHolds();
   // Whether `reader` may read every file of the mount (root, the mount's owner, or the mode every
   // file gets grants others read).
   bool ReadableByAll(const Reader& reader) const;

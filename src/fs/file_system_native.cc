@@ -82,6 +82,14 @@ bool FileSystem::ReadableByAll(const Reader& reader) const {
   return (files & 04) != 0 && (dirs & 01) != 0;
 }
 
+std::optional<BlockKey> FileSystem::BlockKeyAt(uint64_t fh, uint64_t offset) const {
+  Handle* h = FindHandle(fh);
+  if (h == nullptr || h->block_size == 0) return std::nullopt;
+  return BlockKey{h->content, offset / h->block_size};
+}
+
+std::unique_ptr<ReaderHolds> FileSystem::NewReaderHolds() { return blocks_->NewReaderHolds(); }
+
 bool FileSystem::InMemoryAt(uint64_t fh, uint64_t offset) const {
   Handle* h = FindHandle(fh);
   if (h == nullptr || offset >= h->size) return false;

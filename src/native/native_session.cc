@@ -348,6 +348,29 @@ uint32_t NativeSession::ArenaIdLocked(int fd) {
   return id;
 }
 
+BlockRef NativeSession::HoldForReader(uint64_t fh, uint64_t offset, BlockRef pin) {
+  std::optional<BlockKey> key = server->fs->BlockKeyAt(fh, offset);
+  if (!key) return nullptr;
+  int keep = -1;
+  BlockRef held;
+  {
+    MutexLock lock(&holds_mu);
+    if (!holds_made) {
+      holds = server->fs->NewReaderHolds();
+      holds_made = true;
+    }
+    if (holds == nullptr) return pin;
+    held = holds->Hold(*key, pin, &keep);
+  }
+  if (keep >= 0) {
+    ScopedFd sent(keep);
+    native::MessageHeader h;
+    h.type = native::kHold;
+    if (!Send(&h, sizeof(h), &keep, 1)) return nullptr;
+  }
+  return held;
+}
+
 void NativeSession::Read(const Sqe& e, File f) {
   uint64_t length = native::ReadLength(e, f.size, f.block_size, kNativeMaxRead);
   if (length == 0) return FinishRead(e, f, 0);
@@ -364,6 +387,16 @@ void NativeSession::Read(const Sqe& e, File f) {
   const uint64_t n = bytes.size();
   bool in_pin = pin != nullptr && pin->fd() >= 0 && bytes.data() >= pin->data() &&
                 bytes.data() + n <= pin->data() + pin->size();
+  if (in_pin && by_reference) {
+    // What the reader gets by reference is held for it in a way that outlives this process.
+    BlockRef held = HoldForReader(f.fh, e.offset, pin);
+    if (held != nullptr && held != pin) {
+      bytes = std::span<const char>(held->data() + (bytes.data() - pin->data()), n);
+      pin = std::move(held);
+    } else if (held == nullptr) {
+      in_pin = false;
+    }
+  }
   // The session's budget is checked and charged under one lock.
   std::optional<uint64_t> at;
   uint32_t arena = 0;

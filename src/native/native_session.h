@@ -136,6 +136,11 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   std::unique_ptr<NativeStagingMap> staging_map GUARDED_BY(mu);
   std::map<std::pair<dev_t, ino_t>, uint32_t> arenas GUARDED_BY(mu);
   uint32_t next_arena GUARDED_BY(mu) = 1;
+  // This reader's holds on a co-located worker's memory, so that its views outlive this server
+  // (a crash, a takeover); made at its first such block.
+  Mutex holds_mu;
+  std::unique_ptr<ReaderHolds> holds GUARDED_BY(holds_mu);
+  bool holds_made GUARDED_BY(holds_mu) = false;
   Mutex send_mu;  // one message at a time on the socket
 
   ~NativeSession() {
@@ -161,6 +166,9 @@ struct NativeSession : std::enable_shared_from_this<NativeSession> {
   void CloseFiles(const std::vector<uint32_t>& ids);
   void ReleaseLocked(uint64_t anchor) REQUIRES(mu);
   uint32_t ArenaIdLocked(int fd) REQUIRES(mu);
+  // `pin` (holding the bytes of a read at `offset` of `fh`) as the reader may keep it: see
+  // ReaderHolds::Hold; null: copy the bytes instead.
+  BlockRef HoldForReader(uint64_t fh, uint64_t offset, BlockRef pin) EXCLUDES(holds_mu);
   // A reader that does not read its socket within the send timeout (Handshake) ends its session.
   bool Send(const void* data, size_t size, const int* fds = nullptr, size_t nfds = 0) {
     MutexLock lock(&send_mu);

@@ -48,6 +48,8 @@ enum MessageType : uint32_t {
   kRefused = 102,  // the reason, text
   kOpened = 103,   // OpenedBody, then `count` OpenedFile, then the error texts, NUL-terminated
   kArena = 104,    // ArenaBody, with the arena's memfd
+  kHold = 105,     // no body, with a descriptor the reader keeps while it holds views of the
+                   // memory of a co-located worker (its session there: see native.md)
 };
 
 struct MessageHeader {

@@ -55,6 +55,11 @@ void UnmapArena(const Mapping& m);
 // Maps the pages of [offset, offset + length) of `m` (MADV_POPULATE_READ, 4 MiB at a time, once
 // per process) before they are read: one call for them instead of a fault per 64 KiB.
 void Populate(const Mapping& m, uint64_t offset, uint64_t length);
+// fork() handlers of the mapping registry: held across the fork; in the child, a fresh lock and
+// nothing marked populated (a child inherits the mappings, not their page tables).
+void LockArenas();
+void UnlockArenas();
+void ArenasAfterFork();
 
 // One block-sized (or shorter) read of a batch.
 struct Piece {
@@ -66,6 +71,7 @@ struct Piece {
   int64_t result = 0;
   const char* view = nullptr;
   uint64_t anchor = 0;
+  uint64_t session = 0;  // the client's session the view came from
 };
 
 // The socket's path the mount's control file `.lakecache/native` in `dir` names, or empty.
@@ -104,6 +110,16 @@ struct lc_client {
   lcn::Mapping staging;
   std::unordered_map<uint32_t, lcn::Mapping> arenas;
   std::vector<lcn::Mapping> retired;  // of ended sessions: views handed out stay readable
+  // Descriptors the server gave to keep (kHold): this reader's sessions with co-located workers,
+  // which hold the worker's memory its views show. Kept after the server's session ends (a
+  // crash, a takeover) until the views handed out in it are released.
+  std::vector<int> keep;
+  uint64_t views = 0;  // views of this session not released
+  struct Kept {
+    std::vector<int> fds;
+    uint64_t views = 0;
+  };
+  std::unordered_map<uint64_t, Kept> kept;  // of ended sessions, by Token's session bits
   uint32_t max_read = 0;
   uint64_t anchor_bytes = 0;
   uint64_t session = 0;  // counts attachments
@@ -115,6 +131,8 @@ struct lc_client {
 
   // Forgets the session; with `unmap`, its mappings too (else they are kept for views).
   void Drop(bool keep_views_only) {
+    // Descriptors the server sent just before it went (kHold) are taken first.
+    if (keep_views_only && sock >= 0 && Ours()) (void)PumpSocket(false, 0, nullptr);
     for (int* fd : {&sock, &submit, &complete}) {
       if (*fd >= 0) ::close(*fd);
       *fd = -1;
@@ -125,7 +143,20 @@ struct lc_client {
     for (auto& [id, m] : arenas) retired.push_back(m);
     staging = {};
     arenas.clear();
+    if (!keep.empty() && views > 0 && keep_views_only) {
+      Kept& k = kept[session & 0xffff];
+      k.fds.insert(k.fds.end(), keep.begin(), keep.end());
+      k.views += views;
+    } else {
+      for (int fd : keep) ::close(fd);
+    }
+    keep.clear();
+    views = 0;
     if (!keep_views_only) {
+      for (auto& [tag, k] : kept) {
+        for (int fd : k.fds) ::close(fd);
+      }
+      kept.clear();
       for (lcn::Mapping& m : retired) {
         if (m.shared) {
           lcn::UnmapArena(m);
@@ -161,8 +192,8 @@ struct lc_client {
   bool Ended() const;
   // A view's token: the server's anchor and the session it belongs to (a release of a view of an
   // earlier session is dropped: that session let go of it, and its number means another now).
-  uint64_t Token(uint64_t anchor) const {
-    return ((session & 0xffff) << 48) | (anchor & ((1ull << 48) - 1));
+  static uint64_t Token(uint64_t anchor, uint64_t of_session) {
+    return ((of_session & 0xffff) << 48) | (anchor & ((1ull << 48) - 1));
   }
   // Wakes the server for requests just queued, unless it is looking at the ring anyway.
   void Kick() {

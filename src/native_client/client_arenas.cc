@@ -31,6 +31,14 @@ Arenas& Registry() {
 
 }  // namespace
 
+void LockArenas() { Registry().mu.lock(); }
+void UnlockArenas() { Registry().mu.unlock(); }
+void ArenasAfterFork() {
+  Arenas& r = Registry();
+  new (&r.mu) std::mutex();
+  for (auto& [key, a] : r.by_file) std::fill(a.populated.begin(), a.populated.end(), 0);
+}
+
 Mapping MapArena(int fd, size_t bytes) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return {};

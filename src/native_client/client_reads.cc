@@ -134,6 +134,8 @@ struct Attempt {
       lcn::Populate(m, cqe.arena_offset, n);
       p.view = m.data + cqe.arena_offset;
       p.anchor = cqe.anchor;
+      p.session = c.session;
+      ++c.views;
     }
   }
 

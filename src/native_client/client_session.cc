@@ -184,6 +184,10 @@ int lc_client::HandleMessage(const char* data, size_t size, int* fds, size_t nfd
     arenas[a.arena_id] = m;
     return 0;
   }
+  if (h.type == wire::kHold && nfds == 1) {
+    keep.push_back(fds[0]);
+    return 0;
+  }
   for (size_t i = 0; i < nfds; ++i) ::close(fds[i]);
   if (h.type == wire::kOpened && h.request_id == want_request && answer != nullptr) {
     answer->assign(data, data + size);

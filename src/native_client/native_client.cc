@@ -17,11 +17,18 @@ std::mutex g_clients_mu;
 std::atomic<uint64_t> g_fork_generation{1};
 std::set<lc_client*>* g_clients = new std::set<lc_client*>;  // never destroyed: atfork may run late
 
-void LockRegistry() { g_clients_mu.lock(); }
-void UnlockRegistry() { g_clients_mu.unlock(); }
+void LockRegistry() {
+  g_clients_mu.lock();
+  lcn::LockArenas();
+}
+void UnlockRegistry() {
+  lcn::UnlockArenas();
+  g_clients_mu.unlock();
+}
 void ChildAfterFork() {
   ++g_fork_generation;
   new (&g_clients_mu) std::mutex();
+  lcn::ArenasAfterFork();
   for (lc_client* c : *g_clients) {
     new (&c->mu) std::recursive_mutex();
     // The parent's session is the parent's: this process's copies of its descriptors would keep
@@ -31,6 +38,14 @@ void ChildAfterFork() {
       *fd = -1;
     }
     c->ring.base = nullptr;  // the parent's ring, mapped here too: left alone
+    // Nor may the child keep the parent's holds on a worker's memory.
+    for (int fd : c->keep) ::close(fd);
+    for (auto& [tag, k] : c->kept) {
+      for (int fd : k.fds) ::close(fd);
+    }
+    c->keep.clear();
+    c->kept.clear();
+    c->views = 0;
   }
 }
 void Register(lc_client* c) {
@@ -199,16 +214,24 @@ int lc_view_range(lc_file* file, uint64_t offset, size_t length, lc_view* view) 
     return Fail(static_cast<int>(-pieces[0].result), ReadError(pieces[0].result));
   view->data = pieces[0].view;
   view->length = static_cast<size_t>(pieces[0].result);
-  view->token = client->Token(pieces[0].anchor);
+  view->token = lc_client::Token(pieces[0].anchor, pieces[0].session);
   return 0;
 }
 
 void lc_release(lc_client* client, lc_view* view) {
   if (view == nullptr || view->token == 0) return;
   std::lock_guard<std::recursive_mutex> lock(client->mu);
-  if (client->Ours() && (view->token >> 48) == (client->session & 0xffff)) {
+  // A server that went away holds nothing: the view's holds are this client's now (Drop).
+  if (client->Ours() && client->sock >= 0 && client->Ended()) client->Drop(true);
+  if (client->Ours() && client->sock >= 0 && (view->token >> 48) == (client->session & 0xffff)) {
     client->Release(view->token & ((1ull << 48) - 1));
     client->Kick();
+    if (client->views > 0) --client->views;
+  } else if (auto it = client->kept.find(view->token >> 48);
+             client->Ours() && it != client->kept.end() && --it->second.views == 0) {
+    // The last view of an ended session: its holds on the workers' memory go.
+    for (int fd : it->second.fds) ::close(fd);
+    client->kept.erase(it);
   }
   *view = {nullptr, 0, 0};
 }

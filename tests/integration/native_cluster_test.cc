@@ -40,7 +40,10 @@ class NativeClusterTest : public testing::ClusterProcessFixture {
     auto started = testing::S3rver::Start({.buckets = {kBucket}});
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started).value().release();
-    ASSERT_TRUE(server_->PutObjects(kBucket, {{"big.bin", Object()}}).ok());
+    ASSERT_TRUE(server_
+                    ->PutObjects(kBucket, {{"big.bin", Object()},
+                                           {"other.bin", std::string(40 * kMiB, 'x')}})
+                    .ok());
   }
 
   void SetUp() override {
@@ -108,6 +111,55 @@ TEST_F(NativeClusterTest, CoLocatedBlocksAreReadInPlaceFromTheWorkersMemory) {
   // Nothing of the worker's memory stays held for the mount: no bytes wait on an anchor.
   EXPECT_TRUE(WaitUntil([&] { return Stats(workers_[0]).shm_deferred_bytes() == 0; }, 20))
       << Stats(workers_[0]).shm_deferred_bytes() << " bytes still anchored";
+  Unmount();
+}
+
+// A view of the co-located worker's memory is held in a session of the reader's own at the worker:
+// the mount's server is killed and the worker's memory is filled with other blocks, and the view
+// still shows its bytes; once released, the worker's memory is all free again.
+TEST_F(NativeClusterTest, AViewOfTheWorkersMemoryOutlivesTheMountsServer) {
+  StartCluster({{"16MiB", "1GiB"}});
+  Mount();
+  uint64_t sessions = Stats(workers_[0]).shm_sessions();  // the mount's
+  const std::string want = Object();
+  lc_client* c = lc_attach(Path().c_str());
+  ASSERT_NE(c, nullptr) << lc_last_error();
+  lc_file* f = lc_open(c, Path().c_str());
+  ASSERT_NE(f, nullptr) << lc_last_error();
+  std::string got(kSize, '\0');
+  for (int pass = 0; pass < 2; ++pass) {  // cold, then warm: in the worker's memory
+    ASSERT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(kSize))
+        << lc_last_error();
+  }
+  lc_view v;
+  ASSERT_EQ(lc_view_range(f, 2 * kMiB, kMiB, &v), 0) << lc_last_error();
+  ASSERT_EQ(v.length, kMiB);
+  ASSERT_GE(ArenaMappings("self"), 1) << "the view is not of the worker's memory";
+  ASSERT_EQ(std::memcmp(v.data, want.data() + 2 * kMiB, kMiB), 0);
+  EXPECT_EQ(Stats(workers_[0]).shm_sessions(), sessions + 1) << "no session of the reader's";
+
+  pid_t server = MountServerPid();
+  ASSERT_GT(server, 0);
+  ASSERT_EQ(::kill(server, SIGKILL), 0);
+  // The mount comes back with a new server; 40 MiB read through it go through the worker's 16.
+  ASSERT_TRUE(WaitUntil([&] { return MountServerPid() != server; }, 30));
+  std::string other = mountpoint_ + "/" + kBucket + "/other.bin";
+  for (int pass = 0; pass < 2; ++pass) {
+    std::ifstream in(other, std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(all.size(), 40 * kMiB);
+  }
+  EXPECT_EQ(std::memcmp(v.data, want.data() + 2 * kMiB, kMiB), 0)
+      << "the worker reused memory a view shows";
+  EXPECT_GT(Stats(workers_[0]).shm_deferred_bytes(), 0u);
+  lc_release(c, &v);
+  EXPECT_TRUE(WaitUntil([&] { return Stats(workers_[0]).shm_deferred_bytes() == 0; }, 20))
+      << Stats(workers_[0]).shm_deferred_bytes() << " bytes still anchored";
+  // The reader goes on with the new server.
+  ASSERT_EQ(lc_pread(f, got.data(), got.size(), 0), static_cast<ssize_t>(kSize)) << lc_last_error();
+  EXPECT_TRUE(got == want);
+  lc_close(f);
+  lc_detach(c);
   Unmount();
 }
 
