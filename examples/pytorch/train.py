@@ -60,8 +60,10 @@ def make_loader(kind, root, batch_size=64, workers=4, hint=False, hint_window=No
         from lakecache import datasets as native_datasets  # ImportError says how to build it
         shard_dataset, image_dataset = native_datasets.TFRecordShards, native_datasets.ImageFolder
         image_options = dict(decode=False)  # the bytes, as ImageFolderDataset gives them
+        collate = native_datasets.collate_pooled  # collate_ragged's batches, in reused buffers
     else:
         shard_dataset, image_dataset, image_options = TFRecordDataset, ImageFolderDataset, {}
+        collate = collate_ragged
     if kind == "tfrecord":
         shards = sorted(e.path for e in os.scandir(root) if e.name.endswith(".tfrecord"))
         _check_listed(digests, shards)
@@ -84,7 +86,7 @@ def make_loader(kind, root, batch_size=64, workers=4, hint=False, hint_window=No
     else:
         raise ValueError("unknown dataset kind %r" % kind)
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-                      collate_fn=collate_ragged, persistent_workers=workers > 0)
+                      collate_fn=collate, persistent_workers=workers > 0)
 
 
 def _check_listed(digests, paths):

@@ -29,11 +29,12 @@ _lock = threading.Lock()
 _ledgers = {}
 
 
-def _received(data, sizes, token=None, slot=None, table=None):
-    """In the main process, a batch arriving: (data, sizes). A pooled one is noted, and the
-    buffers that batches received earlier let go of are given back to their workers."""
+def _received(items, token=None, slot=None, table=None):
+    """In the main process, a batch arriving: (data, sizes[, labels]). A pooled one is noted, and
+    the buffers that batches received earlier let go of are given back to their workers."""
+    data = items[0]
     if token is None:
-        return data, sizes
+        return items
     with _lock:
         entry = _ledgers.setdefault(token, (table, []))
         entry[1].append((slot, StorageWeakRef(data.storage())))
@@ -49,7 +50,7 @@ def _received(data, sizes, token=None, slot=None, table=None):
                 out[:] = still
             else:
                 del _ledgers[key]  # nothing out: the worker's next batch brings its table again
-    return data, sizes
+    return items
 
 
 class _Sent:
@@ -57,23 +58,23 @@ class _Sent:
     tuple. Not a tuple itself: a DataLoader's default_convert would make it a list, and lose the
     buffer's slot."""
 
-    def __init__(self, data, sizes, ledger=None, slot=None):
-        self.items = (data, sizes)
+    def __init__(self, items, ledger=None, slot=None):
+        self.items = items
         self.ledger, self.slot = ledger, slot
 
     def __getitem__(self, i):
         return self.items[i]
 
     def __len__(self):
-        return 2
+        return len(self.items)
 
     def __iter__(self):
         return iter(self.items)
 
     def __reduce__(self):
         if self.ledger is None:
-            return _received, self.items
-        return _received, (*self.items, self.ledger.token, self.slot, self.ledger.table)
+            return _received, (self.items,)
+        return _received, (self.items, self.ledger.token, self.slot, self.ledger.table)
 
 
 class _Ledger:
@@ -83,6 +84,27 @@ class _Ledger:
         self.token = uuid.uuid4().hex
         self.table = torch.zeros(POOL, dtype=torch.int8).share_memory_()
         self.flags = self.table.numpy()
+
+
+_pool = None  # a worker's Batches for collate_pooled
+
+
+def collate_pooled(samples):
+    """A DataLoader collate_fn for samples that are 1-D uint8 tensors or (tensor, label): the
+    flat (data, sizes[, labels]) of examples/pytorch's collate_ragged, made in a worker's pooled
+    buffers (no fresh shared memory per batch)."""
+    global _pool
+    labelled = isinstance(samples[0], tuple)
+    tensors = [s[0] for s in samples] if labelled else samples
+    if get_worker_info() is None:
+        batch = Batches(len(samples))
+    else:
+        if _pool is None or _pool.batch_size < len(samples):
+            _pool = Batches(len(samples))
+        batch = _pool
+    for t in tensors:
+        batch.add(memoryview(t.reshape(-1).numpy()))
+    return batch.take([s[1] for s in samples] if labelled else None)
 
 
 class Batches:
@@ -147,16 +169,19 @@ class Batches:
         self._give_back()
         self.sizes, self.used = [], 0
 
-    def take(self):
-        """(data, sizes) of the records added since the last take; the next batch starts anew."""
+    def take(self, labels=None):
+        """(data, sizes) of the records added since the last take, and with labels (a list of
+        ints, one per record) an int64 tensor of them too; the next batch starts anew."""
         if self.storage is None:
             self.storage, self.slot = self._buffer(self.header)
         sizes = torch.empty(0, dtype=torch.int64).set_(self.storage, 0, (len(self.sizes),))
         sizes[:] = torch.tensor(self.sizes, dtype=torch.int64)
         data = self._data(self.storage, self.used)
         out = (data, sizes)
+        if labels is not None:
+            out += (torch.tensor(labels, dtype=torch.int64),)
         if self.shared:
-            out = _Sent(data, sizes, self.ledger if self.slot is not None else None, self.slot)
+            out = _Sent(out, self.ledger if self.slot is not None else None, self.slot)
         self.storage = self.view = self.slot = None
         self.sizes, self.used = [], 0
         return out

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from lakecache import native
-from lakecache._batches import Batches
+from lakecache._batches import Batches, collate_pooled  # noqa: F401 - collate_pooled: for loaders
 from lakecache.hint import write_order
 
 # A record larger than this is read into its own buffer directly.

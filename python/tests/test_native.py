@@ -358,6 +358,37 @@ class TFRecordTest(unittest.TestCase):
             self.assertEqual([bytes(r) for r in datasets.read_records(path, sha256=digest,
                                                                       copy=False)], records)
 
+    def test_pooled_image_batches_stay_intact_while_held(self):
+        """collate_pooled makes an image folder's batches in the workers' reused buffers: every
+        batch the main process holds keeps its bytes and labels."""
+        root = os.path.join(MOUNT, "images")
+        if not os.path.isdir(root):
+            self.skipTest("no images folder in the test mount")
+        try:
+            from torch.utils.data import DataLoader
+            from lakecache import datasets
+        except ImportError as error:
+            self.skipTest("no torch: %s" % error)
+        dataset = datasets.ImageFolder(root, decode=False)
+        expected = []
+        for path, label in zip(dataset.paths, dataset.labels):
+            with open(path, "rb") as f:
+                expected.append((hashlib.sha256(f.read()).hexdigest()[:16], label))
+        expected.sort()
+        loader = DataLoader(dataset, batch_size=2, num_workers=2,
+                            collate_fn=datasets.collate_pooled)
+        kept, got = [], []
+        for data, sizes, labels in loader:
+            kept.append((data, bytes(data.numpy())))
+            at = 0
+            for n, label in zip(sizes.tolist(), labels.tolist()):
+                got.append((hashlib.sha256(data[at:at + n].numpy()).hexdigest()[:16], label))
+                at += n
+        self.assertEqual(sorted(got), expected)
+        self.assertGreater(len(kept), 2 * 8)
+        changed = sum(bytes(d.numpy()) != then for d, then in kept)
+        self.assertEqual(changed, 0, "%d of %d held batches were written over" % (changed, len(kept)))
+
     def test_batches_hold_every_record_in_order(self):
         shards = sorted(p for p, _ in paths() if p.endswith(".tfrecord"))
         if not shards:
