@@ -63,12 +63,14 @@ demo: build
 bench: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare $(BENCH_ARGS)
 
-# The same at CI size (a few minutes), and bench/write's writes at CI size: checks that every cell
-# is produced, asserts no speed.
+# The same at CI size (a few minutes), bench/write's writes and bench/native's reads at CI size (the
+# latter also with the memory tiers in reserved huge pages): checks that every cell is produced,
+# asserts no speed.
 bench-quick: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare --quick $(BENCH_ARGS)
 	@BUILD_DIR=$(BUILD_DIR) bench/write --quick
 	@BUILD_DIR=$(BUILD_DIR) bench/native --quick
+	@BUILD_DIR=$(BUILD_DIR) bench/native --quick --huge-pages hugetlb
 
 # A PyTorch training loop's epochs over lakecache, s3fs, rclone and local disk (bench/train, needs
 # root): TFRecord shards and shuffled small files, with and without the order hint.

@@ -2,24 +2,30 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "cache/shm_layout.h"
+#include "common/units.h"
 
 namespace lakecache {
 namespace {
 
 uint64_t PageRound(uint64_t n) { return (n + shm::kPage - 1) / shm::kPage * shm::kPage; }
 
-// A memfd of `bytes`, sealed so that it can neither shrink nor grow, mapped read-write.
-Result<int> SealedMemfd(const char* name, uint64_t bytes, char** map) {
-  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+// A memfd of `bytes`, sealed so that it can neither shrink nor grow, mapped read-write; `flags`
+// may add MFD_HUGETLB.
+Result<int> SealedMemfd(const char* name, uint64_t bytes, char** map, unsigned flags = 0) {
+  int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | flags);
   if (fd < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
       ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
@@ -38,7 +44,33 @@ Result<int> SealedMemfd(const char* name, uint64_t bytes, char** map) {
   return fd;
 }
 
+// The size of the node's default huge page (a hugetlb memfd's block size); 0 when it has none.
+uint64_t HugePageSize() {
+  int fd = ::memfd_create("lakecache-probe", MFD_CLOEXEC | MFD_HUGETLB);
+  if (fd < 0) return 0;
+  struct stat st;
+  uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_blksize) : 0;
+  ::close(fd);
+  return size;
+}
+
+// "HugePages_Free" of /proc/meminfo, for the warning when there are too few.
+uint64_t FreeHugePages() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("HugePages_Free:")) return std::strtoull(line.c_str() + 15, nullptr, 10);
+  }
+  return 0;
+}
+
 }  // namespace
+
+HugePages HugePagesNamed(std::string_view name) {
+  if (name == "hugetlb") return HugePages::kReserved;
+  if (name == "off") return HugePages::kOff;
+  return HugePages::kTransparent;
+}
 
 struct ShmArena::Arena {
   int fd = -1;
@@ -81,13 +113,55 @@ Result<std::shared_ptr<ShmArena>> ShmArena::Create(const ShmArenaOptions& option
   for (uint32_t i = 0; i < a->slot_count_; ++i) new (&slots_at[i]) shm::Slot();
   MutexLock lock(&a->mu_);
   a->slot_used_.assign(a->slot_count_, false);
+  LC_RETURN_IF_ERROR(a->MakeArenas(options, count, per));
+  header->arena_bytes = a->arena_bytes_;  // rounded up to whole huge pages
+  return a;
+}
+
+Status ShmArena::MakeArenas(const ShmArenaOptions& options, uint64_t count, uint64_t per) {
+  if (options.huge_pages == HugePages::kReserved) {
+    uint64_t huge = HugePageSize();
+    uint64_t rounded = huge == 0 ? per : (per + huge - 1) / huge * huge;
+    // Mapping a hugetlb memfd reserves its pages: it fails at once when too few are free, and a
+    // later write never finds none.
+    for (uint64_t i = 0; huge != 0 && i < count; ++i) {
+      auto arena = std::make_unique<Arena>();
+      Result<int> fd = SealedMemfd(options.name, rounded, &arena->base, MFD_HUGETLB);
+      if (!fd.ok()) break;
+      arena->fd = *fd;
+      arena->free[0] = rounded;
+      arenas_.push_back(std::move(arena));
+    }
+    if (huge != 0 && arenas_.size() == count) {
+      arena_bytes_ = rounded;
+      reserved_huge_pages_ = true;
+      spdlog::info("shared memory: {} in reserved huge pages of {}",
+                   FormatByteSize(count * rounded), FormatByteSize(huge));
+      return Status::Ok();
+    }
+    if (huge == 0) {
+      spdlog::warn("huge pages: this node has none; shared memory in ordinary pages");
+    } else {
+      spdlog::warn(
+          "huge pages: {} of {} wanted for {} of shared memory, {} free (vm.nr_hugepages); "
+          "shared memory in ordinary pages",
+          count * rounded / huge, FormatByteSize(huge), FormatByteSize(count * rounded),
+          FreeHugePages());
+    }
+    for (auto& arena : arenas_) {
+      ::munmap(arena->base, rounded);
+      ::close(arena->fd);
+    }
+    arenas_.clear();
+  }
   for (uint64_t i = 0; i < count; ++i) {
     auto arena = std::make_unique<Arena>();
     LC_ASSIGN_OR_RETURN(arena->fd, SealedMemfd(options.name, per, &arena->base));
+    if (options.huge_pages != HugePages::kOff) (void)::madvise(arena->base, per, MADV_HUGEPAGE);
     arena->free[0] = per;
-    a->arenas_.push_back(std::move(arena));
+    arenas_.push_back(std::move(arena));
   }
-  return a;
+  return Status::Ok();
 }
 
 ShmArena::~ShmArena() {
@@ -350,6 +424,7 @@ ShmArenaStats ShmArena::Stats() const {
   s.sessions = sessions_.size();
   s.publish_failures = publish_failures_;
   s.arena_bytes = arena_bytes_ * arenas_.size();
+  s.reserved_huge_pages = reserved_huge_pages_;
   return s;
 }
 

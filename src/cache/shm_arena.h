@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -28,8 +29,23 @@
 
 namespace lakecache {
 
+// The pages the arenas are made of. A reader maps a whole arena and fills its page table as it
+// first touches it; with 2 MiB pages that costs 1/512 of the faults, which is most of the CPU a
+// reader spends on a block beyond copying it.
+enum class HugePages {
+  kOff,          // ordinary pages
+  kTransparent,  // ordinary memfds with huge pages advised (MADV_HUGEPAGE): the kernel gives them
+                 // when /sys/kernel/mm/transparent_hugepage/shmem_enabled is advise or always
+  kReserved,     // hugetlb memfds from the node's reserved huge pages (vm.nr_hugepages); when too
+                 // few are free, ordinary pages with a warning
+};
+
+// The config's name of one (common/config.h: CacheConfig::huge_pages): auto, hugetlb or off.
+HugePages HugePagesNamed(std::string_view name);
+
 struct ShmArenaOptions {
-  uint64_t capacity_bytes = 0;            // bytes for block data, in all arenas
+  uint64_t capacity_bytes = 0;  // bytes for block data, in all arenas
+  HugePages huge_pages = HugePages::kTransparent;
   uint64_t max_arena_bytes = 1ull << 30;  // one memfd at most this large
   uint32_t max_sessions = 64;
   const char* name = "lakecache-arena";  // of its memfds, as /proc/PID/maps shows them
@@ -41,8 +57,9 @@ struct ShmArenaStats {
   uint64_t deferred_bytes = 0;  // let go by this process, still anchored by a mount
   uint64_t fresh_bytes = 0;     // NewBlocks being filled, or kept unpublished
   uint64_t sessions = 0;
-  uint64_t publish_failures = 0;  // blocks kept private: no room or a full bucket
-  uint64_t arena_bytes = 0;       // all arenas
+  uint64_t publish_failures = 0;     // blocks kept private: no room or a full bucket
+  uint64_t arena_bytes = 0;          // all arenas
+  bool reserved_huge_pages = false;  // the arenas are hugetlb memfds
 };
 
 class ShmArena : public std::enable_shared_from_this<ShmArena> {
@@ -108,8 +125,12 @@ class ShmArena : public std::enable_shared_from_this<ShmArena> {
   // A block over the extent, which Released frees.
   std::shared_ptr<Block> ViewOf(const Extent& e);
 
+  // Makes the arenas of `per` bytes each (rounded up to the huge page size when they are hugetlb).
+  Status MakeArenas(const ShmArenaOptions& options, uint64_t count, uint64_t per) REQUIRES(mu_);
+
   uint32_t slot_count_ = 0;
   uint64_t arena_bytes_ = 0;
+  bool reserved_huge_pages_ = false;
   uint32_t max_sessions_ = 0;
   int index_fd_ = -1;
   char* index_ = nullptr;  // mapped read-write

@@ -379,6 +379,7 @@ void EmitCache(YAML::Emitter& out, const CacheConfig& cache) {
   out << YAML::BeginMap;
   out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "capacity" << YAML::Value << FormatByteSize(cache.memory_capacity);
+  out << YAML::Key << "huge_pages" << YAML::Value << cache.huge_pages;
   out << YAML::EndMap;
   out << YAML::Key << "disks" << YAML::Value;
   if (cache.disks.empty()) out << YAML::Flow;  // "disks: []"

@@ -60,8 +60,12 @@ struct DiskCacheConfig {
 // The block cache of this process (`cache` section). Defaults: 1GiB of memory, no disk tier.
 struct CacheConfig {
   uint64_t memory_capacity = 1ull << 30;  // memory tier budget; > 0
-  std::vector<DiskCacheConfig> disks;     // empty: memory only
-  std::string policy = "tinylfu";         // eviction policy of every tier: "tinylfu" or "lru"
+  // The pages of the memory tier's shared memory (cache/shm_arena.h: HugePages): "auto"
+  // (transparent huge pages advised; the kernel's shmem_enabled decides), "hugetlb" (the node's
+  // reserved huge pages, vm.nr_hugepages) or "off".
+  std::string huge_pages = "auto";
+  std::vector<DiskCacheConfig> disks;  // empty: memory only
+  std::string policy = "tinylfu";      // eviction policy of every tier: "tinylfu" or "lru"
 };
 
 // How a mount reads (`client` section): adaptive read-ahead and the memory it may hold outside

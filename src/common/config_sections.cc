@@ -26,6 +26,15 @@ Status ReadMemory(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* 
   return ForEachEntry(
       ctx, "cache.memory", node,
       [&](const std::string& field, const std::string& key, const YAML::Node& v) -> Status {
+        if (field == "huge_pages") {
+          LC_RETURN_IF_ERROR(ReadScalar(ctx, key, v, &cache->huge_pages));
+          if (cache->huge_pages == "auto" || cache->huge_pages == "hugetlb" ||
+              cache->huge_pages == "off") {
+            return Status::Ok();
+          }
+          return ctx.Error(key, "unknown huge_pages '" + cache->huge_pages +
+                                    "' (expected auto, hugetlb or off)");
+        }
         if (field != "capacity") return ctx.Error(key, "unknown key");
         LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &cache->memory_capacity));
         if (cache->memory_capacity == 0) return ctx.Error(key, "must be more than 0");

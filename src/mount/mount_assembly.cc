@@ -55,6 +55,7 @@ std::shared_ptr<ShmArena> MemoryArena(const Config& config) {
   if (!config.client.native || config.cache.memory_capacity == 0) return nullptr;
   ShmArenaOptions shm;
   shm.capacity_bytes = config.cache.memory_capacity + config.client.memory_budget;
+  shm.huge_pages = HugePagesNamed(config.cache.huge_pages);
   shm.name = "lakecache-mount-memory";
   Result<std::shared_ptr<ShmArena>> made = ShmArena::Create(shm);
   if (made.ok()) return std::move(*made);

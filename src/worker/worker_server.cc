@@ -110,6 +110,7 @@ Status WorkerServer::OpenCache() {
   if (options_.shared_memory) {
     ShmArenaOptions shm;
     shm.capacity_bytes = config_.cache.memory_capacity;
+    shm.huge_pages = HugePagesNamed(config_.cache.huge_pages);
     // A session per mount on this host, and one per native reader of a mount that reads this
     // memory in place (up to 64 per mount): its anchors cost memory only where it writes them.
     shm.max_sessions = 1024;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -227,6 +229,69 @@ TEST(ShmArenaTest, EightReadersOfAnEightBlockTierNeverSeeAnotherBlocksBytes) {
   EXPECT_GT(found.load(), 0u);
   (*arena)->Reclaim();  // the readers have let go of everything
   EXPECT_EQ((*arena)->Stats().deferred_bytes, 0u);
+}
+
+// /proc/sys/vm/nr_hugepages, read or written; -1 when it cannot be.
+long ReservedHugePages(long set = -1) {
+  if (set >= 0) {
+    FILE* f = std::fopen("/proc/sys/vm/nr_hugepages", "w");
+    if (f == nullptr) return -1;
+    std::fprintf(f, "%ld\n", set);
+    if (std::fclose(f) != 0) return -1;
+  }
+  FILE* f = std::fopen("/proc/sys/vm/nr_hugepages", "r");
+  long n = -1;
+  if (f == nullptr || std::fscanf(f, "%ld", &n) != 1) n = -1;
+  if (f != nullptr) std::fclose(f);
+  return n;
+}
+
+void PublishAndReadBack(ShmArena& arena) {
+  uint64_t session = 0;
+  auto reader = ShmReader::Map(SessionFds(arena, &session));
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  BlockRef published = arena.Publish(Key(7), *Bytes(7, 3 << 20));  // kept, as a tier keeps it
+  ASSERT_NE(published, nullptr);
+  BlockRef found = (*reader)->Find(Key(7));
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->size(), 3u << 20);
+  EXPECT_TRUE(Holds(*found, 7));
+}
+
+TEST(ShmArenaTest, ArenasInReservedHugePagesAreReadInPlace) {
+  long before = ReservedHugePages();
+  if (::geteuid() != 0 || before < 0) GTEST_SKIP() << "reserving huge pages needs root";
+  // Two more 2 MiB pages than whatever is reserved (others' stay theirs), given back at the end.
+  long wanted = ReservedHugePages(before + 4);
+  struct Restore {
+    long n;
+    ~Restore() { ReservedHugePages(n); }
+  } restore{before};
+  if (wanted < before + 4) GTEST_SKIP() << "the kernel found no room for 4 huge pages";
+  {
+    auto arena = ShmArena::Create(
+        {.capacity_bytes = 5 << 20, .huge_pages = HugePages::kReserved, .name = "huge-test"});
+    ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+    EXPECT_TRUE((*arena)->Stats().reserved_huge_pages);
+    struct stat st;
+    ASSERT_EQ(::fstat((*arena)->arena_fds().front(), &st), 0);
+    EXPECT_EQ(st.st_blksize, 2 << 20);
+    EXPECT_EQ(st.st_size % (2 << 20), 0);  // rounded up to whole pages: 6 MiB
+    PublishAndReadBack(**arena);
+  }
+}
+
+TEST(ShmArenaTest, TooFewReservedHugePagesGiveOrdinaryMemory) {
+  // More than the node has free: the arena is made of ordinary pages and works the same.
+  auto arena =
+      ShmArena::Create({.capacity_bytes = 64ull << 20, .huge_pages = HugePages::kReserved});
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  if ((*arena)->Stats().reserved_huge_pages)
+    GTEST_SKIP() << "this node has 64 MiB of huge pages free";
+  struct stat st;
+  ASSERT_EQ(::fstat((*arena)->arena_fds().front(), &st), 0);
+  EXPECT_EQ(st.st_blksize, 4096);
+  PublishAndReadBack(**arena);
 }
 
 }  // namespace

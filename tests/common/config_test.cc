@@ -563,6 +563,13 @@ TEST(ConfigCacheErrorTest, PolicyAndMemory) {
                  "lake.yaml: cache.memory.capacity: invalid size 'lots'");
   EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  memory: {size: 1GiB}\n")),
             "lake.yaml: cache.memory.size: unknown key");
+  EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  memory: {huge_pages: yes}\n")),
+            "lake.yaml: cache.memory.huge_pages: unknown huge_pages 'yes' (expected auto, hugetlb "
+            "or off)");
+  Result<Config> huge = LoadYaml("cache:\n  memory: {capacity: 2GiB, huge_pages: hugetlb}\n");
+  ASSERT_TRUE(huge.ok()) << huge.status().ToString();
+  EXPECT_EQ(huge->cache.huge_pages, "hugetlb");
+  EXPECT_EQ(LoadYaml("cache: {}\n")->cache.huge_pages, "auto");
   ExpectContains(ErrorOf(LoadYaml("cache:\n  memory: 1GiB\n")),
                  "lake.yaml: cache.memory: expected a map");
   ExpectContains(ErrorOf(LoadYaml("cache: [a]\n")), "lake.yaml: cache: expected a map");

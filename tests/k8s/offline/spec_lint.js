@@ -131,11 +131,19 @@ function lintWorkerMemory(c, at, pod, out) {
     const e = (volumes.get(m.name) || {}).emptyDir;
     if (e && e.medium === 'Memory') tiers += bytes(e.sizeLimit || 0);
   }
-  const limit = c.resources && c.resources.limits && c.resources.limits.memory;
+  const limits = (c.resources && c.resources.limits) || {};
+  const limit = limits.memory;
+  // In reserved huge pages (cache.memory.huge_pages=hugetlb) the memory tier is charged to
+  // hugepages-2Mi, not to memory.
+  const huge = args.some((a, j) => args[j - 1] === '-o' && a === 'cache.memory.huge_pages=hugetlb');
+  const inMemory = huge ? 0 : memCache;
+  if (huge && !(bytes(limits['hugepages-2Mi'] || 0) >= memCache)) {
+    out.push(`${at}: the worker's memory tier is in huge pages but its hugepages-2Mi limit ${limits['hugepages-2Mi']} is below --mem-cache (${memCache} bytes)`);
+  }
   if (!limit) {
     out.push(`${at}: the worker has no memory limit (its shared memory is charged to it)`);
-  } else if (!(bytes(limit) > memCache + tiers)) {
-    out.push(`${at}: the worker's memory limit ${limit} is not above --mem-cache plus its Memory-medium tiers (${memCache + tiers} bytes)`);
+  } else if (!(bytes(limit) > inMemory + tiers)) {
+    out.push(`${at}: the worker's memory limit ${limit} is not above --mem-cache plus its Memory-medium tiers (${inMemory + tiers} bytes)`);
   }
 }
 

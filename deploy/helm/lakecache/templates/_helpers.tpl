@@ -91,6 +91,14 @@ each master pod by its stable DNS name (the clients follow the leader among them
 {{- mulf (float64 $number) (get $units $unit) | ceil | int64 -}}
 {{- end -}}
 
+{{/*
+The worker's hugepages-2Mi limit with worker.hugePages: memCache rounded up to whole 2Mi pages.
+*/}}
+{{- define "lakecache.worker.hugePagesLimit" -}}
+{{- $mem := include "lakecache.bytes" .Values.worker.memCache | int64 -}}
+{{- printf "%dMi" (mul (div (add $mem 2097151) 2097152) 2) -}}
+{{- end -}}
+
 {{/* Bytes of the worker's Memory-medium (tmpfs) tiers: their sizeLimit, else their size. */}}
 {{- define "lakecache.worker.memoryTiers" -}}
 {{- $total := 0 -}}
@@ -110,6 +118,7 @@ it is that sum in MiB.
 {{- define "lakecache.worker.memoryLimit" -}}
 {{- $w := .Values.worker -}}
 {{- $mem := include "lakecache.bytes" $w.memCache | int64 -}}
+{{- if $w.hugePages }}{{ $mem = 0 }}{{ end -}}
 {{- $tiers := include "lakecache.worker.memoryTiers" . | int64 -}}
 {{- $need := add $mem $tiers (include "lakecache.bytes" $w.memoryOverhead) -}}
 {{- $set := dig "limits" "memory" "" $w.resources -}}
