@@ -51,7 +51,7 @@ const char* EnvOrNull(const char* name) {
 
 std::string StoreEndpoint(const NamespaceConfig& ns) {
   const ObjectUri& loc = ns.location;
-  if (loc.scheme == UriScheme::kFile) return "";
+  if (loc.scheme == UriScheme::kFile || loc.scheme == UriScheme::kSynthetic) return "";
   if (!ns.endpoint.empty()) return ns.endpoint;
   if (!loc.endpoint_host.empty()) return "https://" + loc.endpoint_host;
   return "https://s3." + (ns.region.empty() ? std::string("us-east-1") : ns.region) +
@@ -82,7 +82,9 @@ Result<NamespaceConfig> CliContext::NamespaceFor(const std::string& text) const 
   if (const NamespaceConfig* covering = FindCoveringNamespace(config, uri)) {
     ns = *covering;
   } else {
-    ns.name = uri.scheme == UriScheme::kFile ? "local" : uri.bucket;
+    ns.name = uri.scheme == UriScheme::kFile        ? "local"
+              : uri.scheme == UriScheme::kSynthetic ? "synthetic"
+                                                    : uri.bucket;
     if (const char* ep = EnvOrNull("AWS_ENDPOINT_URL")) {
       ns.endpoint = ep;
       endpoint_given = true;

@@ -10,6 +10,8 @@ std::string_view UriSchemeName(UriScheme scheme) {
       return "oss";
     case UriScheme::kFile:
       return "file";
+    case UriScheme::kSynthetic:
+      return "synthetic";
   }
   return "?";
 }
@@ -37,6 +39,8 @@ Result<ObjectUri> ParseObjectUri(std::string_view text) {
     uri.scheme = UriScheme::kS3;
   } else if (scheme == "oss") {
     uri.scheme = UriScheme::kOss;
+  } else if (scheme == "synthetic") {
+    uri.scheme = UriScheme::kSynthetic;
   } else if (scheme == "file") {
     uri.scheme = UriScheme::kFile;
     if (rest.empty() || rest.front() != '/') {
@@ -48,7 +52,7 @@ Result<ObjectUri> ParseObjectUri(std::string_view text) {
     return uri;
   } else {
     return Status::InvalidArgument("unsupported URI scheme '" + std::string(scheme) + "' in '" +
-                                   std::string(text) + "' (expected s3, oss or file)");
+                                   std::string(text) + "' (expected s3, oss, file or synthetic)");
   }
   size_t slash = rest.find('/');
   std::string_view host = rest.substr(0, slash);

@@ -1,9 +1,11 @@
 // ObjectUri: a parsed object-store location, "s3://bucket/prefix", "oss://bucket/prefix" or
-// "file:///dir".
+// "file:///dir", or "synthetic://SPEC/prefix" (generated objects for tests and benchmarks:
+// ufs/synthetic_store.h).
 //
 // For s3 and oss, `bucket` is the bucket and `key` the object key or prefix within it (no leading
 // '/'). An OSS URI written as "oss://bucket.endpoint/dir" (JindoFS style) yields bucket "bucket"
-// and endpoint_host "endpoint". For file, `key` is the absolute local path. Value type; pure
+// and endpoint_host "endpoint". For file, `key` is the absolute local path. For synthetic,
+// `bucket` is the SPEC. Value type; pure
 // functions.
 #pragma once
 
@@ -14,7 +16,7 @@
 
 namespace lakecache {
 
-enum class UriScheme { kS3, kOss, kFile };
+enum class UriScheme { kS3, kOss, kFile, kSynthetic };
 
 struct ObjectUri {
   UriScheme scheme = UriScheme::kS3;

@@ -3,6 +3,7 @@
 #include "ufs/local_store.h"
 #include "ufs/metered_store.h"
 #include "ufs/s3_store.h"
+#include "ufs/synthetic_store.h"
 
 namespace lakecache {
 
@@ -13,6 +14,9 @@ Result<std::shared_ptr<ObjectStore>> OpenObjectStore(const NamespaceConfig& ns,
   const ObjectUri& loc = ns.location;
   if (loc.scheme == UriScheme::kFile) {
     store = std::make_shared<LocalStore>(loc.key);
+  } else if (loc.scheme == UriScheme::kSynthetic) {
+    LC_ASSIGN_OR_RETURN(SyntheticSpec spec, SyntheticSpec::Parse(loc.bucket));
+    store = std::make_shared<SyntheticStore>(spec, loc.bucket);
   } else {
     S3StoreOptions s3;
     s3.scheme = loc.scheme;

@@ -79,6 +79,16 @@ TEST(ObjectUriTest, SchemeNames) {
   EXPECT_EQ(UriSchemeName(UriScheme::kS3), "s3");
   EXPECT_EQ(UriSchemeName(UriScheme::kOss), "oss");
   EXPECT_EQ(UriSchemeName(UriScheme::kFile), "file");
+  EXPECT_EQ(UriSchemeName(UriScheme::kSynthetic), "synthetic");
+}
+
+TEST(ObjectUriTest, SyntheticKeepsItsSpecAsTheBucket) {
+  Result<ObjectUri> uri = ParseObjectUri("synthetic://1M,fanout=100/d001");
+  ASSERT_TRUE(uri.ok()) << uri.status().ToString();
+  EXPECT_EQ(uri->scheme, UriScheme::kSynthetic);
+  EXPECT_EQ(uri->bucket, "1M,fanout=100");
+  EXPECT_EQ(uri->key, "d001");
+  EXPECT_EQ(uri->ToString(), "synthetic://1M,fanout=100/d001");
 }
 
 }  // namespace

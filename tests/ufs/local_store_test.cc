@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include "ufs/list_model.h"
+
 namespace lakecache {
 namespace {
 
@@ -76,11 +78,8 @@ class LocalStoreTest : public ::testing::Test {
   std::unique_ptr<LocalStore> store_;
 };
 
-std::vector<std::string> Keys(const ListPage& page) {
-  std::vector<std::string> keys;
-  for (const ObjectInfo& o : page.objects) keys.push_back(o.key);
-  return keys;
-}
+using list_model::Keys;
+using list_model::ModelPage;
 
 using Strings = std::vector<std::string>;
 
@@ -147,31 +146,6 @@ TEST_F(LocalStoreTest, PaginatesOverCommonPrefixesWithoutRepeats) {
   EXPECT_FALSE(last.truncated);
 }
 
-// S3's definition over a flat sorted key set: the walk over directories must agree with it.
-ListPage ModelPage(const std::set<std::string>& keys, const ListRequest& req) {
-  ListPage page;
-  std::string after = req.continuation_token;
-  for (const std::string& key : keys) {
-    if (!key.starts_with(req.prefix)) continue;
-    size_t pos =
-        req.delimiter.empty() ? std::string::npos : key.find(req.delimiter, req.prefix.size());
-    std::string entry = pos == std::string::npos ? key : key.substr(0, pos + req.delimiter.size());
-    if (entry <= after) continue;
-    if (page.objects.size() + page.common_prefixes.size() == static_cast<size_t>(req.max_keys)) {
-      page.truncated = true;
-      page.next_token = after;
-      break;
-    }
-    if (pos == std::string::npos) {
-      page.objects.push_back(ObjectInfo{key, 0, "", 0});
-    } else {
-      page.common_prefixes.push_back(entry);
-    }
-    after = entry;
-  }
-  return page;
-}
-
 TEST_F(LocalStoreTest, MatchesAFlatModelOfS3Listing) {
   std::mt19937 rng(1234);
   // Directory and file names kept apart so that no key lies below another; '-', '.' and ' ' sort
@@ -187,26 +161,8 @@ TEST_F(LocalStoreTest, MatchesAFlatModelOfS3Listing) {
   }
   ASSERT_GE(keys.size(), 40u) << "too few keys to exercise the walk";
   const Strings prefixes = {"", "a", "a/", "a-", "ab/", "a b/a", "a/ab/", "-/-", "zz", "a/a/a/"};
-  for (const std::string& prefix : prefixes) {
-    for (const std::string& delimiter : Strings{"", "/", "-", "b"}) {
-      for (int max_keys : {1, 2, 3, 1000}) {
-        ListRequest req{prefix, delimiter, "", max_keys};
-        for (int pages = 0; pages < 100; ++pages) {
-          ListPage want = ModelPage(keys, req);
-          Result<ListPage> got = store_->List(req, {});
-          ASSERT_TRUE(got.ok()) << got.status().ToString();
-          SCOPED_TRACE("prefix '" + prefix + "' delimiter '" + delimiter + "' token '" +
-                       req.continuation_token + "' max " + std::to_string(max_keys));
-          ASSERT_EQ(Keys(*got), Keys(want));
-          ASSERT_EQ(got->common_prefixes, want.common_prefixes);
-          ASSERT_EQ(got->truncated, want.truncated);
-          ASSERT_EQ(got->next_token, want.next_token);
-          if (!want.truncated) break;
-          req.continuation_token = want.next_token;
-        }
-      }
-    }
-  }
+  list_model::ExpectListingsMatchTheModel(*store_, keys, prefixes, {"", "/", "-", "b"},
+                                          {1, 2, 3, 1000});
 }
 
 TEST_F(LocalStoreTest, PagesHoldAtMostAThousandEntries) {
