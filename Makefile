@@ -5,7 +5,7 @@ JOBS ?= 2
 CTEST_JOBS ?= 2
 
 .PHONY: all deps configure build test k8s-test check-clang test-asan test-tsan build-tsan fuzz demo bench bench-quick bench-train \
-	bench-native faults faults-quick bench-deps format format-check clean
+	bench-native bench-meta faults faults-quick bench-deps format format-check clean
 
 all: build
 
@@ -64,13 +64,14 @@ bench: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare $(BENCH_ARGS)
 
 # The same at CI size (a few minutes), bench/write's writes and bench/native's reads at CI size (the
-# latter also with the memory tiers in reserved huge pages): checks that every cell is produced,
-# asserts no speed.
+# latter also with the memory tiers in reserved huge pages) and bench/meta_scale's 1M-object tree:
+# checks that every cell is produced, asserts no speed.
 bench-quick: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/compare --quick $(BENCH_ARGS)
 	@BUILD_DIR=$(BUILD_DIR) bench/write --quick
 	@BUILD_DIR=$(BUILD_DIR) bench/native --quick
 	@BUILD_DIR=$(BUILD_DIR) bench/native --quick --huge-pages hugetlb
+	@BUILD_DIR=$(BUILD_DIR) bench/meta_scale --quick
 
 # A PyTorch training loop's epochs over lakecache, s3fs, rclone and local disk (bench/train, needs
 # root): TFRecord shards and shuffled small files, with and without the order hint.
@@ -82,6 +83,11 @@ bench-train: build bench-deps
 # a remote cluster mount; reader and mount-server CPU per GB, the server's peak RSS.
 bench-native: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/native $(BENCH_ARGS)
+
+# Metadata at scale (bench/meta_scale, needs root): a mount's memory and walk rates over synthetic://
+# trees of 1M and 10M objects (BENCH_ARGS=--with-100m adds 100M), and a 1M-entry folder.
+bench-meta: build
+	@BUILD_DIR=$(BUILD_DIR) bench/meta_scale $(BENCH_ARGS)
 
 # The fault matrix (bench/faults, needs root): each fault injected under 8 readers, with what they
 # saw; the table goes to docs/reliability.md. faults-quick is its CI size: every row, each outcome

@@ -141,6 +141,19 @@ def rss_kib(pid):
         return None
 
 
+def mount_server(mount_proc):
+    """The pid of the server of the mount whose `lakecache mount` process is mount_proc (the
+    process whose argv has --holder)."""
+    deadline = time.monotonic() + 10
+    while True:
+        for pid, argv in descendants(mount_proc.pid):
+            if "--holder" in argv:
+                return pid
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no server process under the mount (pid {mount_proc.pid})")
+        time.sleep(0.05)
+
+
 def set_affinity_all_threads(pid, cpus):
     try:
         for tid in os.listdir(f"/proc/{pid}/task"):

@@ -236,7 +236,8 @@ Result<ListPage> SyntheticStore::List(const ListRequest& request, const IoOption
   const std::string& prefix = request.prefix;
   const std::string& delim = request.delimiter;
   const std::string& token = request.continuation_token;
-  size_t max_keys = request.max_keys > 0 ? static_cast<size_t>(request.max_keys) : 1000;
+  // At most 1,000 entries a page, as S3 gives.
+  size_t max_keys = request.max_keys > 0 ? std::min<size_t>(request.max_keys, 1000) : 1000;
   uint64_t i = LowerBound(prefix);
   uint64_t end = PastPrefix(prefix);
   if (!token.empty()) {

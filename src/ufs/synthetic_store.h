@@ -13,9 +13,9 @@
 // with F >= N, one folder of N files. Names are zero-padded, so key order is index order.
 //
 // List follows S3 (byte-wise key order, prefix, delimiter grouping, max_keys over keys and common
-// prefixes, a continuation token naming the last entry) and costs O(page + log N) whatever N is.
-// Head and reads of keys that are not in the tree fail with kNotFound; writes with kUnimplemented.
-// Thread-safe: it has no mutable state.
+// prefixes and at most 1,000, a continuation token naming the last entry) and costs O(page + log N)
+// whatever N is. Head and reads of keys that are not in the tree fail with kNotFound; writes with
+// kUnimplemented. Thread-safe: it has no mutable state.
 #pragma once
 
 #include <cstdint>

@@ -98,6 +98,18 @@ TEST(SyntheticStoreTest, AHundredMillionObjectsListInPagesWithoutBuildingThem) {
   EXPECT_EQ(store.Head("d100/d000/f000.bin", {}).status().code(), StatusCode::kNotFound);
 }
 
+TEST(SyntheticStoreTest, PagesHoldAtMostAThousandEntries) {
+  SyntheticStore store = Make("1005,fanout=10000");
+  Result<ListPage> page = store.List({"", "/", "", 5000}, {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->objects.size(), 1000u);
+  EXPECT_TRUE(page->truncated);
+  Result<ListPage> rest = store.List({"", "/", page->next_token, 5000}, {});
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->objects.size(), 5u);
+  EXPECT_FALSE(rest->truncated);
+}
+
 TEST(SyntheticStoreTest, SizesEtagsAndBytesAreFunctionsOfTheIndexAndSeed) {
   SyntheticStore a = Make("1000,size=1KiB-64KiB");
   SyntheticStore again = Make("1000,size=1KiB-64KiB");
