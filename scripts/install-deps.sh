@@ -10,6 +10,7 @@ DEBIAN_PACKAGES=(
   python3-venv python3-pip python3-setuptools python3-wheel
   libcurl4-openssl-dev libssl-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libxxhash-dev
   libcli11-dev nlohmann-json3-dev libpugixml-dev libgtest-dev libgmock-dev libbenchmark-dev
+  librocksdb-dev liblmdb-dev
   libfuse3-dev fuse3 systemd
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   golang-etcd-server-dev etcd-server etcd-client
