@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <ctime>
+#include <chrono>
 
 namespace lakecache {
 namespace {
@@ -97,7 +97,12 @@ void MetadataCache::NoteEntry(const std::string& dir, DirEntry entry) {
 void MetadataCache::NoteRemoved(const std::string& dir, const std::string& name) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   MutexLock lock(&slot->mu);
-  slot->notes[name] = Slot::Note{std::nullopt, std::time(nullptr), options_.clock->Now()};
+  // The fine clock, not time(): file systems with multigrain timestamps stamp a file just
+  // written from it, which runs up to a tick ahead of the coarse clock time() reads.
+  const int64_t removed_at = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  slot->notes[name] = Slot::Note{std::nullopt, removed_at, options_.clock->Now()};
   if (slot->listing) {
     slot->listing = std::make_shared<const DirListing>(slot->listing->Without(name));
   }
