@@ -338,7 +338,7 @@ class FileSystem {
   InodeTable inodes_;
   ContentIndex contents_;
   static constexpr size_t kRangeReadSlots = 4096;
-  // Hashes of blocks read by range (see ReadRangeOnly); direct-mapped, lossy.
+  // Hashes of blocks read by range (see ReadRangeOnly), each in two slots; lossy.
   std::unique_ptr<std::atomic<uint64_t>[]> range_read_ =
       std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
   mutable SharedMutex handles_mu_;

@@ -284,10 +284,15 @@ bool FileSystem::ReadRangeOnly(Handle& h, const BlockKey& key) {
   // cache is full, as with a random reader over more data than it holds) is read by range; the
   // workers cache it.
   if (!blocks_->HasRoomInMemory(h.block_size)) return true;
-  // Second touch: a block a random reader comes back to is worth caching whole here.
+  // Second touch: a block a random reader comes back to is worth caching whole here. A block read
+  // by range is noted in two slots (from different bits of its hash), so that it is forgotten
+  // only when other blocks took both, not when one other block's slot happens to be its own.
   uint64_t hash = StableKeyHash(key) | 1;
-  std::atomic<uint64_t>& seen = range_read_[hash % kRangeReadSlots];
-  return seen.exchange(hash, std::memory_order_relaxed) != hash;
+  std::atomic<uint64_t>& first = range_read_[hash % kRangeReadSlots];
+  std::atomic<uint64_t>& second = range_read_[(hash >> 32) % kRangeReadSlots];
+  bool seen = first.exchange(hash, std::memory_order_relaxed) == hash;
+  seen |= second.exchange(hash, std::memory_order_relaxed) == hash;
+  return !seen;
 }
 
 Result<size_t> FileSystem::ReadRange(Handle& h, uint64_t offset, std::span<char> dst) {
