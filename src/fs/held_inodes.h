@@ -1,0 +1,89 @@
+// HeldInodes: the inodes the kernel holds, in memory that follows the kernel's count, not the
+// number of paths a mount ever showed.
+//
+// A path's inode number is a function of its namespace and path (a 60-bit hash, never 0 or 1), so
+// it is the same whenever the path is looked up, before or after the kernel forgot it, and a
+// listing names its entries' numbers without holding anything. Only the inodes the kernel holds
+// (a lookup it was answered, not yet forgotten) have an entry: its number, its parent's, the
+// kernel's lookup count, the entry's held children, and its name (inline up to kInlineName
+// bytes). An entry holds its parent, so a held path can always be spelled. Two held paths whose
+// hashes collide get the next free number: the second's number is then not its hash (stable for
+// as long as it is held). A rename keeps the inode's number, as the kernel does.
+//
+// Thread-safe (a reader-writer lock).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace lakecache {
+
+class HeldInodes {
+ public:
+  static constexpr uint64_t kRootIno = 1;
+  static constexpr uint64_t kNumberBits = 60;  // numbers below 2^60 (callers use the rest)
+  static constexpr size_t kInlineName = 20;
+
+  struct Info {
+    uint32_t ns = 0;   // the caller's namespace index; 0 for the root
+    std::string path;  // relative to the namespace root; "" for it
+    bool is_dir = false;
+  };
+
+  // Inode 1 is the root of namespace `root_ns` (0: the root of a multi-namespace mount, whose
+  // namespaces' roots are (ns, "") below it).
+  explicit HeldInodes(uint32_t root_ns = 0);
+  ~HeldInodes();
+  HeldInodes(const HeldInodes&) = delete;
+  HeldInodes& operator=(const HeldInodes&) = delete;
+
+  // The number (ns, path) has: a held entry's, else its hash (probing past held entries of other
+  // paths). Holds nothing.
+  uint64_t NumberOf(uint32_t ns, std::string_view path) const;
+  // The kernel was given (ns, path) once more: its entry, made on first sight (with its parent's,
+  // which it holds), counts one more lookup. A path that turned from file to folder keeps its
+  // number. REQUIRES: a namespace root is acquired (or the path is one) before paths below it.
+  uint64_t Acquire(uint32_t ns, std::string_view path, bool is_dir);
+  // The kernel forgot `count` lookups of `ino`; at 0 its entry goes (and its hold on its parent).
+  // Returns true when the entry went. Unknown numbers are ignored.
+  bool Forget(uint64_t ino, uint64_t count);
+  // A rename: the held inode of `from` is named `to` now (and `to`'s own, if held, loses its
+  // name: the kernel replaced it). Returns its number, or 0 when `from` is not held.
+  uint64_t Move(uint32_t ns, std::string_view from, std::string_view to);
+
+  std::optional<Info> Get(uint64_t ino) const;
+  size_t size() const;             // held entries, the root included
+  size_t bytes_per_entry() const;  // the table's memory per held entry, names beyond it aside
+
+ private:
+  class Table;
+
+ public:
+  struct Entry;  // public for its size check
+
+ private:
+  uint64_t FindLocked(uint32_t ns, std::string_view path) const REQUIRES_SHARED(mu_);
+  uint64_t AcquireLocked(uint32_t ns, std::string_view path, bool is_dir, uint32_t count)
+      REQUIRES(mu_);
+  void ReleaseLocked(uint64_t ino) REQUIRES(mu_);
+  bool SpellLocked(uint64_t ino, std::string* path) const REQUIRES_SHARED(mu_);
+
+  // Path -> number of the held entries whose number is not their path's hash (a collision, a
+  // rename); namespace index first.
+  static std::string AsideKey(uint32_t ns, std::string_view path);
+  uint64_t HomeOf(uint32_t ns, std::string_view path) const;
+
+  const uint32_t root_ns_;
+  mutable SharedMutex mu_;
+  std::unique_ptr<Table> table_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, uint64_t> aside_ GUARDED_BY(mu_);
+};
+
+}  // namespace lakecache

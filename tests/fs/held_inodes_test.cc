@@ -1,0 +1,111 @@
+// HeldInodes: numbers that are functions of paths, entries that follow the kernel's lookups.
+#include "fs/held_inodes.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace lakecache {
+namespace {
+
+constexpr uint32_t kNs = 1;
+
+TEST(HeldInodesTest, ANumberIsThePathsWhetherHeldOrNot) {
+  HeldInodes inodes(kNs);
+  uint64_t before = inodes.NumberOf(kNs, "a/b.bin");
+  EXPECT_GT(before, HeldInodes::kRootIno);
+  EXPECT_LT(before, 1ull << HeldInodes::kNumberBits);
+  uint64_t ino = inodes.Acquire(kNs, "a/b.bin", false);
+  EXPECT_EQ(ino, before);
+  EXPECT_TRUE(inodes.Forget(ino, 1));
+  EXPECT_EQ(inodes.size(), 1u);  // the root alone: "a" went with its last child
+  EXPECT_EQ(inodes.Acquire(kNs, "a/b.bin", false), before);
+  EXPECT_NE(inodes.NumberOf(kNs, "a/c.bin"), before);
+  EXPECT_NE(inodes.NumberOf(2, "a/b.bin"), before);  // another namespace
+  EXPECT_EQ(inodes.NumberOf(kNs, ""), HeldInodes::kRootIno);
+}
+
+TEST(HeldInodesTest, EntriesSpellTheirPathsThroughTheirParents) {
+  HeldInodes inodes(kNs);
+  std::string long_name(300, 'n');  // beyond the inline bytes
+  uint64_t ino = inodes.Acquire(kNs, "x/y/" + long_name, false);
+  EXPECT_EQ(inodes.size(), 4u);  // the root, x, x/y and the file
+  std::optional<HeldInodes::Info> info = inodes.Get(ino);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->ns, kNs);
+  EXPECT_EQ(info->path, "x/y/" + long_name);
+  EXPECT_FALSE(info->is_dir);
+  std::optional<HeldInodes::Info> parent = inodes.Get(inodes.NumberOf(kNs, "x/y"));
+  ASSERT_TRUE(parent.has_value());
+  EXPECT_EQ(parent->path, "x/y");
+  EXPECT_TRUE(parent->is_dir);
+  EXPECT_FALSE(inodes.Get(inodes.NumberOf(kNs, "x/z")).has_value());
+}
+
+TEST(HeldInodesTest, AnEntryGoesWhenItsLookupsAreForgottenAndNoChildHoldsIt) {
+  HeldInodes inodes(kNs);
+  uint64_t dir = inodes.Acquire(kNs, "d", true);
+  uint64_t file = inodes.Acquire(kNs, "d/f", false);
+  EXPECT_EQ(inodes.Acquire(kNs, "d/f", false), file);  // two lookups
+  EXPECT_FALSE(inodes.Forget(dir, 1));                 // its child holds it
+  EXPECT_TRUE(inodes.Get(dir).has_value());
+  EXPECT_FALSE(inodes.Forget(file, 1));
+  EXPECT_TRUE(inodes.Forget(file, 1));
+  EXPECT_FALSE(inodes.Get(dir).has_value());
+  EXPECT_EQ(inodes.size(), 1u);
+  EXPECT_FALSE(inodes.Forget(12345, 1));  // unknown: ignored
+  EXPECT_FALSE(inodes.Forget(HeldInodes::kRootIno, 100));
+  EXPECT_TRUE(inodes.Get(HeldInodes::kRootIno).has_value());
+}
+
+TEST(HeldInodesTest, NamespacesOfAMultiNamespaceMountHaveRootsBelowInodeOne) {
+  HeldInodes inodes(0);
+  uint64_t root2 = inodes.Acquire(2, "", true);
+  uint64_t f2 = inodes.Acquire(2, "f", false);
+  uint64_t f3 = inodes.Acquire(3, "f", false);
+  EXPECT_NE(root2, HeldInodes::kRootIno);
+  EXPECT_NE(f2, f3);
+  EXPECT_EQ(inodes.Get(f3)->ns, 3u);
+  EXPECT_EQ(inodes.Get(f3)->path, "f");
+  EXPECT_EQ(inodes.Get(root2)->path, "");
+  EXPECT_TRUE(inodes.Forget(f2, 1));
+  EXPECT_TRUE(inodes.Forget(root2, 1));  // (2, "") was looked up once and is forgotten now
+  EXPECT_FALSE(inodes.Get(root2).has_value());
+}
+
+TEST(HeldInodesTest, ARenameKeepsTheNumberUnderTheNewPath) {
+  HeldInodes inodes(kNs);
+  uint64_t ino = inodes.Acquire(kNs, "a/old", false);
+  EXPECT_EQ(inodes.Move(kNs, "a/old", "b/new"), ino);
+  EXPECT_EQ(inodes.Get(ino)->path, "b/new");
+  EXPECT_EQ(inodes.NumberOf(kNs, "b/new"), ino);
+  EXPECT_NE(inodes.NumberOf(kNs, "a/old"), ino);
+  EXPECT_FALSE(inodes.Get(inodes.NumberOf(kNs, "a")).has_value());  // "a" held nothing more
+  EXPECT_EQ(inodes.Move(kNs, "a/old", "c"), 0u);
+  EXPECT_TRUE(inodes.Forget(ino, 1));
+  EXPECT_EQ(inodes.size(), 1u);
+  EXPECT_NE(inodes.NumberOf(kNs, "b/new"), 0u);
+}
+
+TEST(HeldInodesTest, MemoryFollowsWhatIsHeld) {
+  HeldInodes inodes(kNs);
+  std::vector<uint64_t> held;
+  for (int d = 0; d < 100; ++d) {
+    for (int f = 0; f < 1000; ++f) {
+      held.push_back(
+          inodes.Acquire(kNs, "d" + std::to_string(d) + "/f" + std::to_string(f), false));
+    }
+  }
+  EXPECT_EQ(inodes.size(), 1u + 100 + 100000);
+  EXPECT_LE(inodes.bytes_per_entry(), 128u);
+  for (size_t i = 0; i < held.size(); ++i) {
+    ASSERT_EQ(inodes.Get(held[i])->path,
+              "d" + std::to_string(i / 1000) + "/f" + std::to_string(i % 1000));
+  }
+  for (uint64_t ino : held) inodes.Forget(ino, 1);
+  EXPECT_EQ(inodes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace lakecache
