@@ -38,9 +38,9 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
   StartWrites();
 }
 
-uint64_t FileSystem::AssignInode(Namespace* ns, const std::string& path, bool is_dir) {
+uint64_t FileSystem::AcquireInode(Namespace* ns, const std::string& path, bool is_dir) {
   bool changed = false;
-  uint64_t ino = inodes_.Assign(ns, path, is_dir, &changed);
+  uint64_t ino = inodes_.Acquire(ns, path, is_dir, &changed);
   if (changed && options_.journal != nullptr) {
     options_.journal->AddInode({ino, is_dir, ns == nullptr ? "" : ns->name, path});
   }
@@ -90,44 +90,53 @@ FileSystem::~FileSystem() {
   writers.clear();
 }
 
-uint32_t FileSystem::ModeOf(uint64_t ino, std::optional<uint32_t> set, uint32_t read_only) const {
+uint32_t FileSystem::ModeOf(const Namespace* ns, std::optional<uint32_t> set,
+                            uint32_t read_only) const {
   if (set.has_value()) return *set;
-  std::optional<InodeInfo> info = inodes_.Get(ino);
-  return info && Writable(info->ns) ? read_only | 0200 : read_only;
+  return ns != nullptr && Writable(ns) ? read_only | 0200 : read_only;
 }
 
-FileAttr FileSystem::DirAttr(uint64_t ino) const {
+FileAttr FileSystem::DirAttr(uint64_t ino, const Namespace* ns) const {
   FileAttr a;
   a.ino = ino;
   a.is_dir = true;
-  a.mode = S_IFDIR | ModeOf(ino, options_.dir_mode, 0555);
+  a.mode = S_IFDIR | ModeOf(ns, options_.dir_mode, 0555);
   a.mtime = mount_time_;  // folders have no time of their own in an object store
   a.uid = options_.uid;
   a.gid = options_.gid;
   return a;
 }
 
-FileAttr FileSystem::FileAttrOf(uint64_t ino, const DirEntry& entry) const {
-  if (entry.is_dir) return DirAttr(ino);
+FileAttr FileSystem::FileAttrOf(uint64_t ino, const Namespace* ns, const DirEntry& entry) const {
+  if (entry.is_dir) return DirAttr(ino, ns);
   FileAttr a;
   a.ino = ino;
   a.size = entry.size;
   a.mtime = entry.mtime;
-  a.mode = S_IFREG | ModeOf(ino, options_.file_mode, 0444);
+  a.mode = S_IFREG | ModeOf(ns, options_.file_mode, 0444);
   a.uid = options_.uid;
   a.gid = options_.gid;
   return a;
 }
 
-Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string& name) {
+Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string& name, bool acquire,
+                                     InodeInfo* child) {
+  auto number = [&](Namespace* ns, const std::string& path, bool is_dir) {
+    if (child != nullptr) *child = InodeInfo{ns, path, is_dir};
+    return acquire ? AcquireInode(ns, path, is_dir) : inodes_.NumberOf(ns, path);
+  };
   if (parent.ns == nullptr) {  // the multi-namespace root: its entries are the namespaces
     Namespace* ns = namespaces_->Find(name);
     if (ns == nullptr) return Status::NotFound("no namespace named '" + name + "'");
-    return DirAttr(AssignInode(ns, "", true));
+    return DirAttr(number(ns, "", true), ns);
   }
   std::string path = JoinPath(parent.path, name);
   LC_ASSIGN_OR_RETURN(DirEntry entry, parent.ns->meta->Stat(path));
-  return FileAttrOf(AssignInode(parent.ns, path, entry.is_dir), entry);
+  return FileAttrOf(number(parent.ns, path, entry.is_dir), parent.ns, entry);
+}
+
+void FileSystem::Forget(uint64_t ino, uint64_t count) {
+  if (inodes_.Forget(ino, count) && options_.journal != nullptr) options_.journal->AddForget(ino);
 }
 
 Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
@@ -138,29 +147,30 @@ Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
   std::optional<InodeInfo> info = inodes_.Get(parent);
   if (!info) return Status::NotFound("stale inode " + std::to_string(parent));
   if (!info->is_dir) return Status::InvalidArgument("not a folder");
-  return Resolve(*info, name);
+  return Resolve(*info, name, /*acquire=*/true);
 }
 
 Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
   if (IsControl(ino)) return ControlAttr(ino);
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
-  if (info->ns == nullptr || info->path.empty()) return DirAttr(ino);
+  if (info->ns == nullptr || info->path.empty()) return DirAttr(ino, info->ns);
   // A file being written shows the size written so far.
   if (std::shared_ptr<FileWriter> w = WriterOf(ino)) {
-    return FileAttrOf(ino, DirEntry{"", false, w->size(), "", std::time(nullptr)});
+    return FileAttrOf(ino, info->ns, DirEntry{"", false, w->size(), "", std::time(nullptr)});
   }
   LC_ASSIGN_OR_RETURN(DirEntry entry, info->ns->meta->Stat(info->path));
   if (entry.is_dir != info->is_dir) {
     return Status::NotFound(info->path + ": replaced by a " + (entry.is_dir ? "folder" : "file"));
   }
-  return FileAttrOf(ino, entry);
+  return FileAttrOf(ino, info->ns, entry);
 }
 
 Result<std::vector<DirItem>> FileSystem::ListRoot() {
   std::vector<DirItem> items;
   for (const std::string& name : namespaces_->names()) {
-    items.push_back({name, DirAttr(AssignInode(namespaces_->Find(name), "", true))});
+    Namespace* ns = namespaces_->Find(name);
+    items.push_back({name, DirAttr(inodes_.NumberOf(ns, ""), ns)});
   }
   return items;
 }
@@ -187,8 +197,8 @@ Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
   std::vector<DirItem> items;
   items.reserve(listing->entries().size());
   for (const DirEntry& e : listing->entries()) {
-    uint64_t child = AssignInode(info->ns, JoinPath(info->path, e.name), e.is_dir);
-    items.push_back({e.name, FileAttrOf(child, e)});
+    uint64_t child = inodes_.NumberOf(info->ns, JoinPath(info->path, e.name));
+    items.push_back({e.name, FileAttrOf(child, info->ns, e)});
   }
   return items;
 }

@@ -149,7 +149,11 @@ class FileSystem {
              FileSystemOptions options);
   ~FileSystem();
 
+  // The kernel holds what a lookup answers (one lookup more) until it forgets it (Forget).
   Result<FileAttr> Lookup(uint64_t parent, const std::string& name);
+  // The kernel forgot `count` lookups of `ino`: its entry goes with the last.
+  void Forget(uint64_t ino, uint64_t count);
+  size_t held_inodes() const { return inodes_.held(); }
   Result<FileAttr> GetAttr(uint64_t ino);
   Result<std::vector<DirItem>> ReadDir(uint64_t ino);
   // `flags` as open(2) got them: O_RDONLY reads the object version seen now; a write access mode
@@ -173,7 +177,11 @@ class FileSystem {
   };
   // The file at `path` (inside the mount, '/'-separated, relative to its root), when `reader` may
   // search every folder on the way and read it: EACCES otherwise, ENOENT, EISDIR.
-  Result<FileAttr> ResolveForReader(std::string_view path, const Reader& reader);
+  // It holds nothing: OpenNativePath opens such a file.
+  Result<FileAttr> ResolveForReader(std::string_view path, const Reader& reader,
+                                    InodeInfo* info = nullptr);
+  // ResolveForReader, then a read handle of the file as OpenNative makes.
+  Result<OpenedFile> OpenNativePath(std::string_view path, const Reader& reader);
   // Whether `reader` may read the file `ino` (an inode the kernel handed out: a FUSE open by the
   // reader's process already passed the kernel's check).
   Result<FileAttr> CheckReadable(uint64_t ino, const Reader& reader);
@@ -261,17 +269,22 @@ class FileSystem {
   // restart of the mount's server must not be taken for memory); null when it is not open here.
   Handle* FindHandle(uint64_t fh) const EXCLUDES(handles_mu_);
   static Status UnknownHandle(uint64_t fh);
-  // inodes_.Assign, journaling what changed.
-  uint64_t AssignInode(Namespace* ns, const std::string& path, bool is_dir);
+  // inodes_.Acquire (an answer the kernel keeps), journaling what changed.
+  uint64_t AcquireInode(Namespace* ns, const std::string& path, bool is_dir);
   // The previous server's inodes and open files (options_.journal).
   void RestoreFromJournal();
-  Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name);
+  // The entry `name` of `parent`, its inode acquired for the kernel when `acquire` (else only
+  // numbered); *child (when given) describes it.
+  Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name, bool acquire,
+                           InodeInfo* child = nullptr);
   Result<std::vector<DirItem>> ListRoot();
-  FileAttr DirAttr(uint64_t ino) const;
+  // The attributes of inode `ino` of namespace `ns` (nullptr: the multi-namespace root), which
+  // need not be held.
+  FileAttr DirAttr(uint64_t ino, const Namespace* ns) const;
   // The permission bits of `ino`: `set` (a mount option), else `read_only` plus the owner's write
   // bit where its namespace writes.
-  uint32_t ModeOf(uint64_t ino, std::optional<uint32_t> set, uint32_t read_only) const;
-  FileAttr FileAttrOf(uint64_t ino, const DirEntry& entry) const;
+  uint32_t ModeOf(const Namespace* ns, std::optional<uint32_t> set, uint32_t read_only) const;
+  FileAttr FileAttrOf(uint64_t ino, const Namespace* ns, const DirEntry& entry) const;
   Result<size_t> ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
                            std::span<char> dst);
   Result<size_t> ReadBlocks(Handle& h, uint64_t offset, std::span<char> dst);

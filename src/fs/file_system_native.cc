@@ -29,8 +29,12 @@ bool Permits(const FileAttr& a, const FileSystem::Reader& r, uint32_t want) {
 
 }  // namespace
 
-Result<FileAttr> FileSystem::ResolveForReader(std::string_view path, const Reader& reader) {
+Result<FileAttr> FileSystem::ResolveForReader(std::string_view path, const Reader& reader,
+                                              InodeInfo* info) {
   LC_ASSIGN_OR_RETURN(FileAttr at, GetAttr(InodeTable::kRootIno));
+  std::optional<InodeInfo> root = inodes_.Get(InodeTable::kRootIno);
+  if (!root) return Status::NotFound("the mount's root");
+  InodeInfo cur = *root;
   std::string walked;
   size_t pos = 0;
   while (pos < path.size()) {
@@ -45,11 +49,24 @@ Result<FileAttr> FileSystem::ResolveForReader(std::string_view path, const Reade
     }
     if (name == "..") return Status::Refused(EINVAL, std::string(path) + ": '..' is not allowed");
     walked += walked.empty() ? name : "/" + name;
-    LC_ASSIGN_OR_RETURN(at, Lookup(at.ino, name));
+    // By path, holding nothing: no kernel lookup to be forgotten comes of it.
+    InodeInfo next;
+    LC_ASSIGN_OR_RETURN(at, Resolve(cur, name, /*acquire=*/false, &next));
+    cur = std::move(next);
   }
   if (at.is_dir) return Status::Refused(EISDIR, std::string(path) + ": is a folder");
   if (!Permits(at, reader, 4)) return Status::Refused(EACCES, walked + ": permission denied");
+  if (info != nullptr) *info = std::move(cur);
   return at;
+}
+
+Result<OpenedFile> FileSystem::OpenNativePath(std::string_view path, const Reader& reader) {
+  InodeInfo info;
+  LC_ASSIGN_OR_RETURN(FileAttr at, ResolveForReader(path, reader, &info));
+  if (info.ns == nullptr) return Status::Refused(EISDIR, "is a folder");
+  LC_ASSIGN_OR_RETURN(DirEntry entry, info.ns->meta->Stat(info.path));
+  if (entry.is_dir) return Status::Refused(EISDIR, info.path + ": is a folder");
+  return OpenForRead(at.ino, &info, entry, /*native=*/true);
 }
 
 Result<FileAttr> FileSystem::CheckReadable(uint64_t ino, const Reader& reader) {

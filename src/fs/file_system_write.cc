@@ -179,13 +179,15 @@ Result<FileSystem::Created> FileSystem::Create(uint64_t parent, const std::strin
       return NeedsFlag(ns, path, "replacing an object", "allow_overwrite");
     }
   }
-  uint64_t ino = AssignInode(ns, path, false);
-  LC_ASSIGN_OR_RETURN(OpenedFile file, OpenWriter(ns, path, ino, replaces, caller));
+  uint64_t ino = AcquireInode(ns, path, false);
+  Result<OpenedFile> opened = OpenWriter(ns, path, ino, replaces, caller);
+  if (!opened.ok()) Forget(ino, 1);  // the kernel is not answered with it
+  LC_ASSIGN_OR_RETURN(OpenedFile file, std::move(opened));
   if (!replaces) {
     // Shown at once, empty, while written; the object appears in the store at close.
     ns->meta->NoteEntry(SplitParent(path).first, DirEntry{name, false, 0, "", std::time(nullptr)});
   }
-  return Created{FileAttrOf(ino, DirEntry{name, false, 0, "", std::time(nullptr)}), file};
+  return Created{FileAttrOf(ino, ns, DirEntry{name, false, 0, "", std::time(nullptr)}), file};
 }
 
 Result<size_t> FileSystem::Write(uint64_t fh, uint64_t offset, std::span<const char> data,
@@ -309,7 +311,7 @@ Result<FileAttr> FileSystem::MakeDir(uint64_t parent, const std::string& name) {
   LC_RETURN_IF_ERROR(ns->store->Put(ns->meta->ObjectKey(path) + "/", {}, {}).status());
   ns->meta->NoteEntry(SplitParent(path).first, DirEntry{name, true, 0, "", 0});
   ns->meta->NoteFolderMade(path);
-  return DirAttr(AssignInode(ns, path, true));
+  return DirAttr(AcquireInode(ns, path, true), ns);
 }
 
 Status FileSystem::RemoveDir(uint64_t parent, const std::string& name) {
@@ -367,7 +369,7 @@ Status FileSystem::Rename(uint64_t parent, const std::string& name, uint64_t new
     return NeedsFlag(ns, path, "a rename (it removes the source object)", "allow_delete");
   }
   // A file being written has no object yet: a copy would find none, or move the one it replaces.
-  if (WriterOf(AssignInode(ns, path, false)) != nullptr) {
+  if (WriterOf(inodes_.NumberOf(ns, path)) != nullptr) {
     return Status::NotFound(Where(ns, path) + ": being written; its object is made at its close");
   }
   Result<DirEntry> target = ns->meta->Stat(to_path);

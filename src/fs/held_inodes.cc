@@ -207,6 +207,30 @@ uint64_t HeldInodes::AcquireLocked(uint32_t ns, std::string_view path, bool is_d
   return e.ino;
 }
 
+void HeldInodes::Restore(uint64_t ino, uint32_t ns, std::string_view path, bool is_dir) {
+  WriterMutexLock lock(&mu_);
+  if (ino <= kRootIno) return;
+  if (uint64_t held = FindLocked(ns, path); held != 0) {
+    Entry* e = table_->Find(held);
+    if (held == ino) {
+      e->lookups = kRestoredLookups;
+      e->is_dir = is_dir ? 1 : 0;
+    }
+    return;  // held under another number already: the first record wins
+  }
+  if (table_->Find(ino) != nullptr) return;  // the number is another path's
+  uint64_t parent = path.empty() ? kRootIno : AcquireLocked(ns, DirName(path), true, 0);
+  table_->Find(parent)->children++;
+  Entry e;
+  e.ino = ino;
+  e.parent = parent;
+  e.lookups = kRestoredLookups;
+  e.ns = static_cast<uint16_t>(ns);
+  e.is_dir = is_dir ? 1 : 0;
+  if (ino != HomeOf(ns, path)) aside_[AsideKey(ns, path)] = ino;
+  table_->Insert(e)->SetName(BaseName(path));
+}
+
 bool HeldInodes::Forget(uint64_t ino, uint64_t count) {
   WriterMutexLock lock(&mu_);
   Entry* e = ino == kRootIno ? nullptr : table_->Find(ino);

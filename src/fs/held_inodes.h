@@ -51,6 +51,11 @@ class HeldInodes {
   // which it holds), counts one more lookup. A path that turned from file to folder keeps its
   // number. REQUIRES: a namespace root is acquired (or the path is one) before paths below it.
   uint64_t Acquire(uint32_t ns, std::string_view path, bool is_dir);
+  // An entry a previous server of the mount had (MountJournal), under the same number; the kernel's
+  // count of it is unknown, so it is held until the mount ends (kRestoredLookups).
+  void Restore(uint64_t ino, uint32_t ns, std::string_view path, bool is_dir);
+  static constexpr uint32_t kRestoredLookups = 1u << 31;
+
   // The kernel forgot `count` lookups of `ino`; at 0 its entry goes (and its hold on its parent).
   // Returns true when the entry went. Unknown numbers are ignored.
   bool Forget(uint64_t ino, uint64_t count);

@@ -1,66 +1,52 @@
 #include "fs/inode_table.h"
 
+#include <algorithm>
+
 namespace lakecache {
 
-InodeTable::InodeTable(InodeInfo root) {
-  inodes_.push_back(root);
-  by_key_[KeyOf(root.ns, root.path)] = kRootIno;
+InodeTable::InodeTable(InodeInfo root) : held_(IndexOf(root.ns)) {}
+
+uint32_t InodeTable::IndexOf(Namespace* ns) const {
+  if (ns == nullptr) return 0;
+  MutexLock lock(&mu_);
+  auto it = std::find(namespaces_.begin(), namespaces_.end(), ns);
+  if (it == namespaces_.end()) it = namespaces_.insert(namespaces_.end(), ns);
+  return static_cast<uint32_t>(it - namespaces_.begin()) + 1;
 }
 
-std::string InodeTable::KeyOf(const Namespace* ns, const std::string& path) {
-  // The namespace's address keeps keys of different namespaces apart; '\0' cannot be in a path.
-  std::string key = std::to_string(reinterpret_cast<uintptr_t>(ns));
-  key.push_back('\0');
-  key += path;
-  return key;
-}
-
-uint64_t InodeTable::Assign(Namespace* ns, const std::string& path, bool is_dir, bool* changed) {
-  std::string key = KeyOf(ns, path);
-  if (changed != nullptr) *changed = false;
-  {
-    ReaderMutexLock lock(&mu_);
-    auto it = by_key_.find(key);
-    if (it != by_key_.end() && inodes_[it->second - 1].is_dir == is_dir) return it->second;
-  }
-  WriterMutexLock lock(&mu_);
-  auto [it, inserted] = by_key_.try_emplace(key, inodes_.size() + 1);
-  InodeInfo& info =
-      inserted ? inodes_.emplace_back(InodeInfo{ns, path, is_dir}) : inodes_[it->second - 1];
-  if (changed != nullptr) *changed = inserted || info.is_dir != is_dir;
-  info.is_dir = is_dir;
-  return it->second;
-}
-
-void InodeTable::Restore(uint64_t ino, Namespace* ns, const std::string& path, bool is_dir) {
-  if (ino == 0) return;
-  WriterMutexLock lock(&mu_);
-  if (ino > inodes_.size()) inodes_.resize(ino);  // gaps (unknown numbers) stay empty
-  // A later record of the same inode (a rename) takes its old name from it.
-  InodeInfo& info = inodes_[ino - 1];
-  if (auto old = by_key_.find(KeyOf(info.ns, info.path));
-      old != by_key_.end() && old->second == ino) {
-    by_key_.erase(old);
-  }
-  info = InodeInfo{ns, path, is_dir};
-  by_key_[KeyOf(ns, path)] = ino;
-}
-
-uint64_t InodeTable::Move(Namespace* ns, const std::string& from, const std::string& to) {
-  WriterMutexLock lock(&mu_);
-  auto it = by_key_.find(KeyOf(ns, from));
-  if (it == by_key_.end()) return 0;
-  uint64_t ino = it->second;
-  by_key_.erase(it);
-  by_key_[KeyOf(ns, to)] = ino;
-  inodes_[ino - 1].path = to;
+uint64_t InodeTable::Acquire(Namespace* ns, const std::string& path, bool is_dir, bool* changed) {
+  uint32_t index = IndexOf(ns);
+  if (changed == nullptr) return held_.Acquire(index, path, is_dir);
+  std::optional<HeldInodes::Info> before = held_.Get(held_.NumberOf(index, path));
+  uint64_t ino = held_.Acquire(index, path, is_dir);
+  *changed = ino != kRootIno && (!before || before->path != path || before->is_dir != is_dir);
   return ino;
 }
 
+uint64_t InodeTable::NumberOf(Namespace* ns, const std::string& path) const {
+  return held_.NumberOf(IndexOf(ns), path);
+}
+
+bool InodeTable::Forget(uint64_t ino, uint64_t count) { return held_.Forget(ino, count); }
+
+void InodeTable::Restore(uint64_t ino, Namespace* ns, const std::string& path, bool is_dir) {
+  held_.Restore(ino, IndexOf(ns), path, is_dir);
+}
+
+uint64_t InodeTable::Move(Namespace* ns, const std::string& from, const std::string& to) {
+  return held_.Move(IndexOf(ns), from, to);
+}
+
 std::optional<InodeInfo> InodeTable::Get(uint64_t ino) const {
-  ReaderMutexLock lock(&mu_);
-  if (ino == 0 || ino > inodes_.size()) return std::nullopt;
-  return inodes_[ino - 1];
+  std::optional<HeldInodes::Info> info = held_.Get(ino);
+  if (!info) return std::nullopt;
+  Namespace* ns = nullptr;
+  if (info->ns != 0) {
+    MutexLock lock(&mu_);
+    if (info->ns > namespaces_.size()) return std::nullopt;
+    ns = namespaces_[info->ns - 1];
+  }
+  return InodeInfo{ns, std::move(info->path), info->is_dir};
 }
 
 }  // namespace lakecache

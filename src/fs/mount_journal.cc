@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -16,7 +17,7 @@ namespace {
 
 // A record: u32 length of what follows the 8-byte head, u32 XXH32 of it, then a type byte and
 // the fields (u64 little-endian, strings as u32 length and bytes).
-enum RecordType : uint8_t { kInode = 1, kOpen = 2, kRelease = 3 };
+enum RecordType : uint8_t { kInode = 1, kOpen = 2, kRelease = 3, kForget = 4 };
 constexpr size_t kHead = 8;
 constexpr uint32_t kMaxRecord = 1 << 20;
 
@@ -108,6 +109,9 @@ Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenF
     got += static_cast<size_t>(n);
   }
   std::map<uint64_t, OpenFile> open;
+  std::map<uint64_t, size_t> held;  // inode -> its latest record in `inodes`
+  std::vector<bool> live;           // by record in `inodes`
+  size_t first = inodes->size();
   size_t at = 0;
   while (at + kHead <= got) {
     uint32_t len = 0, sum = 0;
@@ -123,7 +127,20 @@ Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenF
         uint64_t is_dir = 0;
         if (r.U64(&i.ino) && r.U64(&is_dir) && r.String(&i.ns) && r.String(&i.path)) {
           i.is_dir = is_dir != 0;
+          if (auto it = held.find(i.ino); it != held.end()) live[it->second] = false;
+          held[i.ino] = live.size();
+          live.push_back(true);
           inodes->push_back(std::move(i));
+        }
+        break;
+      }
+      case kForget: {
+        uint64_t ino = 0;
+        if (r.U64(&ino)) {
+          if (auto it = held.find(ino); it != held.end()) {
+            live[it->second] = false;
+            held.erase(it);
+          }
         }
         break;
       }
@@ -146,6 +163,14 @@ Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenF
     at += kHead + len;
   }
   for (auto& [fh, f] : open) open_files->push_back(std::move(f));
+  // Only the inodes still held, in the order of their latest records.
+  std::vector<std::pair<size_t, size_t>> order;  // (record, index in inodes)
+  for (auto& [ino, record] : held) order.emplace_back(record, first + record);
+  std::sort(order.begin(), order.end());
+  std::vector<Inode> kept;
+  for (auto& [record, index] : order) kept.push_back(std::move((*inodes)[index]));
+  inodes->resize(first);
+  for (Inode& i : kept) inodes->push_back(std::move(i));
   *end = at;  // a torn tail is overwritten
   return Status::Ok();
 }
@@ -262,6 +287,12 @@ uint64_t MountJournal::compactions() const {
 void MountJournal::AddInode(const Inode& inode) { Append(InodeRecord(inode)); }
 
 void MountJournal::AddOpen(const OpenFile& open) { Append(OpenRecord(open)); }
+
+void MountJournal::AddForget(uint64_t ino) {
+  std::string body(1, static_cast<char>(kForget));
+  PutU64(&body, ino);
+  Append(Framed(body));
+}
 
 void MountJournal::AddRelease(uint64_t fh) {
   std::string body(1, static_cast<char>(kRelease));

@@ -42,13 +42,16 @@ class MountJournal {
   MountJournal(const MountJournal&) = delete;
   MountJournal& operator=(const MountJournal&) = delete;
 
-  // What the journal held when opened: inodes in the order assigned, files still open.
+  // What the journal held when opened: inodes still held (not forgotten since), in the order of
+  // their latest records; files still open.
   const std::vector<Inode>& inodes() const { return inodes_; }
   const std::vector<OpenFile>& open_files() const { return open_files_; }
   uint64_t max_fh() const { return max_fh_; }
 
   // Failures are logged once and the journal stops (the mount goes on; a restart loses state).
   void AddInode(const Inode& inode) EXCLUDES(mu_);
+  // The kernel forgot the inode: the next server does not restore it, compaction drops it.
+  void AddForget(uint64_t ino) EXCLUDES(mu_);
   void AddOpen(const OpenFile& open) EXCLUDES(mu_);
   void AddRelease(uint64_t fh) EXCLUDES(mu_);
 

@@ -117,14 +117,20 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto attr = fs.Lookup(parent, name);
   if (!attr.ok()) return ReplyError(req, attr.status(), "lookup");
   fuse_entry_param e = ToEntry(fs, *attr);
-  fuse_reply_entry(req, &e);
+  // An interrupted lookup's answer never reached the kernel, which then keeps no count of it.
+  if (fuse_reply_entry(req, &e) != 0) fs.Forget(attr->ino, 1);
 }
 
-void OnForget(fuse_req_t req, fuse_ino_t, uint64_t) {
-  fuse_reply_none(req);  // inode numbers are kept for the life of the mount
+void OnForget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Fs(req).Forget(ino, nlookup);
+  fuse_reply_none(req);
 }
 
-void OnForgetMulti(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+void OnForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* forgets) {
+  FileSystem& fs = Fs(req);
+  for (size_t i = 0; i < count; ++i) fs.Forget(forgets[i].ino, forgets[i].nlookup);
+  fuse_reply_none(req);
+}
 
 void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto timer = Timed(req, kGetattr);
@@ -229,7 +235,7 @@ void OnMkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t) {
   auto attr = fs.MakeDir(parent, name);
   if (!attr.ok()) return ReplyError(req, attr.status(), "mkdir");
   fuse_entry_param e = ToEntry(fs, *attr);
-  fuse_reply_entry(req, &e);
+  if (fuse_reply_entry(req, &e) != 0) fs.Forget(attr->ino, 1);
 }
 
 void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -138,13 +138,10 @@ void NativeSession::OpenPaths(uint64_t request_id, const char* data, size_t size
   for (std::string_view path : paths) {
     native::OpenedFile out;
     std::string error;
-    Result<OpenedFile> opened = Status::Ok();
-    Result<FileAttr> attr = server->fs->ResolveForReader(path, reader);
-    if (attr.ok()) opened = server->fs->OpenNative(attr->ino);
-    if (!attr.ok() || !opened.ok()) {
-      const Status& s = attr.ok() ? opened.status() : attr.status();
-      out.error = StatusToErrno(s);
-      error = s.message();
+    Result<OpenedFile> opened = server->fs->OpenNativePath(path, reader);
+    if (!opened.ok()) {
+      out.error = StatusToErrno(opened.status());
+      error = opened.status().message();
     } else {
       AddFile(opened->fh, &out, &error);
     }

@@ -634,6 +634,34 @@ TEST_F(FileSystemTest, InodeNumbersAreStable) {
   EXPECT_EQ(InoOf("lake/dir/f"), f);
 }
 
+TEST_F(FileSystemTest, ForgottenInodesGiveTheirMemoryBackAndKeepTheirNumbers) {
+  for (int i = 0; i < 50; ++i) WriteFile("lake/dir/f" + std::to_string(i), "x");
+  ASSERT_NO_FATAL_FAILURE(Mount());
+  size_t before = fs_->held_inodes();
+  uint64_t dir = InoOf("lake/dir");
+  auto items = fs_->ReadDir(dir);  // a listing numbers its entries and holds none of them
+  ASSERT_TRUE(items.ok());
+  ASSERT_EQ(items->size(), 50u);
+  size_t listed = fs_->held_inodes();
+  std::vector<uint64_t> files;
+  for (int i = 0; i < 50; ++i) files.push_back(InoOf("lake/dir/f" + std::to_string(i)));
+  EXPECT_EQ(fs_->held_inodes(), listed + 50);
+  for (int i = 0; i < 50; ++i) {
+    auto it = std::find_if(items->begin(), items->end(),
+                           [&](const DirItem& d) { return d.name == "f" + std::to_string(i); });
+    ASSERT_NE(it, items->end());
+    EXPECT_EQ(it->attr.ino, files[i]);  // the listing's number is the lookup's
+  }
+  for (uint64_t ino : files) fs_->Forget(ino, 1);
+  EXPECT_EQ(fs_->held_inodes(), listed);
+  EXPECT_EQ(fs_->GetAttr(files[7]).status().code(), StatusCode::kNotFound);  // stale now
+  EXPECT_EQ(InoOf("lake/dir/f7"), files[7]);                                 // the same number
+  fs_->Forget(files[7], 1);
+  // The folder was looked up once per InoOf walk above: forgetting them all frees it too.
+  fs_->Forget(dir, 1000);
+  EXPECT_LE(fs_->held_inodes(), before + 1);
+}
+
 TEST_F(FileSystemTest, FoldersAndStaleInodesAreRejectedWhereFilesAreExpected) {
   WriteFile("lake/dir/f", "x");
   ASSERT_NO_FATAL_FAILURE(Mount());

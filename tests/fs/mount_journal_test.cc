@@ -49,6 +49,28 @@ TEST(MountJournalTest, TheNextServerReadsBackInodesAndOpenFiles) {
   EXPECT_EQ((*third)->open_files().size(), 2u);
 }
 
+TEST(MountJournalTest, ForgottenInodesAreNotRestored) {
+  int fd = NewMemfd();
+  ASSERT_GE(fd, 0);
+  {
+    auto journal = MountJournal::Open(::dup(fd));
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    (*journal)->AddInode({2, true, "ds", "train"});
+    (*journal)->AddInode({3, false, "ds", "train/a.bin"});
+    (*journal)->AddInode({4, false, "ds", "train/b.bin"});
+    (*journal)->AddForget(3);
+    (*journal)->AddForget(99);                             // never held: ignored
+    (*journal)->AddInode({3, true, "ds", "train/a.bin"});  // held again (now a folder)
+    (*journal)->AddForget(4);
+  }
+  auto next = MountJournal::Open(fd);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_EQ((*next)->inodes().size(), 2u);
+  EXPECT_EQ((*next)->inodes()[0].ino, 2u);
+  EXPECT_EQ((*next)->inodes()[1].ino, 3u);
+  EXPECT_TRUE((*next)->inodes()[1].is_dir);
+}
+
 TEST(MountJournalTest, OpensAndReleasesAreCompactedIntoAJournalTheHolderKeeps) {
   int held = NewMemfd();  // what the holder keeps: replaced on each compaction
   auto journal = MountJournal::Open(::dup(held));
