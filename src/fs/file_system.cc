@@ -135,6 +135,17 @@ Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string&
   return FileAttrOf(number(parent.ns, path, entry.is_dir), parent.ns, entry);
 }
 
+Result<uint64_t> FileSystem::AcquireListed(uint64_t dir, const DirItem& item) {
+  std::optional<InodeInfo> info = inodes_.Get(dir);
+  if (!info) return Status::NotFound("stale inode " + std::to_string(dir));
+  if (info->ns == nullptr) {
+    Namespace* ns = namespaces_->Find(item.name);
+    if (ns == nullptr) return Status::NotFound("no namespace named '" + item.name + "'");
+    return AcquireInode(ns, "", true);
+  }
+  return AcquireInode(info->ns, JoinPath(info->path, item.name), item.attr.is_dir);
+}
+
 void FileSystem::Forget(uint64_t ino, uint64_t count) {
   if (inodes_.Forget(ino, count) && options_.journal != nullptr) options_.journal->AddForget(ino);
 }

@@ -151,6 +151,9 @@ class FileSystem {
 
   // The kernel holds what a lookup answers (one lookup more) until it forgets it (Forget).
   Result<FileAttr> Lookup(uint64_t parent, const std::string& name);
+  // An entry of folder `dir`'s listing handed to the kernel as a lookup would be (readdirplus):
+  // its inode, acquired.
+  Result<uint64_t> AcquireListed(uint64_t dir, const DirItem& item);
   // The kernel forgot `count` lookups of `ino`: its entry goes with the last.
   void Forget(uint64_t ino, uint64_t count);
   size_t held_inodes() const { return inodes_.held(); }

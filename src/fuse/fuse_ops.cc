@@ -337,19 +337,35 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   // sixth of the server's time on a metadata walk).
   std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
+  // Every entry but "." and ".." that readdirplus returns counts as a lookup for the kernel.
+  std::vector<uint64_t> acquired;
   // Offsets 0 and 1 are "." and ".."; item i is at offset i + 2.
   for (size_t i = static_cast<size_t>(off); i < items.size() + 2; ++i) {
     std::string name = i == 0 ? "." : i == 1 ? ".." : items[i - 2].name;
     FileAttr attr = i < 2 ? FileAttr{ino, true, 0, 0, S_IFDIR, 0, 0} : items[i - 2].attr;
+    if (plus && i >= 2) {
+      Result<uint64_t> held = fs.AcquireListed(ino, items[i - 2]);
+      if (!held.ok()) break;
+      attr.ino = *held;
+      acquired.push_back(*held);
+    }
     fuse_entry_param e = ToEntry(fs, attr);
     size_t n = plus ? fuse_add_direntry_plus(req, buf.get() + used, size - used, name.c_str(), &e,
                                              static_cast<off_t>(i + 1))
                     : fuse_add_direntry(req, buf.get() + used, size - used, name.c_str(), &e.attr,
                                         static_cast<off_t>(i + 1));
-    if (n > size - used) break;
+    if (n > size - used) {
+      if (plus && i >= 2) {
+        fs.Forget(acquired.back(), 1);  // not sent
+        acquired.pop_back();
+      }
+      break;
+    }
     used += n;
   }
-  fuse_reply_buf(req, buf.get(), used);
+  if (fuse_reply_buf(req, buf.get(), used) != 0) {
+    for (uint64_t held : acquired) fs.Forget(held, 1);
+  }
 }
 
 void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
