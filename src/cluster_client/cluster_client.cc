@@ -186,8 +186,9 @@ std::vector<std::string> ClusterClient::PlacementOrder(uint64_t key_hash) const 
 }
 
 Result<ClusterListing> ClusterClient::ListDir(const std::string& ns, const std::string& dir,
-                                              Clock::time_point deadline, bool revalidate) {
-  return master_client_->ListDir(ns, dir, deadline, revalidate);
+                                              const ListDirPage& page, Clock::time_point deadline,
+                                              bool revalidate) {
+  return master_client_->ListDir(ns, dir, page, deadline, revalidate);
 }
 
 Result<ObjectInfo> ClusterClient::Stat(const std::string& ns, const std::string& path, bool* is_dir,

@@ -80,7 +80,8 @@ class ClusterClient {
 
   // `revalidate`: the master lists the folder again now rather than serve its cached listing.
   Result<ClusterListing> ListDir(const std::string& ns, const std::string& dir,
-                                 Clock::time_point deadline, bool revalidate = false);
+                                 const ListDirPage& page, Clock::time_point deadline,
+                                 bool revalidate = false);
   // kNotFound when nothing is at `path`; is_dir tells a folder.
   Result<ObjectInfo> Stat(const std::string& ns, const std::string& path, bool* is_dir,
                           Clock::time_point deadline);

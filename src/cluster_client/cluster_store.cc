@@ -38,18 +38,25 @@ Result<ListPage> ClusterStore::List(const ListRequest& request, const IoOptions&
   }
   std::string dir = prefix.substr(ns_.key_prefix.size());
   if (!dir.empty()) dir.pop_back();
+  // Pages of request.max_keys entries, continued after the last name of the previous page.
+  const bool first = request.continuation_token.empty();
   bool revalidate = false;
-  {
+  if (first) {
     MutexLock lock(&stale_mu_);
     revalidate = stale_dirs_.erase(dir) > 0;
   }
+  ListDirPage want{request.continuation_token,
+                   static_cast<uint32_t>(std::max(request.max_keys, 1))};
   LC_ASSIGN_OR_RETURN(ClusterListing listing,
-                      client_->ListDir(ns_.name, dir, options.deadline, revalidate));
+                      client_->ListDir(ns_.name, dir, want, options.deadline, revalidate));
   ListPage page;
   page.objects = std::move(listing.files);
   page.common_prefixes = std::move(listing.dirs);
+  page.next_token = std::move(listing.next_start_after);
+  page.truncated = !page.next_token.empty();
   // A folder that exists only as its own marker: the marker keeps it visible (see DirListing).
-  if (listing.exists && page.objects.empty() && page.common_prefixes.empty() && !prefix.empty()) {
+  if (first && listing.exists && page.objects.empty() && page.common_prefixes.empty() &&
+      !prefix.empty()) {
     ObjectInfo marker;
     marker.key = prefix;
     page.objects.push_back(std::move(marker));

@@ -115,11 +115,14 @@ Result<rpc::ClusterView> GrpcMasterClient::View(const rpc::ClusterViewRequest& r
 }
 
 Result<ClusterListing> GrpcMasterClient::ListDir(const std::string& ns, const std::string& dir,
+                                                 const ListDirPage& page,
                                                  Clock::time_point deadline, bool revalidate) {
   rpc::ListDirRequest req;
   req.set_ns(ns);
   req.set_dir(dir);
   req.set_revalidate(revalidate);
+  req.set_start_after(page.start_after);
+  req.set_max_entries(page.max_entries);
   rpc::ListDirResponse resp;
   LC_RETURN_IF_ERROR(
       OnLeader([&](rpc::MasterService::Stub& stub,
@@ -129,6 +132,7 @@ Result<ClusterListing> GrpcMasterClient::ListDir(const std::string& ns, const st
   for (const rpc::ObjectEntry& e : resp.files()) listing.files.push_back(ToObjectInfo(e));
   listing.dirs.assign(resp.dirs().begin(), resp.dirs().end());
   listing.exists = resp.exists();
+  listing.next_start_after = resp.next_start_after();
   return listing;
 }
 

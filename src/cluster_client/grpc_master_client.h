@@ -29,7 +29,8 @@ class GrpcMasterClient final : public MasterClient {
   Result<std::vector<ClusterNamespace>> Namespaces() override;
   Result<rpc::ClusterView> View(const rpc::ClusterViewRequest& request) override;
   Result<ClusterListing> ListDir(const std::string& ns, const std::string& dir,
-                                 Clock::time_point deadline, bool revalidate) override;
+                                 const ListDirPage& page, Clock::time_point deadline,
+                                 bool revalidate) override;
   Result<ClusterStat> Stat(const std::string& ns, const std::string& path,
                            Clock::time_point deadline) override;
   Status NoteWrite(const rpc::NoteWriteRequest& request, Clock::time_point deadline) override;

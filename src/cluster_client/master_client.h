@@ -37,6 +37,14 @@ struct ClusterListing {
   std::vector<ObjectInfo> files;  // bucket-relative keys
   std::vector<std::string> dirs;  // bucket-relative prefixes ending in '/'
   bool exists = false;
+  std::string next_start_after;  // more entries follow: ListDirPage::start_after of the next page
+};
+
+// A page of a folder's listing: the entries after the one named `start_after` ("": from the
+// first), at most `max_entries` (0: all).
+struct ListDirPage {
+  std::string start_after;
+  uint32_t max_entries = 0;
 };
 
 // A path as the master's metadata cache holds it.
@@ -54,7 +62,8 @@ class MasterClient {
   virtual Result<rpc::ClusterView> View(const rpc::ClusterViewRequest& request) = 0;
   // `revalidate`: the master lists the folder again now rather than serve its cached listing.
   virtual Result<ClusterListing> ListDir(const std::string& ns, const std::string& dir,
-                                         Clock::time_point deadline, bool revalidate) = 0;
+                                         const ListDirPage& page, Clock::time_point deadline,
+                                         bool revalidate) = 0;
   // kNotFound when nothing is at `path`.
   virtual Result<ClusterStat> Stat(const std::string& ns, const std::string& path,
                                    Clock::time_point deadline) = 0;

@@ -186,31 +186,48 @@ Result<std::vector<DirItem>> FileSystem::ListRoot() {
   return items;
 }
 
-Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
+size_t OpenFolder::size() const { return listing != nullptr ? listing->size() : fixed.size(); }
+
+Result<std::shared_ptr<const OpenFolder>> FileSystem::ListFolder(uint64_t ino) {
+  auto folder = std::make_shared<OpenFolder>();
   if (IsControl(ino)) {
     LC_ASSIGN_OR_RETURN(FileAttr dir, ControlAttr(ino));
     if (!dir.is_dir) return Status::InvalidArgument("not a folder");
-    std::vector<DirItem> items;
     if (Result<FileAttr> file = ControlAttr(ino + 1); file.ok())
-      items.push_back({kPrefetchFile, *file});
+      folder->fixed.push_back({kPrefetchFile, *file});
     Result<FileAttr> native = ControlAttr(NativeFileOf((ino - kControlBase) / 2));
-    if (native.ok()) items.push_back({kNativeFile, *native});
-    return items;
+    if (native.ok()) folder->fixed.push_back({kNativeFile, *native});
+    return std::shared_ptr<const OpenFolder>(std::move(folder));
   }
   std::optional<InodeInfo> info = inodes_.Get(ino);
   if (!info) return Status::NotFound("stale inode " + std::to_string(ino));
   if (!info->is_dir) return Status::InvalidArgument("not a folder");
-  if (info->ns == nullptr) return ListRoot();
-  LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing, info->ns->meta->List(info->path));
-  if (!info->path.empty() && !listing->exists()) {
+  if (info->ns == nullptr) {
+    LC_ASSIGN_OR_RETURN(folder->fixed, ListRoot());
+    return std::shared_ptr<const OpenFolder>(std::move(folder));
+  }
+  LC_ASSIGN_OR_RETURN(folder->listing, info->ns->meta->List(info->path));
+  if (!info->path.empty() && !folder->listing->exists()) {
     return Status::NotFound(info->ns->name + "/" + info->path + ": folder no longer exists");
   }
+  folder->ns = info->ns;
+  folder->path = std::move(info->path);
+  return std::shared_ptr<const OpenFolder>(std::move(folder));
+}
+
+DirItem FileSystem::ItemOf(const OpenFolder& folder, size_t i) const {
+  if (folder.listing == nullptr) return folder.fixed[i];
+  DirEntry e = folder.listing->at(i);
+  uint64_t child = inodes_.NumberOf(folder.ns, JoinPath(folder.path, e.name));
+  FileAttr attr = FileAttrOf(child, folder.ns, e);
+  return DirItem{std::move(e.name), attr};
+}
+
+Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFolder> folder, ListFolder(ino));
   std::vector<DirItem> items;
-  items.reserve(listing->entries().size());
-  for (const DirEntry& e : listing->entries()) {
-    uint64_t child = inodes_.NumberOf(info->ns, JoinPath(info->path, e.name));
-    items.push_back({e.name, FileAttrOf(child, info->ns, e)});
-  }
+  items.reserve(folder->size());
+  for (size_t i = 0; i < folder->size(); ++i) items.push_back(ItemOf(*folder, i));
   return items;
 }
 
@@ -270,24 +287,21 @@ void FileSystem::Release(uint64_t fh) {
 }
 
 Result<uint64_t> FileSystem::OpenDir(uint64_t ino) {
-  LC_ASSIGN_OR_RETURN(std::vector<DirItem> items, ReadDir(ino));
-  auto listed = std::make_shared<const std::vector<DirItem>>(std::move(items));
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFolder> folder, ListFolder(ino));
   WriterMutexLock lock(&handles_mu_);
   uint64_t fh = next_fh_++;
-  dirs_.emplace(fh, std::move(listed));
+  dirs_.emplace(fh, std::move(folder));
   return fh;
 }
 
-Result<std::shared_ptr<const std::vector<DirItem>>> FileSystem::DirItems(uint64_t fh,
-                                                                         uint64_t ino) {
+Result<std::shared_ptr<const OpenFolder>> FileSystem::DirItems(uint64_t fh, uint64_t ino) {
   {
     ReaderMutexLock lock(&handles_mu_);
     if (auto it = dirs_.find(fh); it != dirs_.end()) return it->second;
   }
-  LC_ASSIGN_OR_RETURN(std::vector<DirItem> items, ReadDir(ino));
-  auto listed = std::make_shared<const std::vector<DirItem>>(std::move(items));
+  LC_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFolder> folder, ListFolder(ino));
   WriterMutexLock lock(&handles_mu_);
-  auto [it, added] = dirs_.emplace(fh, std::move(listed));
+  auto [it, added] = dirs_.emplace(fh, std::move(folder));
   return it->second;
 }
 

@@ -122,6 +122,17 @@ struct DirItem {
   FileAttr attr;
 };
 
+// An open folder: its entries as they were at opendir, numbered and given attributes a page at a
+// time (FileSystem::ItemOf), so a folder of a million entries costs its listing, shared with the
+// metadata cache, and nothing per entry.
+struct OpenFolder {
+  Namespace* ns = nullptr;
+  std::string path;
+  std::shared_ptr<const DirListing> listing;  // a namespace's folder
+  std::vector<DirItem> fixed;                 // else: the mount's root, or a control folder
+  size_t size() const;
+};
+
 struct OpenedFile {
   uint64_t fh = 0;
   bool keep_cache = false;  // the kernel may keep pages cached from an earlier open
@@ -157,8 +168,14 @@ class FileSystem {
   // The kernel forgot `count` lookups of `ino`: its entry goes with the last.
   void Forget(uint64_t ino, uint64_t count);
   size_t held_inodes() const { return inodes_.held(); }
+  size_t held_inode_bytes() const { return inodes_.held_bytes(); }
   Result<FileAttr> GetAttr(uint64_t ino);
+  // Every entry of folder `ino` (tests, small folders: FUSE reads pages of OpenFolder).
   Result<std::vector<DirItem>> ReadDir(uint64_t ino);
+  // Folder `ino` as it is now.
+  Result<std::shared_ptr<const OpenFolder>> ListFolder(uint64_t ino);
+  // Entry `i` (< folder.size()) of an open folder.
+  DirItem ItemOf(const OpenFolder& folder, size_t i) const;
   // `flags` as open(2) got them: O_RDONLY reads the object version seen now; a write access mode
   // opens the file for writing (see docs/semantics.md, "Writes").
   Result<OpenedFile> Open(uint64_t ino, int flags = O_RDONLY, Caller caller = {});
@@ -244,9 +261,9 @@ class FileSystem {
 
   // A folder's entries, listed once at opendir and served from the handle by offset.
   Result<uint64_t> OpenDir(uint64_t ino);
-  // The entries of the open folder `fh`; a handle not open here (kept by the kernel from before a
-  // restart of the mount's server) is listed again from `ino` and kept under the same number.
-  Result<std::shared_ptr<const std::vector<DirItem>>> DirItems(uint64_t fh, uint64_t ino);
+  // The open folder `fh`; a handle not open here (kept by the kernel from before a restart of the
+  // mount's server) is listed again from `ino` and kept under the same number.
+  Result<std::shared_ptr<const OpenFolder>> DirItems(uint64_t fh, uint64_t ino);
   void ReleaseDir(uint64_t fh);
 
   // How long the kernel may cache an entry or attributes of `ino`: its namespace's metadata TTL
@@ -359,8 +376,7 @@ class FileSystem {
       std::make_unique<std::atomic<uint64_t>[]>(kRangeReadSlots);
   mutable SharedMutex handles_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<Handle>> handles_ GUARDED_BY(handles_mu_);
-  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<DirItem>>> dirs_
-      GUARDED_BY(handles_mu_);
+  std::unordered_map<uint64_t, std::shared_ptr<const OpenFolder>> dirs_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, std::shared_ptr<FileWriter>> writers_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, ControlHandle> controls_ GUARDED_BY(handles_mu_);
   // Files being written when the previous server of the mount died (the journal's mark): their

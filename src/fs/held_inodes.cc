@@ -34,7 +34,7 @@ uint64_t HeldInodes::HomeOf(uint32_t ns, std::string_view path) const {
   return home <= kRootIno ? home + 2 : home;
 }
 
-// 48 bytes: the table's slots are these. A name longer than the inline bytes is on the heap, its
+// 48 bytes. A name longer than the inline bytes is on the heap, its
 // pointer and length in those bytes.
 struct HeldInodes::Entry {
   uint64_t ino = 0;  // 0: a free slot
@@ -75,72 +75,87 @@ struct HeldInodes::Entry {
 };
 static_assert(sizeof(HeldInodes::Entry) <= 48);
 
-// Open addressing by inode number (linear probing, deletion by backward shift), grown at 3/4 full
-// and shrunk at 1/8, so that its memory follows what is held.
+// The entries, dense in chunks of kChunk (no capacity beyond the last chunk), and an index of
+// 4-byte positions by inode number (open addressing, linear probing, deletion by backward shift)
+// grown at 3/4 full and shrunk below 1/4: with the 48-byte entries, at most 64 bytes per held
+// entry once the table is past its first chunk. An erased entry's place is taken by the last one.
+// Entry pointers last until the next Insert or Erase.
 class HeldInodes::Table {
  public:
-  Table() : slots_(kMinSlots) {}
+  Table() : index_(kMinSlots, kEmpty) {}
   ~Table() {
-    for (Entry& e : slots_) e.FreeName();
+    for (size_t i = 0; i < count_; ++i) At(i).FreeName();
   }
 
   Entry* Find(uint64_t ino) {
-    for (size_t i = Home(ino);; i = (i + 1) & Mask()) {
-      if (slots_[i].ino == ino) return &slots_[i];
-      if (slots_[i].ino == 0) return nullptr;
-    }
+    size_t slot = SlotOf(ino);
+    return index_[slot] == kEmpty ? nullptr : &At(index_[slot]);
   }
   const Entry* Find(uint64_t ino) const { return const_cast<Table*>(this)->Find(ino); }
 
   // REQUIRES: no entry has e.ino. Returns the stored entry.
   Entry* Insert(const Entry& e) {
-    if ((count_ + 1) * 4 > slots_.size() * 3) Resize(slots_.size() * 2);
-    size_t i = Home(e.ino);
-    while (slots_[i].ino != 0) i = (i + 1) & Mask();
-    slots_[i] = e;
-    ++count_;
-    return &slots_[i];
+    if ((count_ + 1) * 4 > index_.size() * 3) Reindex(index_.size() * 2);
+    if (count_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<Entry[]>(kChunk));
+    size_t slot = SlotOf(e.ino);
+    index_[slot] = static_cast<uint32_t>(count_);
+    At(count_) = e;
+    return &At(count_++);
   }
 
-  // Frees the entry's name and its slot.
+  // Frees the entry's name and its place.
   void Erase(Entry* e) {
     e->FreeName();
-    size_t hole = static_cast<size_t>(e - slots_.data());
-    slots_[hole].ino = 0;
+    const uint64_t ino = e->ino;
+    size_t hole = SlotOf(ino);
+    const uint32_t pos = index_[hole];
+    const size_t last = count_ - 1;
+    if (pos != last) {
+      index_[SlotOf(At(last).ino)] = pos;
+      At(pos) = At(last);  // the name moves with it
+    }
+    At(last).name_len = 0;
     --count_;
-    for (size_t i = (hole + 1) & Mask(); slots_[i].ino != 0; i = (i + 1) & Mask()) {
-      size_t home = Home(slots_[i].ino);
-      // Move the entry back into the hole unless its home lies in (hole, i].
+    if (chunks_.size() > 1 && count_ + 2 * kChunk <= chunks_.size() * kChunk) chunks_.pop_back();
+    index_[hole] = kEmpty;
+    for (size_t i = (hole + 1) & Mask(); index_[i] != kEmpty; i = (i + 1) & Mask()) {
+      size_t home = Home(At(index_[i]).ino);
+      // Move the position back into the hole unless its home lies in (hole, i].
       bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
       if (stays) continue;
-      slots_[hole] = slots_[i];
-      slots_[i].ino = 0;
-      slots_[i].name_len = 0;
+      index_[hole] = index_[i];
+      index_[i] = kEmpty;
       hole = i;
     }
-    if (slots_.size() > kMinSlots && count_ * 8 < slots_.size()) Resize(slots_.size() / 2);
+    if (index_.size() > kMinSlots && count_ * 4 < index_.size()) Reindex(index_.size() / 2);
   }
 
   size_t size() const { return count_; }
-  size_t slots() const { return slots_.size(); }
+  size_t bytes() const { return chunks_.size() * kChunk * sizeof(Entry) + index_.size() * 4; }
 
  private:
   static constexpr size_t kMinSlots = 1024;
-  size_t Mask() const { return slots_.size() - 1; }
+  static constexpr size_t kChunk = 1024;
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  size_t Mask() const { return index_.size() - 1; }
   size_t Home(uint64_t ino) const { return static_cast<size_t>(XXH3_64bits(&ino, 8)) & Mask(); }
+  Entry& At(size_t pos) { return chunks_[pos / kChunk][pos % kChunk]; }
 
-  void Resize(size_t slots) {
-    std::vector<Entry> old(slots);
-    old.swap(slots_);
-    for (const Entry& e : old) {
-      if (e.ino == 0) continue;
-      size_t i = Home(e.ino);
-      while (slots_[i].ino != 0) i = (i + 1) & Mask();
-      slots_[i] = e;  // the name moves with it
-    }
+  // The slot that holds `ino`'s position, or the empty one where it would go.
+  size_t SlotOf(uint64_t ino) {
+    size_t i = Home(ino);
+    while (index_[i] != kEmpty && At(index_[i]).ino != ino) i = (i + 1) & Mask();
+    return i;
   }
 
-  std::vector<Entry> slots_;
+  void Reindex(size_t slots) {
+    index_.assign(slots, kEmpty);
+    for (size_t pos = 0; pos < count_; ++pos)
+      index_[SlotOf(At(pos).ino)] = static_cast<uint32_t>(pos);
+  }
+
+  std::vector<std::unique_ptr<Entry[]>> chunks_;
+  std::vector<uint32_t> index_;
   size_t count_ = 0;
 };
 
@@ -312,9 +327,14 @@ size_t HeldInodes::size() const {
   return table_->size();
 }
 
+size_t HeldInodes::bytes() const {
+  ReaderMutexLock lock(&mu_);
+  return table_->bytes();
+}
+
 size_t HeldInodes::bytes_per_entry() const {
   ReaderMutexLock lock(&mu_);
-  return table_->slots() * sizeof(Entry) / std::max<size_t>(table_->size(), 1);
+  return table_->bytes() / std::max<size_t>(table_->size(), 1);
 }
 
 }  // namespace lakecache

@@ -65,7 +65,8 @@ class HeldInodes {
 
   std::optional<Info> Get(uint64_t ino) const;
   size_t size() const;             // held entries, the root included
-  size_t bytes_per_entry() const;  // the table's memory per held entry, names beyond it aside
+  size_t bytes() const;            // the table's memory, names beyond the inline bytes aside
+  size_t bytes_per_entry() const;  // bytes() per held entry
 
  private:
   class Table;

@@ -48,6 +48,7 @@ class InodeTable {
 
   std::optional<InodeInfo> Get(uint64_t ino) const;
   size_t held() const { return held_.size(); }
+  size_t held_bytes() const { return held_.bytes(); }
 
  private:
   // The namespace's index in the held table (1 on), registered on first sight; 0 for nullptr.

@@ -332,7 +332,7 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   FileSystem& fs = Fs(req);
   auto listed = fs.DirItems(fi->fh, ino);
   if (!listed.ok()) return ReplyError(req, listed.status(), "readdir");
-  const std::vector<DirItem>& items = **listed;
+  const OpenFolder& folder = **listed;
   // Not zeroed: the entries fill what is sent (zeroing the kernel's whole request size took a
   // sixth of the server's time on a metadata walk).
   std::unique_ptr<char[]> buf(new char[size]);
@@ -340,11 +340,13 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   // Every entry but "." and ".." that readdirplus returns counts as a lookup for the kernel.
   std::vector<uint64_t> acquired;
   // Offsets 0 and 1 are "." and ".."; item i is at offset i + 2.
-  for (size_t i = static_cast<size_t>(off); i < items.size() + 2; ++i) {
-    std::string name = i == 0 ? "." : i == 1 ? ".." : items[i - 2].name;
-    FileAttr attr = i < 2 ? FileAttr{ino, true, 0, 0, S_IFDIR, 0, 0} : items[i - 2].attr;
+  for (size_t i = static_cast<size_t>(off); i < folder.size() + 2; ++i) {
+    DirItem item = i < 2 ? DirItem{i == 0 ? "." : "..", FileAttr{ino, true, 0, 0, S_IFDIR, 0, 0}}
+                         : fs.ItemOf(folder, i - 2);
+    const std::string& name = item.name;
+    FileAttr attr = item.attr;
     if (plus && i >= 2) {
-      Result<uint64_t> held = fs.AcquireListed(ino, items[i - 2]);
+      Result<uint64_t> held = fs.AcquireListed(ino, item);
       if (!held.ok()) break;
       attr.ino = *held;
       acquired.push_back(*held);

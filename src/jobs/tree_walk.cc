@@ -63,8 +63,11 @@ Result<std::map<std::string, ListResult>> ListFlat(MetadataCache& meta, const st
 }
 
 void AddFiles(const std::string& dir, const DirListing& listing, Tree* tree) {
-  for (const DirEntry& entry : listing.entries()) {
-    if (!entry.is_dir) tree->files.push_back({JoinPath(dir, entry.name), entry});
+  for (size_t i = 0; i < listing.size(); ++i) {
+    if (listing.is_dir_at(i)) continue;
+    DirEntry entry = listing.at(i);
+    std::string path = JoinPath(dir, entry.name);
+    tree->files.push_back({std::move(path), std::move(entry)});
   }
 }
 
@@ -76,7 +79,7 @@ Result<Tree> WalkTree(MetadataCache& meta, const std::string& path, bool recursi
   if (!path.empty()) {
     LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing,
                         ListWithAncestors(meta, parent, pin, &tree.dirs));
-    const DirEntry* entry = listing->Find(name);
+    FoundEntry entry = listing->Find(name);
     if (entry == nullptr) {
       return Status::NotFound(meta.store().Describe() + "/" + meta.ObjectKey(path) +
                               ": no such file or folder");

@@ -211,7 +211,13 @@ grpc::Status MasterServiceImpl::ListDir(grpc::ServerContext* ctx, const rpc::Lis
   auto listing = ns->meta->List(dir);
   if (!listing.ok()) return rpc::ToGrpcStatus(listing.status());
   std::string base = dir.empty() ? "" : dir + "/";
-  for (const DirEntry& entry : (*listing)->entries()) {
+  const DirListing& all = **listing;
+  size_t begin = req->start_after().empty() ? 0 : all.IndexAfter(req->start_after());
+  size_t end = req->max_entries() == 0 ? all.size()
+                                       : std::min<size_t>(all.size(), begin + req->max_entries());
+  if (end < all.size()) resp->set_next_start_after(std::string(all.name_at(end - 1)));
+  for (size_t i = begin; i < end; ++i) {
+    const DirEntry entry = all.at(i);
     std::string key = ns->meta->ObjectKey(base + entry.name);
     if (entry.is_dir) {
       resp->add_dirs(key + "/");

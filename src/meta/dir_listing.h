@@ -6,7 +6,9 @@
 // thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,21 +25,50 @@ struct DirEntry {
   int64_t mtime = 0;
 };
 
+// What DirListing::Find found: the entry (a copy: a listing keeps its entries packed), or none.
+// Compares with nullptr as a pointer would.
+class FoundEntry {
+ public:
+  FoundEntry() = default;
+  explicit FoundEntry(DirEntry entry) : entry_(std::move(entry)) {}
+  explicit operator bool() const { return entry_.has_value(); }
+  bool operator==(std::nullptr_t) const { return !entry_.has_value(); }
+  const DirEntry* operator->() const { return &*entry_; }
+  const DirEntry& operator*() const { return *entry_; }
+
+ private:
+  std::optional<DirEntry> entry_;
+};
+
+// The entries are packed: 40 bytes each (an ETag of 32 hex digits is kept as its 16 bytes), their
+// names (and other ETags) in one buffer.
 class DirListing {
  public:
   // `prefix` is the listed prefix ("" or ending in '/'), `listing` what ListAll returned for it
   // with delimiter "/".
   static DirListing FromObjects(std::string_view prefix, const ListResult& listing);
+  // A listing of `entries`, sorted by name, one per name.
+  static DirListing FromEntries(const std::vector<DirEntry>& entries, bool exists);
 
-  const std::vector<DirEntry>& entries() const { return entries_; }  // sorted by name
-  // The entry named `name`, or nullptr.
-  const DirEntry* Find(std::string_view name) const;
+  size_t size() const { return items_.size(); }  // entries, sorted by name
+  bool empty() const { return items_.empty(); }
+  DirEntry at(size_t i) const;
+  std::string_view name_at(size_t i) const { return NameOf(items_[i]); }
+  bool is_dir_at(size_t i) const { return (items_[i].flags & kDir) != 0; }
+  // Every entry, copied (tests, small folders).
+  std::vector<DirEntry> ToEntries() const;
+  // The entry named `name`, or none.
+  FoundEntry Find(std::string_view name) const;
+  // The index of the first entry whose name sorts after `name` (size() if none does).
+  size_t IndexAfter(std::string_view name) const;
   // True when the listing had anything at all (objects, prefixes or the folder's own marker).
   bool exists() const { return exists_; }
+  // The memory the listing holds.
+  size_t bytes() const;
 
   // A copy with `entry` added, or replacing the entry of its name (a write through the mount);
   // the folder then exists.
-  DirListing With(DirEntry entry) const;
+  DirListing With(const DirEntry& entry) const;
   // A copy without the entry named `name` (an unlink, a rename's source). The folder still
   // exists: its marker, if any, is not known from here.
   DirListing Without(std::string_view name) const;
@@ -45,8 +76,49 @@ class DirListing {
   DirListing Existing() const;
 
  private:
-  std::vector<DirEntry> entries_;
+  static constexpr uint8_t kDir = 1;
+  static constexpr uint8_t kHexEtag = 2;  // `etag` holds the 16 bytes of 32 hex digits
+  struct Item {
+    uint64_t size = 0;
+    int64_t mtime = 0;
+    uint32_t name_at = 0;  // in names_
+    uint16_t name_len = 0;
+    uint8_t flags = 0;
+    // kHexEtag: the ETag's bytes; else the offset (4 bytes) and length (2) of its text in names_.
+    uint8_t etag[16] = {};
+  };
+  static_assert(sizeof(Item) == 40);
+
+  std::string_view NameOf(const Item& item) const {
+    return std::string_view(names_).substr(item.name_at, item.name_len);
+  }
+  // An entry's item, its name (and ETag text) appended to names_.
+  Item Pack(std::string_view name, bool is_dir, uint64_t size, std::string_view etag,
+            int64_t mtime);
+  size_t LowerBound(std::string_view name) const;
+  // `item` of listing `from`, its bytes appended to names_.
+  Item CopyOf(const DirListing& from, const Item& item);
+  // The order of a listing: by name, a folder before a file of the same name.
+  bool Before(const Item& a, const DirListing& b_from, const Item& b) const;
+
+  friend class DirListingBuilder;
+  std::vector<Item> items_;
+  std::string names_;
   bool exists_ = false;
+};
+
+// Builds a listing from the pages of an object listing of `prefix` as they come, each entry packed
+// at once (a folder of a million objects never exists as a list of ObjectInfo).
+class DirListingBuilder {
+ public:
+  explicit DirListingBuilder(std::string prefix) : prefix_(std::move(prefix)) {}
+  void Add(const std::vector<ObjectInfo>& objects, const std::vector<std::string>& prefixes);
+  DirListing Finish() &&;
+
+ private:
+  std::string prefix_;
+  DirListing files_;    // objects (and markers), packed as they came
+  DirListing folders_;  // common prefixes
 };
 
 // `name` in the folder `dir` of a namespace ("" is its root): "dir/name", or "name" at the root.

@@ -126,7 +126,7 @@ std::shared_ptr<const DirListing> MetadataCache::ApplyNotes(
   if (slot.notes.empty() && !slot.made) return listed;
   DirListing out = slot.made && !listed->exists() ? listed->Existing() : *listed;
   for (const auto& [name, note] : slot.notes) {
-    const DirEntry* shown = out.Find(name);
+    FoundEntry shown = out.Find(name);
     if (!note.entry) {
       // Removed here; a later object of that name (another writer's) shows.
       if (shown != nullptr && shown->mtime <= note.removed_at) out = out.Without(name);
@@ -142,9 +142,11 @@ std::shared_ptr<const DirListing> MetadataCache::ApplyNotes(
 
 MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
   std::string prefix = dir.empty() ? prefix_ : prefix_ + dir + "/";
-  LC_ASSIGN_OR_RETURN(ListResult listed,
-                      ListAll(*store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout)));
-  return std::make_shared<const DirListing>(DirListing::FromObjects(prefix, listed));
+  DirListingBuilder builder(prefix);
+  LC_RETURN_IF_ERROR(ListPages(
+      *store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout), Clock::duration::max(),
+      [&builder](ListPage& page) { builder.Add(page.objects, page.common_prefixes); }));
+  return std::make_shared<const DirListing>(std::move(builder).Finish());
 }
 
 MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, Listed fetched) {
@@ -252,7 +254,7 @@ void MetadataCache::ExpireFolder(const std::string& dir) {
 Result<DirEntry> MetadataCache::Stat(const std::string& path) {
   auto [parent, name] = SplitParent(path);
   LC_ASSIGN_OR_RETURN(std::shared_ptr<const DirListing> listing, List(parent));
-  const DirEntry* entry = listing->Find(name);
+  FoundEntry entry = listing->Find(name);
   if (entry == nullptr) {
     return Status::NotFound(store_->Describe() + "/" + prefix_ + path + ": no such file or folder");
   }

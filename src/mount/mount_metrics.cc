@@ -56,6 +56,10 @@ void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const Cluste
                  D(n.bytes_copied));
   }
   rpc::AddStatsMetrics(MountStats(fs, mountpoint), /*worker=*/false, sink);
+  sink.Gauge("lakecache_mount_held_inodes", "Inodes the kernel holds (looked up, not forgotten)",
+             {}, D(fs.held_inodes()));
+  sink.Gauge("lakecache_mount_held_inode_bytes", "Memory of the table of inodes the kernel holds",
+             {}, D(fs.held_inode_bytes()));
   const UploadCounters& uploads = fs.upload_counters();
   sink.Counter("lakecache_uploads_total", "Files written through the mount and stored", {},
                D(uploads.completed.load(std::memory_order_relaxed) +

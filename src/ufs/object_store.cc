@@ -111,9 +111,9 @@ bool IsObjectOfUpload(const ObjectInfo& object, const std::vector<CompletedPart>
   return EtagPartCount(object.etag) == static_cast<int>(parts.size());
 }
 
-Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
-                           const IoOptions& options, Clock::duration page_timeout) {
-  ListResult result;
+Status ListPages(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
+                 const IoOptions& options, Clock::duration page_timeout,
+                 const std::function<void(ListPage& page)>& take) {
   ListRequest req;
   req.prefix = std::string(prefix);
   req.delimiter = std::string(delimiter);
@@ -123,21 +123,35 @@ Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::str
       page_options.deadline = std::min(options.deadline, Clock::now() + page_timeout);
     }
     LC_ASSIGN_OR_RETURN(ListPage page, store.List(req, page_options));
-    for (auto& o : page.objects) result.objects.push_back(std::move(o));
-    for (auto& p : page.common_prefixes) result.common_prefixes.push_back(std::move(p));
-    if (!page.truncated) break;
+    take(page);
+    if (!page.truncated) return Status::Ok();
     if (page.next_token.empty() || page.next_token == req.continuation_token) {
       return Status::Internal(store.Describe() + ": listing of '" + req.prefix +
                               "' is truncated but gives no new continuation token");
     }
     req.continuation_token = std::move(page.next_token);
   }
+}
+
+Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
+                           const IoOptions& options, Clock::duration page_timeout) {
+  ListResult result;
+  LC_RETURN_IF_ERROR(
+      ListPages(store, prefix, delimiter, options, page_timeout, [&](ListPage& page) {
+        for (auto& o : page.objects) result.objects.push_back(std::move(o));
+        for (auto& p : page.common_prefixes) result.common_prefixes.push_back(std::move(p));
+      }));
   auto by_key = [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; };
   auto same_key = [](const ObjectInfo& a, const ObjectInfo& b) { return a.key == b.key; };
-  std::sort(result.objects.begin(), result.objects.end(), by_key);
+  // Stores list in key order: sorting is then a check.
+  if (!std::is_sorted(result.objects.begin(), result.objects.end(), by_key)) {
+    std::sort(result.objects.begin(), result.objects.end(), by_key);
+  }
   result.objects.erase(std::unique(result.objects.begin(), result.objects.end(), same_key),
                        result.objects.end());
-  std::sort(result.common_prefixes.begin(), result.common_prefixes.end());
+  if (!std::is_sorted(result.common_prefixes.begin(), result.common_prefixes.end())) {
+    std::sort(result.common_prefixes.begin(), result.common_prefixes.end());
+  }
   result.common_prefixes.erase(
       std::unique(result.common_prefixes.begin(), result.common_prefixes.end()),
       result.common_prefixes.end());

@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -264,5 +265,9 @@ bool IsObjectOfUpload(const ObjectInfo& object, const std::vector<CompletedPart>
 Result<ListResult> ListAll(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
                            const IoOptions& options,
                            Clock::duration page_timeout = Clock::duration::max());
+// The same listing handed to `take` a page at a time, as pages come (duplicates not dropped).
+Status ListPages(ObjectStore& store, std::string_view prefix, std::string_view delimiter,
+                 const IoOptions& options, Clock::duration page_timeout,
+                 const std::function<void(ListPage& page)>& take);
 
 }  // namespace lakecache

@@ -163,6 +163,21 @@ TEST_F(ClusterTest, NamespacesListingsAndAttributesComeFromTheMaster) {
   EXPECT_EQ(root->objects[0].key, "big.bin");
   EXPECT_EQ(root->objects[0].size, files_["big.bin"].size());
   EXPECT_EQ(root->common_prefixes, std::vector<std::string>{"dir/"});
+  // Page by page (a folder too big for one message): the same entries, in name order.
+  ListRequest one;
+  one.delimiter = "/";
+  one.max_keys = 1;
+  Result<ListPage> first = store.List(one, {});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(first->truncated);
+  ASSERT_EQ(first->objects.size(), 1u);
+  EXPECT_EQ(first->objects[0].key, "big.bin");
+  one.continuation_token = first->next_token;
+  Result<ListPage> second = store.List(one, {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_FALSE(second->truncated);
+  EXPECT_TRUE(second->objects.empty());
+  EXPECT_EQ(second->common_prefixes, std::vector<std::string>{"dir/"});
   Result<ListResult> sub = ListAll(store, "dir/", "/", {});
   ASSERT_TRUE(sub.ok()) << sub.status().ToString();
   ASSERT_EQ(sub->objects.size(), 1u);

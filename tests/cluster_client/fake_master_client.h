@@ -70,8 +70,9 @@ class FakeMasterClient final : public MasterClient {
     }
     return *last_;
   }
-  Result<ClusterListing> ListDir(const std::string& ns, const std::string& dir, Clock::time_point,
-                                 bool) override EXCLUDES(mu_) {
+  // The whole folder in one page.
+  Result<ClusterListing> ListDir(const std::string& ns, const std::string& dir, const ListDirPage&,
+                                 Clock::time_point, bool) override EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     auto it = listings_.find(ns + "/" + dir);
     if (it == listings_.end()) return ClusterListing{};

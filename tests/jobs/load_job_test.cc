@@ -264,10 +264,10 @@ TEST(TreeWalkTest, FlatListingBuildsTheSameFoldersAsOneListingPerFolder) {
     auto pinned = ns->meta->List(d);
     auto listed = fresh.List(d);
     ASSERT_TRUE(pinned.ok() && listed.ok()) << d;
-    ASSERT_EQ((*pinned)->entries().size(), (*listed)->entries().size()) << d;
-    for (size_t i = 0; i < (*listed)->entries().size(); ++i) {
-      const DirEntry& a = (*pinned)->entries()[i];
-      const DirEntry& b = (*listed)->entries()[i];
+    ASSERT_EQ((*pinned)->size(), (*listed)->size()) << d;
+    for (size_t i = 0; i < (*listed)->size(); ++i) {
+      const DirEntry a = (*pinned)->at(i);
+      const DirEntry b = (*listed)->at(i);
       EXPECT_EQ(a.name, b.name) << d;
       EXPECT_EQ(a.is_dir, b.is_dir) << d << "/" << a.name;
       EXPECT_EQ(a.size, b.size) << d << "/" << a.name;

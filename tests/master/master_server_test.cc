@@ -1,6 +1,7 @@
 // MasterServer in-process on 127.0.0.1:0 over file:// namespaces, called through a real gRPC stub.
 #include "master/master_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -60,10 +61,13 @@ class MasterServerTest : public ::testing::Test {
     return context;
   }
 
-  grpc::Status ListDir(const std::string& ns, const std::string& dir, rpc::ListDirResponse* resp) {
+  grpc::Status ListDir(const std::string& ns, const std::string& dir, rpc::ListDirResponse* resp,
+                       const std::string& start_after = "", uint32_t max_entries = 0) {
     rpc::ListDirRequest req;
     req.set_ns(ns);
     req.set_dir(dir);
+    req.set_start_after(start_after);
+    req.set_max_entries(max_entries);
     return stub_->ListDir(Context().get(), req, resp);
   }
 
@@ -135,6 +139,33 @@ TEST_F(MasterServerTest, ListDirNestedHasBucketRelativeKeys) {
   ASSERT_TRUE(ListDir("lake", "data/x", &resp).ok());
   EXPECT_EQ(FileKeys(resp), (std::vector<std::string>{"data/x/1.bin"}));
   EXPECT_TRUE(resp.dirs().empty());
+}
+
+// A folder too big for one message comes in pages, folders and files in one name order.
+TEST_F(MasterServerTest, ListDirServesPagesInNameOrder) {
+  for (const char* name : {"b.bin", "c.bin", "d.bin", "e.bin"}) Put(lake_dir_, name, "x");
+  Put(lake_dir_, "bb/f.bin", "x");
+  std::vector<std::string> names;
+  std::string after;
+  int pages = 0;
+  do {
+    rpc::ListDirResponse resp;
+    ASSERT_TRUE(ListDir("lake", "", &resp, after, 2).ok());
+    EXPECT_LE(resp.files_size() + resp.dirs_size(), 2);
+    EXPECT_TRUE(resp.exists());
+    for (const std::string& d : resp.dirs()) names.push_back(d);
+    for (const rpc::ObjectEntry& f : resp.files()) names.push_back(f.key());
+    after = resp.next_start_after();
+    ASSERT_LT(++pages, 10);
+  } while (!after.empty());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.txt", "b.bin", "bb/", "c.bin", "d.bin", "data/",
+                                             "e.bin"}));
+  EXPECT_EQ(pages, 4);
+  rpc::ListDirResponse past;
+  ASSERT_TRUE(ListDir("lake", "", &past, "zzz", 2).ok());
+  EXPECT_EQ(past.files_size() + past.dirs_size(), 0);
+  EXPECT_TRUE(past.next_start_after().empty());
 }
 
 TEST_F(MasterServerTest, ListDirOfMissingFolderSaysItDoesNotExist) {

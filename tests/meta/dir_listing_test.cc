@@ -1,5 +1,7 @@
 #include "meta/dir_listing.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -14,7 +16,7 @@ ObjectInfo Object(std::string key, uint64_t size = 1, std::string etag = "e", in
 
 std::vector<std::string> Names(const DirListing& listing) {
   std::vector<std::string> names;
-  for (const DirEntry& e : listing.entries()) names.push_back(e.name);
+  for (const DirEntry& e : listing.ToEntries()) names.push_back(e.name);
   return names;
 }
 
@@ -23,7 +25,7 @@ TEST(DirListingTest, CommonPrefixesBecomeFolders) {
   listed.common_prefixes = {"data/a/", "data/b/"};
   DirListing listing = DirListing::FromObjects("data/", listed);
   ASSERT_EQ(Names(listing), (std::vector<std::string>{"a", "b"}));
-  for (const DirEntry& e : listing.entries()) {
+  for (const DirEntry& e : listing.ToEntries()) {
     EXPECT_TRUE(e.is_dir) << e.name;
     EXPECT_EQ(e.size, 0u);
     EXPECT_EQ(e.etag, "");
@@ -35,8 +37,8 @@ TEST(DirListingTest, ObjectsBecomeFilesWithTheirAttributes) {
   ListResult listed;
   listed.objects = {Object("data/x.bin", 123, "etag-x", 1700000000)};
   DirListing listing = DirListing::FromObjects("data/", listed);
-  ASSERT_EQ(listing.entries().size(), 1u);
-  const DirEntry& e = listing.entries()[0];
+  ASSERT_EQ(listing.size(), 1u);
+  const DirEntry e = listing.at(0);
   EXPECT_EQ(e.name, "x.bin");
   EXPECT_FALSE(e.is_dir);
   EXPECT_EQ(e.size, 123u);
@@ -50,8 +52,8 @@ TEST(DirListingTest, MarkerObjectsAreFoldersAndTheListedFoldersOwnMarkerIsSkippe
   listed.objects = {Object("data/", 0), Object("data/empty/", 0, "marker-etag")};
   DirListing listing = DirListing::FromObjects("data/", listed);
   ASSERT_EQ(Names(listing), (std::vector<std::string>{"empty"}));
-  EXPECT_TRUE(listing.entries()[0].is_dir);
-  EXPECT_EQ(listing.entries()[0].etag, "");  // folders carry no ETag
+  EXPECT_TRUE(listing.at(0).is_dir);
+  EXPECT_EQ(listing.at(0).etag, "");  // folders carry no ETag
   EXPECT_TRUE(listing.exists());
 }
 
@@ -59,7 +61,7 @@ TEST(DirListingTest, OwnMarkerAloneMeansTheFolderExistsButIsEmpty) {
   ListResult listed;
   listed.objects = {Object("data/", 0)};
   DirListing listing = DirListing::FromObjects("data/", listed);
-  EXPECT_TRUE(listing.entries().empty());
+  EXPECT_TRUE(listing.empty());
   EXPECT_TRUE(listing.exists());
 }
 
@@ -80,7 +82,7 @@ TEST(DirListingTest, MarkerAndPrefixOfTheSameFolderShowOnce) {
   listed.common_prefixes = {"d/"};
   DirListing listing = DirListing::FromObjects("", listed);
   ASSERT_EQ(Names(listing), (std::vector<std::string>{"d"}));
-  EXPECT_TRUE(listing.entries()[0].is_dir);
+  EXPECT_TRUE(listing.at(0).is_dir);
 }
 
 TEST(DirListingTest, NamesThatCannotBeFileNamesAreSkipped) {
@@ -132,7 +134,7 @@ TEST(DirListingTest, FindReturnsTheEntryOrNull) {
 TEST(DirListingTest, EmptyListingDoesNotExist) {
   DirListing listing = DirListing::FromObjects("gone/", ListResult{});
   EXPECT_FALSE(listing.exists());
-  EXPECT_TRUE(listing.entries().empty());
+  EXPECT_TRUE(listing.empty());
   EXPECT_EQ(listing.Find("x"), nullptr);
 }
 
@@ -178,6 +180,67 @@ TEST(DirListingTest, WithoutRemovesTheNamedEntryOnly) {
   EXPECT_TRUE(removed.Without("a").Without("c").exists()) << "emptied, the folder still exists";
   EXPECT_EQ(Names(removed.Without("missing")), (std::vector<std::string>{"a", "c"}));
   EXPECT_EQ(Names(listing), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(DirListingTest, EtagsOfEveryShapeReadBackAsTheyWere) {
+  const std::vector<std::string> etags = {
+      "0123456789abcdef0123456789abcdef",     // an MD5: packed
+      "0123456789ABCDEF0123456789ABCDEF",     // upper case: kept as text
+      "0123456789abcdef0123456789abcdef-12",  // a multipart upload's
+      "",                                     // a local folder's files have none
+      "0123456789abcdef0123456789abcdeg",     // 32 characters, not hex
+  };
+  ListResult listed;
+  for (size_t i = 0; i < etags.size(); ++i) {
+    listed.objects.push_back(Object("f" + std::to_string(i), i, etags[i], 100 + i));
+  }
+  DirListing listing = DirListing::FromObjects("", listed);
+  ASSERT_EQ(listing.size(), etags.size());
+  for (size_t i = 0; i < etags.size(); ++i) {
+    EXPECT_EQ(listing.at(i).etag, etags[i]) << i;
+    EXPECT_EQ(listing.at(i).size, i);
+    EXPECT_EQ(listing.at(i).mtime, static_cast<int64_t>(100 + i));
+    EXPECT_EQ(listing.Find("f" + std::to_string(i))->etag, etags[i]);
+  }
+  // A change keeps the others' ETags, packed or not.
+  DirListing changed = listing.With(DirEntry{"f1", false, 5, "other-etag", 1}).Without("f0");
+  EXPECT_EQ(changed.Find("f1")->etag, "other-etag");
+  EXPECT_EQ(changed.Find("f2")->etag, etags[2]);
+  EXPECT_EQ(changed.Find("f0"), nullptr);
+  EXPECT_EQ(changed.at(0).name, "f1");
+}
+
+// A large folder costs its packed entries: 40 bytes and the name.
+TEST(DirListingTest, EntriesArePacked) {
+  ListResult listed;
+  constexpr size_t kFiles = 100000;
+  for (size_t i = 0; i < kFiles; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "d/n01440764_%08zu.JPEG", i);  // 23 characters
+    listed.objects.push_back(Object(name, i, "0123456789abcdef0123456789abcdef", 1));
+  }
+  DirListing listing = DirListing::FromObjects("d/", listed);
+  ASSERT_EQ(listing.size(), kFiles);
+  EXPECT_LE(listing.bytes(), kFiles * (40 + 23) + 1024);
+  EXPECT_EQ(listing.name_at(kFiles - 1), "n01440764_00099999.JPEG");
+  EXPECT_EQ(listing.Find("n01440764_00012345.JPEG")->size, 12345u);
+}
+
+// Prefixes and objects come as two sorted runs from a store; any order gives the same listing.
+TEST(DirListingTest, TheOrderOfTheStoresListingDoesNotMatter) {
+  ListResult sorted;
+  sorted.common_prefixes = {"b/", "d/", "x/"};
+  sorted.objects = {Object("a"), Object("b"), Object("c"), Object("x/"), Object("z")};
+  ListResult shuffled = sorted;
+  std::reverse(shuffled.common_prefixes.begin(), shuffled.common_prefixes.end());
+  std::reverse(shuffled.objects.begin(), shuffled.objects.end());
+  for (const ListResult* listed : {&sorted, &shuffled}) {
+    DirListing listing = DirListing::FromObjects("", *listed);
+    EXPECT_EQ(Names(listing), (std::vector<std::string>{"a", "b", "c", "d", "x", "z"}));
+    EXPECT_TRUE(listing.Find("b")->is_dir) << "a folder shadows the file of its name";
+    EXPECT_TRUE(listing.Find("x")->is_dir);
+    EXPECT_FALSE(listing.Find("c")->is_dir);
+  }
 }
 
 }  // namespace

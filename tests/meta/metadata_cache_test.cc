@@ -87,16 +87,16 @@ TEST_F(MetadataCacheTest, ListShowsFilesAndFoldersOfOneLevel) {
   Put("sub/deeper/c.txt", "y");
   Cache();
   auto root = MustList("");
-  ASSERT_EQ(root->entries().size(), 2u);
-  EXPECT_EQ(root->entries()[0].name, "a.txt");
-  EXPECT_EQ(root->entries()[0].size, 5u);
-  EXPECT_FALSE(root->entries()[0].is_dir);
-  EXPECT_EQ(root->entries()[1].name, "sub");
-  EXPECT_TRUE(root->entries()[1].is_dir);
+  ASSERT_EQ(root->size(), 2u);
+  EXPECT_EQ(root->at(0).name, "a.txt");
+  EXPECT_EQ(root->at(0).size, 5u);
+  EXPECT_FALSE(root->at(0).is_dir);
+  EXPECT_EQ(root->at(1).name, "sub");
+  EXPECT_TRUE(root->at(1).is_dir);
   auto sub = MustList("sub");
-  ASSERT_EQ(sub->entries().size(), 2u);
-  EXPECT_EQ(sub->entries()[0].name, "b.txt");
-  EXPECT_EQ(sub->entries()[1].name, "deeper");
+  ASSERT_EQ(sub->size(), 2u);
+  EXPECT_EQ(sub->at(0).name, "b.txt");
+  EXPECT_EQ(sub->at(1).name, "deeper");
   EXPECT_TRUE(sub->exists());
   EXPECT_FALSE(MustList("nothing-here")->exists());
 }
@@ -106,8 +106,8 @@ TEST_F(MetadataCacheTest, PrefixMapsPathsToKeysBelowIt) {
   Put("other/g", "x");
   MetadataCache& cache = Cache("ns/");
   auto root = MustList("");
-  ASSERT_EQ(root->entries().size(), 1u);
-  EXPECT_EQ(root->entries()[0].name, "dir");
+  ASSERT_EQ(root->size(), 1u);
+  EXPECT_EQ(root->at(0).name, "dir");
   auto entry = cache.Stat("dir/f");
   ASSERT_TRUE(entry.ok()) << entry.status().ToString();
   EXPECT_EQ(entry->size, 5u);
