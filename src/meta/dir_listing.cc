@@ -46,6 +46,13 @@ DirListing DirListing::FromObjects(std::string_view prefix, const ListResult& li
   return out;
 }
 
+DirListing DirListing::FromEntries(std::vector<DirEntry> entries, bool exists) {
+  DirListing out;
+  out.entries_ = std::move(entries);
+  out.exists_ = exists;
+  return out;
+}
+
 const DirEntry* DirListing::Find(std::string_view name) const {
   auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
                              [](const DirEntry& e, std::string_view n) { return e.name < n; });

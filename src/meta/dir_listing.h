@@ -28,6 +28,9 @@ class DirListing {
   // `prefix` is the listed prefix ("" or ending in '/'), `listing` what ListAll returned for it
   // with delimiter "/".
   static DirListing FromObjects(std::string_view prefix, const ListResult& listing);
+  // A listing of `entries` as they were kept (an on-disk index read back).
+  // REQUIRES: `entries` sorted by name, each name once.
+  static DirListing FromEntries(std::vector<DirEntry> entries, bool exists);
 
   const std::vector<DirEntry>& entries() const { return entries_; }  // sorted by name
   // The entry named `name`, or nullptr.
