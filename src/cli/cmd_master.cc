@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/metrics_listen.h"
 #include "cli/server_main.h"
+#include "common/units.h"
 #include "master/master_server.h"
 #include "rpc/grpc_util.h"
 
@@ -111,6 +112,16 @@ Status ApplyMembershipFlags(const MasterRequest& req, const std::string& env_pas
   return Status::Ok();
 }
 
+// --metadata-dir and --metadata-memory.
+Status ApplyMetadataFlags(const MasterRequest& req, MasterOptions* options) {
+  Result<uint64_t> memory = ParseByteSize(req.metadata_memory);
+  if (!memory.ok()) return memory.status().WithContext("--metadata-memory");
+  if (*memory == 0) return Status::InvalidArgument("--metadata-memory: must be more than 0");
+  options->metadata_dir = req.metadata_dir;
+  options->metadata_memory = *memory;
+  return Status::Ok();
+}
+
 }  // namespace
 
 int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
@@ -159,6 +170,7 @@ int RunMaster(const GlobalFlags& flags, const MasterRequest& req) {
   options.store.metrics = registry.get();
   options.version = kVersionNumber;
   if (Status s = ApplyMembershipFlags(req, env_password, &options); !s.ok()) return fail(s);
+  if (Status s = ApplyMetadataFlags(req, &options); !s.ok()) return fail(s);
   Result<std::unique_ptr<MasterServer>> server = MasterServer::Start(*config, options);
   if (!server.ok()) return fail(server.status().WithContext("cannot start the master"));
   MasterServer& master = **server;

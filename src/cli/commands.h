@@ -52,6 +52,9 @@ struct MasterRequest {
   int etcd_wait = 60;     // --etcd-wait SECONDS: how long a start waits for etcd to answer
   // --status-interval DURATION: how often the status page samples the workers (tests: faster).
   std::string status_interval = "2s";
+  // --metadata-dir DIR: the on-disk index of listings (kept across restarts); empty: none.
+  std::string metadata_dir;
+  std::string metadata_memory = "1GiB";  // --metadata-memory SIZE: listings in memory, with it
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);

@@ -56,6 +56,16 @@ Subcommand AddMaster(CLI::App& app) {
                    "How often the status page samples the workers (at least 100ms)")
       ->type_name("DURATION")
       ->capture_default_str();
+  master->add_option("--metadata-dir", master_req.metadata_dir,
+                     "Folder of the on-disk index of listings: listings beyond --metadata-memory "
+                     "live there, and a restarted master serves what it had listed (by the usual "
+                     "TTL rules) without listing the store again; default: none, all in memory");
+  master
+      ->add_option("--metadata-memory", master_req.metadata_memory,
+                   "Listings the master keeps in memory with --metadata-dir (shared evenly "
+                   "among the namespaces)")
+      ->type_name("SIZE")
+      ->capture_default_str();
   return {master, [request](const GlobalFlags& flags) { return RunMaster(flags, *request); }};
 }
 

@@ -141,6 +141,25 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   return ClusterNamespaceTable(client, req.master);
 }
 
+// Where a standalone mount keeps listings beyond `client.metadata_memory`: `client.metadata_dir`,
+// else beside its first disk cache folder; with neither (or "off") every listing stays in memory,
+// as it does when the index cannot be opened (a cache never keeps a mount from starting).
+MetadataIndexing MountIndexing(const Config& config) {
+  MetadataIndexing indexing;
+  indexing.memory = config.client.metadata_memory;
+  std::string dir = config.client.metadata_dir;
+  if (dir == "off" || (dir.empty() && config.cache.disks.empty())) return indexing;
+  if (dir.empty()) dir = config.cache.disks.front().path + "/metadata";
+  auto index = ListingIndex::Open(dir);
+  if (!index.ok()) {
+    std::fprintf(stderr, "lakecache: warning: %s: every listing stays in memory\n",
+                 index.status().message().c_str());
+    return indexing;
+  }
+  indexing.index = std::move(*index);
+  return indexing;
+}
+
 // The stores of `config` opened, each namespace's root listed within `timeout` (a line on a
 // terminal says which endpoint is still awaited); a store that does not answer in time fails the
 // mount before anything is mounted.
@@ -154,7 +173,8 @@ Result<std::unique_ptr<NamespaceTable>> ProbeNamespaces(const Config& config,
     endpoints += (endpoints.empty() ? "" : ", ") + endpoint;
   }
   auto notice = NoticeWaitFor(endpoints, timeout);
-  auto table = NamespaceTable::Open(config, store_options, /*probe=*/true, timeout);
+  auto table =
+      NamespaceTable::Open(config, store_options, /*probe=*/true, timeout, MountIndexing(config));
   notice.reset();
   if (!table.ok()) {
     return ExplainTimeout(table.status(), endpoints, "listing the namespaces to mount", timeout);

@@ -459,6 +459,9 @@ std::string RenderConfig(const Config& config) {
       << FormatByteSize(config.client.write_per_file);
   out << YAML::Key << "upload_parts_in_flight" << YAML::Value
       << config.client.upload_parts_in_flight;
+  out << YAML::Key << "metadata_memory" << YAML::Value
+      << FormatByteSize(config.client.metadata_memory);
+  out << YAML::Key << "metadata_dir" << YAML::Value << config.client.metadata_dir;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value

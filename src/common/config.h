@@ -102,6 +102,13 @@ struct ClientConfig {
   uint64_t write_budget = 512ull << 20;    // >= write_per_file
   uint64_t write_per_file = 256ull << 20;  // >= (upload_parts_in_flight + 1) * 8MiB
   uint32_t upload_parts_in_flight = 4;     // 1..64
+  // Listings and attributes kept in memory; beyond it they live in the on-disk index
+  // (`metadata_dir`) and are read back on demand. > 0. Sized for the chart's FUSE pod.
+  uint64_t metadata_memory = 256ull << 20;
+  // The on-disk index of listings (an absolute path): "" puts it beside the disk cache
+  // (`<first cache disk>/metadata`), and a mount without a disk cache keeps every listing in
+  // memory; "off": no index.
+  std::string metadata_dir;
 };
 
 // Membership of a cluster (`cluster` section), the same for the master and every worker: a worker

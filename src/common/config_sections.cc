@@ -184,6 +184,17 @@ Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::str
     return Status::Ok();
   }
   if (name == "transport") return ReadTransport(ctx, key, v, &client->transport);
+  if (name == "metadata_dir") {
+    LC_RETURN_IF_ERROR(ReadScalar(ctx, key, v, &client->metadata_dir));
+    const std::string& dir = client->metadata_dir;
+    if (dir.empty() || dir == "off" || dir.starts_with('/')) return Status::Ok();
+    return ctx.Error(key, "'" + dir + "' is not an absolute path (or \"off\")");
+  }
+  if (name == "metadata_memory") {
+    LC_RETURN_IF_ERROR(ReadSize(ctx, key, v, &client->metadata_memory));
+    if (client->metadata_memory == 0) return ctx.Error(key, "must be more than 0");
+    return Status::Ok();
+  }
   if (name == "write_budget") return ReadSize(ctx, key, v, &client->write_budget);
   if (name == "write_per_file") return ReadSize(ctx, key, v, &client->write_per_file);
   if (name == "upload_parts_in_flight") {

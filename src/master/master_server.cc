@@ -101,8 +101,14 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(const Config& config,
     return Status::InvalidArgument(source + ": no namespaces to serve");
   }
   std::unique_ptr<MasterServer> master(new MasterServer());
+  MetadataIndexing indexing;
+  indexing.memory = options.metadata_memory;
+  if (!options.metadata_dir.empty()) {
+    LC_ASSIGN_OR_RETURN(indexing.index, ListingIndex::Open(options.metadata_dir));
+  }
   LC_ASSIGN_OR_RETURN(master->namespaces_,
-                      NamespaceTable::Open(config, options.store, /*probe=*/false));
+                      NamespaceTable::Open(config, options.store, /*probe=*/false,
+                                           std::chrono::seconds(60), std::move(indexing)));
   LC_RETURN_IF_ERROR(ProbeServedNamespaces(*master->namespaces_));
   master->registry_ = std::make_unique<WorkerRegistry>(config.cluster.heartbeat_interval,
                                                        config.cluster.heartbeat_timeout);

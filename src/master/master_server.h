@@ -79,6 +79,10 @@ struct MasterOptions {
   std::chrono::seconds etcd_wait{60};
   std::string version;                              // shown on the status page
   std::chrono::milliseconds status_interval{2000};  // how often the status page samples workers
+  // The on-disk index of listings (meta/listing_index.h): listings beyond `metadata_memory` live
+  // there, and a restarted master serves the listings it had. Empty: none, all in memory.
+  std::string metadata_dir;
+  uint64_t metadata_memory = 1ull << 30;
 };
 
 class MasterServer {

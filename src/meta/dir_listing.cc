@@ -19,8 +19,9 @@ int HexDigit(char c) {
   return -1;  // upper case stays text, so that the ETag reads back as it was
 }
 
-// The 16 bytes of an ETag of 32 lower-case hex digits (an MD5: a single-part upload's).
-bool PackHex(std::string_view etag, uint8_t out[16]) {
+}  // namespace
+
+bool PackMd5Etag(std::string_view etag, uint8_t out[16]) {
   if (etag.size() != 32) return false;
   for (size_t i = 0; i < 16; ++i) {
     int hi = HexDigit(etag[2 * i]), lo = HexDigit(etag[2 * i + 1]);
@@ -30,7 +31,7 @@ bool PackHex(std::string_view etag, uint8_t out[16]) {
   return true;
 }
 
-std::string UnpackHex(const uint8_t in[16]) {
+std::string UnpackMd5Etag(const uint8_t in[16]) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out(32, '0');
   for (size_t i = 0; i < 16; ++i) {
@@ -39,8 +40,6 @@ std::string UnpackHex(const uint8_t in[16]) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;
@@ -57,7 +56,7 @@ DirListing::Item DirListing::Pack(std::string_view name, bool is_dir, uint64_t s
   names_.append(name);
   if (is_dir || etag.empty()) {
     // No ETag: offset and length 0.
-  } else if (PackHex(etag, item.etag)) {
+  } else if (PackMd5Etag(etag, item.etag)) {
     item.flags |= kHexEtag;
   } else {
     auto at = static_cast<uint32_t>(names_.size());
@@ -77,7 +76,7 @@ DirEntry DirListing::at(size_t i) const {
   e.size = item.size;
   e.mtime = item.mtime;
   if ((item.flags & kHexEtag) != 0) {
-    e.etag = UnpackHex(item.etag);
+    e.etag = UnpackMd5Etag(item.etag);
   } else {
     uint32_t at;
     uint16_t len;

@@ -121,6 +121,11 @@ class DirListingBuilder {
   DirListing folders_;  // common prefixes
 };
 
+// The 16 bytes of an ETag of 32 lower-case hex digits (an MD5: a single-part upload's); false
+// for any other ETag (upper case too: it would not read back as it was).
+bool PackMd5Etag(std::string_view etag, uint8_t out[16]);
+std::string UnpackMd5Etag(const uint8_t in[16]);
+
 // `name` in the folder `dir` of a namespace ("" is its root): "dir/name", or "name" at the root.
 std::string JoinPath(const std::string& dir, const std::string& name);
 

@@ -4,14 +4,27 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
+#include <vector>
 
 namespace lakecache {
 namespace {
 
 // Background revalidations of anchored folders at once, per cache; more wait their turn.
 constexpr size_t kRevalidationThreads = 2;
+// Over its budget, a cache drops listings until it holds this share of the budget, so the next
+// few listings do not each evict again.
+constexpr uint64_t kBudgetLowWaterPercent = 90;
+
+std::string Describe(const ObjectStore& store, const std::string& prefix, const std::string& dir) {
+  return store.Describe() + "/" + (dir.empty() ? prefix : prefix + dir + "/");
+}
 
 }  // namespace
+
+uint64_t ListingCost(const DirListing& listing) {
+  return listing.bytes() + 64;  // and the shared_ptr's control block
+}
 
 std::pair<std::string, std::string> SplitParent(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -32,12 +45,27 @@ std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& d
   MutexLock lock(&mu_);
   auto& slot = slots_[dir];
   if (!slot) slot = std::make_shared<Slot>();
+  if (options_.index != nullptr && options_.memory_budget > 0) {
+    auto [place, added] = lru_place_.try_emplace(slot.get());
+    if (added) {
+      place->second = lru_.insert(lru_.end(), dir);
+    } else {
+      lru_.splice(lru_.end(), lru_, place->second);
+    }
+  }
   return slot;
 }
 
 Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
+  Listed listed = ListSlot(dir, std::move(slot));
+  EnforceBudget();
+  return listed;
+}
+
+MetadataCache::Listed MetadataCache::ListSlot(const std::string& dir, std::shared_ptr<Slot> slot) {
   MutexLock lock(&slot->mu);
+  Resident(dir, *slot);
   if (slot->listing && !slot->changed) {
     if (slot->pinned) return slot->listing;
     Clock::time_point now = options_.clock->Now();
@@ -69,19 +97,27 @@ Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string&
 
 Result<std::shared_ptr<const DirListing>> MetadataCache::ListFresh(const std::string& dir) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
+  Listed out = ListFreshSlot(dir, std::move(slot));
+  EnforceBudget();
+  return out;
+}
+
+MetadataCache::Listed MetadataCache::ListFreshSlot(const std::string& dir,
+                                                   std::shared_ptr<Slot> slot) {
   MutexLock lock(&slot->mu);
   Listed fetched = Fetch(dir);
   if (fetched.ok()) {
-    slot->listing = *fetched;
+    SetListing(*slot, *fetched);
     slot->fetched = options_.clock->Now();
+    slot->listed_at = std::chrono::system_clock::now();
     slot->warned_stale = false;
     slot->changed = false;
+    IndexPut(dir, *slot);
     return fetched;
   }
-  if (!slot->listing) return fetched.status();
-  spdlog::warn("using the cached listing of {}/{}: the store did not answer: {}",
-               store_->Describe(), dir.empty() ? prefix_ : prefix_ + dir + "/",
-               fetched.status().ToString());
+  if (!Resident(dir, *slot)) return fetched.status();
+  spdlog::warn("using the cached listing of {}: the store did not answer: {}",
+               Describe(*store_, prefix_, dir), fetched.status().ToString());
   return slot->listing;
 }
 
@@ -89,8 +125,9 @@ void MetadataCache::NoteEntry(const std::string& dir, DirEntry entry) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   MutexLock lock(&slot->mu);
   slot->notes[entry.name] = Slot::Note{entry, 0, options_.clock->Now()};
-  if (slot->listing) {
-    slot->listing = std::make_shared<const DirListing>(slot->listing->With(std::move(entry)));
+  if (Resident(dir, *slot)) {
+    SetListing(*slot, std::make_shared<const DirListing>(slot->listing->With(std::move(entry))));
+    Unindex(dir, *slot);
   }
 }
 
@@ -103,8 +140,9 @@ void MetadataCache::NoteRemoved(const std::string& dir, const std::string& name)
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
   slot->notes[name] = Slot::Note{std::nullopt, removed_at, options_.clock->Now()};
-  if (slot->listing) {
-    slot->listing = std::make_shared<const DirListing>(slot->listing->Without(name));
+  if (Resident(dir, *slot)) {
+    SetListing(*slot, std::make_shared<const DirListing>(slot->listing->Without(name)));
+    Unindex(dir, *slot);
   }
 }
 
@@ -112,8 +150,9 @@ void MetadataCache::NoteFolderMade(const std::string& dir) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
   MutexLock lock(&slot->mu);
   slot->made = options_.clock->Now();
-  if (slot->listing && !slot->listing->exists()) {
-    slot->listing = std::make_shared<const DirListing>(slot->listing->Existing());
+  if (Resident(dir, *slot) && !slot->listing->exists()) {
+    SetListing(*slot, std::make_shared<const DirListing>(slot->listing->Existing()));
+    Unindex(dir, *slot);
   }
 }
 
@@ -153,11 +192,14 @@ MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, 
   Clock::time_point now = options_.clock->Now();
   slot.changed = false;
   if (fetched.ok()) {
-    slot.listing = ApplyNotes(slot, *fetched);
+    SetListing(slot, ApplyNotes(slot, *fetched));
     slot.fetched = now;
+    slot.listed_at = std::chrono::system_clock::now();
     slot.warned_stale = false;
+    IndexPut(dir, slot);
     return slot.listing;
   }
+  Resident(dir, slot);  // a revalidation's slot may have left memory meanwhile
   const Status& error = fetched.status();
   bool servable = slot.listing &&
                   (slot.anchored || (error.peer_failed() &&
@@ -166,8 +208,8 @@ MetadataCache::Listed MetadataCache::Settle(const std::string& dir, Slot& slot, 
   slot.retry_stale_after =
       now + std::clamp<Duration>(options_.ttl, std::chrono::seconds(1), std::chrono::seconds(10));
   if (!slot.warned_stale) {
-    spdlog::warn("serving cached listing of {}/{} past its TTL: revalidation failed: {}",
-                 store_->Describe(), dir.empty() ? prefix_ : prefix_ + dir + "/", error.ToString());
+    spdlog::warn("serving cached listing of {} past its TTL: revalidation failed: {}",
+                 Describe(*store_, prefix_, dir), error.ToString());
     slot.warned_stale = true;
   }
   return slot.listing;
@@ -193,8 +235,8 @@ void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_p
     if (ahead && !fetched.ok()) {
       // The listing is within its TTL still: the first List past it asks the store itself, and
       // decides then what a failure means.
-      spdlog::debug("refreshing the listing of {}/{} ahead of its TTL: {}", store_->Describe(),
-                    dir.empty() ? prefix_ : prefix_ + dir + "/", fetched.status().ToString());
+      spdlog::debug("refreshing the listing of {} ahead of its TTL: {}",
+                    Describe(*store_, prefix_, dir), fetched.status().ToString());
       slot->retry_stale_after = slot->fetched + options_.ttl;  // not again before the TTL
       return;
     }
@@ -205,17 +247,22 @@ void MetadataCache::RevalidateInBackground(const std::string& dir, std::shared_p
 void MetadataCache::Pin(const std::string& dir, std::shared_ptr<const DirListing> listing,
                         PinKind kind) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
-  MutexLock lock(&slot->mu);
-  if (slot->listing != listing) {
-    slot->listing = std::move(listing);
-    slot->fetched = options_.clock->Now();
-    slot->warned_stale = false;
+  {
+    MutexLock lock(&slot->mu);
+    if (slot->listing != listing) {
+      SetListing(*slot, std::move(listing));
+      slot->fetched = options_.clock->Now();
+      slot->listed_at = std::chrono::system_clock::now();
+      slot->warned_stale = false;
+    }
+    if (kind == PinKind::kPinned) {
+      slot->pinned = true;
+    } else {
+      slot->anchored = true;
+    }
+    IndexPut(dir, *slot);  // the pin too: a restarted process serves the folder as pinned
   }
-  if (kind == PinKind::kPinned) {
-    slot->pinned = true;
-  } else {
-    slot->anchored = true;
-  }
+  EnforceBudget();
 }
 
 size_t MetadataCache::Unpin(const std::string& dir) {
@@ -226,12 +273,18 @@ size_t MetadataCache::Unpin(const std::string& dir) {
     bool below = dir.empty() || name == dir ||
                  (name.size() > dir.size() && name.starts_with(dir) && name[dir.size()] == '/');
     if (below) {
+      if (auto place = lru_place_.find(it->second.get()); place != lru_place_.end()) {
+        lru_.erase(place->second);
+        lru_place_.erase(place);
+      }
+      memory_used_.fetch_sub(it->second->cost.exchange(0));
       it = slots_.erase(it);  // a caller inside List keeps its own reference to the slot
       ++forgotten;
     } else {
       ++it;
     }
   }
+  if (options_.index != nullptr) options_.index->EraseBelow(options_.index_scope, dir);
   return forgotten;
 }
 
@@ -240,15 +293,117 @@ void MetadataCache::ExpireFolder(const std::string& dir) {
   {
     MutexLock lock(&mu_);
     auto it = slots_.find(dir);
-    if (it == slots_.end()) return;
-    slot = it->second;
+    if (it != slots_.end()) slot = it->second;
+  }
+  if (slot == nullptr) {
+    // Not in memory: the index's listing may predate the change.
+    if (options_.index != nullptr) options_.index->Erase(options_.index_scope, dir);
+    return;
   }
   MutexLock lock(&slot->mu);
-  if (!slot->listing) return;
+  if (!Resident(dir, *slot)) return;
+  Unindex(dir, *slot);
   // A pinned folder stays reachable while the store is down, as an anchored one.
   slot->changed = true;
   slot->anchored = slot->anchored || slot->pinned;
   slot->pinned = false;
+}
+
+void MetadataCache::SetListing(Slot& slot, std::shared_ptr<const DirListing> listing) {
+  if (options_.index != nullptr && options_.memory_budget > 0) {
+    uint64_t cost = listing ? ListingCost(*listing) : 0;
+    uint64_t old = slot.cost.exchange(cost);
+    memory_used_.fetch_add(cost);
+    memory_used_.fetch_sub(old);
+  }
+  slot.listing = std::move(listing);
+}
+
+bool MetadataCache::Resident(const std::string& dir, Slot& slot) {
+  if (slot.listing) return true;
+  if (options_.index == nullptr || slot.indexed == Slot::Indexed::kNo) return false;
+  std::optional<IndexedListing> kept = options_.index->Get(options_.index_scope, dir);
+  if (!kept) {
+    slot.indexed = Slot::Indexed::kNo;
+    return false;
+  }
+  if (slot.indexed == Slot::Indexed::kUnknown) {
+    // First seen in this process: aged from the wall time the store listed it, pinned as it was.
+    auto age = std::max<Clock::duration>(Clock::duration::zero(),
+                                         std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::system_clock::now() - kept->listed));
+    slot.fetched = options_.clock->Now() - age;
+    slot.listed_at = kept->listed;
+    slot.pinned = slot.pinned || kept->pinned;
+    slot.anchored = slot.anchored || kept->anchored;
+  }
+  std::shared_ptr<const DirListing> shown = ApplyNotes(slot, kept->listing);
+  slot.indexed = shown == kept->listing ? Slot::Indexed::kYes : Slot::Indexed::kNo;
+  SetListing(slot, std::move(shown));
+  return true;
+}
+
+bool MetadataCache::IndexPut(const std::string& dir, Slot& slot) {
+  if (options_.index == nullptr || !slot.listing) return false;
+  bool put =
+      options_.index->Put(options_.index_scope, dir,
+                          IndexedListing{slot.listing, slot.listed_at, slot.pinned, slot.anchored});
+  slot.indexed = put ? Slot::Indexed::kYes : Slot::Indexed::kNo;
+  return put;
+}
+
+void MetadataCache::Unindex(const std::string& dir, Slot& slot) {
+  if (options_.index == nullptr || slot.indexed == Slot::Indexed::kNo) return;
+  options_.index->Erase(options_.index_scope, dir);
+  slot.indexed = Slot::Indexed::kNo;
+}
+
+void MetadataCache::EnforceBudget() {
+  const uint64_t budget = options_.memory_budget;
+  if (options_.index == nullptr || budget == 0 || memory_used_.load() <= budget) return;
+  if (evicting_.exchange(true)) return;  // another thread is at it
+  std::vector<std::pair<std::string, std::shared_ptr<Slot>>> victims;
+  {
+    MutexLock lock(&mu_);
+    const uint64_t used = memory_used_.load();
+    const uint64_t over = used - std::min(used, budget / 100 * kBudgetLowWaterPercent);
+    uint64_t picked = 0;
+    for (auto it = lru_.begin(); it != lru_.end() && picked < over; ++it) {
+      auto found = slots_.find(*it);
+      uint64_t cost = found == slots_.end() ? 0 : found->second->cost.load();
+      if (cost == 0) continue;
+      victims.emplace_back(*it, found->second);
+      picked += cost;
+    }
+  }
+  size_t kept = 0;
+  for (const auto& victim : victims) {
+    Slot& slot = *victim.second;
+    MutexLock lock(&slot.mu);
+    if (!slot.listing) continue;
+    if (slot.indexed != Slot::Indexed::kYes && !IndexPut(victim.first, slot)) {
+      ++kept;  // the index is full: it stays in memory
+      continue;
+    }
+    SetListing(slot, nullptr);
+  }
+  {
+    // Out of the order until used again, so the next walk does not pass over them.
+    MutexLock lock(&mu_);
+    for (const auto& victim : victims) {
+      auto place = lru_place_.find(victim.second.get());
+      if (place == lru_place_.end() || victim.second->cost.load() != 0) continue;
+      lru_.erase(place->second);
+      lru_place_.erase(place);
+    }
+  }
+  evicting_ = false;
+  if (kept > 0 && !warned_budget_.exchange(true)) {
+    spdlog::warn(
+        "metadata of {}: over its memory budget ({} bytes) and the listing index cannot take "
+        "more: listings stay in memory",
+        Describe(*store_, prefix_, ""), budget);
+  }
 }
 
 Result<DirEntry> MetadataCache::Stat(const std::string& path) {

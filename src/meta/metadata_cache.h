@@ -21,10 +21,19 @@
 // the write when its servers are busy), and a folder just made, or a file just written, must not
 // vanish from the mount that made it. Thread-safe; the
 // destructor waits for the revalidations in flight (each bounded by `list_timeout`).
+//
+// With a ListingIndex (options.index), every listing the store gives, and every pin, is also kept
+// on disk with the wall time it was listed: a folder with no listing in memory is read back from
+// the index before the store is asked, aged from that wall time, so the TTL rules above hold
+// across a restart (a pinned folder stays pinned). With a memory budget, the least recently used
+// listings beyond it leave memory (their slots stay) and are read back on demand. A folder
+// changed through this mount, or said changed by the store (ExpireFolder), leaves the index until
+// it is put again. Without an index, nothing is written and nothing is evicted.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>  // std::once_flag
@@ -37,6 +46,7 @@
 #include "common/thread_pool.h"
 #include "common/units.h"
 #include "meta/dir_listing.h"
+#include "meta/listing_index.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -50,7 +60,17 @@ struct MetadataCacheOptions {
   Duration note_grace = std::chrono::minutes(5);
   const SteadyClock* clock =
       SteadyClock::Real();  // the TTLs' (a test's is fake); outlives the cache
+  // The on-disk index of listings, or nullptr (everything in memory); outlives the cache.
+  ListingIndex* index = nullptr;
+  // This namespace in the index: its name and URI, so a namespace pointed elsewhere starts empty.
+  std::string index_scope;
+  // Bytes of listings kept in memory (ListingCost); 0: no bound. Only with an index.
+  uint64_t memory_budget = 0;
 };
+
+// What a listing is reckoned to cost in memory: its names and ETags and a fixed overhead per
+// entry (the strings' and the entry's own size).
+uint64_t ListingCost(const DirListing& listing);
 
 class MetadataCache {
  public:
@@ -103,6 +123,9 @@ class MetadataCache {
   // Background revalidations started and not yet settled: a test's proof that the one a call
   // started is over (or that a call started none).
   int revalidations_in_flight() const { return revalidations_in_flight_.load(); }
+  // Bytes of listings held in memory now (ListingCost); with a budget, at most about the budget
+  // once a call returns, unless the index could not take the listings beyond it.
+  uint64_t memory_used() const { return memory_used_.load(); }
 
  private:
   // One folder's cached listing. `mu` is held while the folder is fetched in the caller's path, so
@@ -130,9 +153,32 @@ class MetadataCache {
     };
     std::map<std::string, Note> notes GUARDED_BY(mu);
     std::optional<Clock::time_point> made GUARDED_BY(mu);  // NoteFolderMade
+    // When the store listed `listing` (the wall clock: it outlives the process, in the index).
+    std::chrono::system_clock::time_point listed_at GUARDED_BY(mu);
+    // Whether the index holds `listing` as it is (kYes: it may leave memory); kUnknown until the
+    // index was asked.
+    enum class Indexed { kUnknown, kYes, kNo };
+    Indexed indexed GUARDED_BY(mu) = Indexed::kUnknown;
+    std::atomic<uint64_t> cost{0};  // ListingCost of `listing`; written under mu
   };
   using Listed = Result<std::shared_ptr<const DirListing>>;
   std::shared_ptr<Slot> SlotFor(const std::string& dir);
+  Result<std::shared_ptr<const DirListing>> ListSlot(const std::string& dir,
+                                                     std::shared_ptr<Slot> slot);
+  Result<std::shared_ptr<const DirListing>> ListFreshSlot(const std::string& dir,
+                                                          std::shared_ptr<Slot> slot);
+  // Sets `slot.listing`, keeping memory_used_ in step.
+  void SetListing(Slot& slot, std::shared_ptr<const DirListing> listing) REQUIRES(slot.mu);
+  // With an index: a slot without a listing in memory gets the index's, if it has one (a slot
+  // never seen before also its age and pin). True when the slot has a listing.
+  bool Resident(const std::string& dir, Slot& slot) REQUIRES(slot.mu);
+  // Puts the slot's listing in the index; false when it does not fit.
+  bool IndexPut(const std::string& dir, Slot& slot) REQUIRES(slot.mu);
+  // The slot's listing was changed here: the index's is no longer it.
+  void Unindex(const std::string& dir, Slot& slot) REQUIRES(slot.mu);
+  // Drops the least recently used listings from memory (into the index) while memory_used_ is
+  // over the budget. Called with no slot's lock held.
+  void EnforceBudget() EXCLUDES(mu_);
   // Lists folder `dir` from the store.
   Listed Fetch(const std::string& dir) const;
   // Takes `fetched` into `slot`: a listing replaces the cached one; after an error, the cached
@@ -150,8 +196,14 @@ class MetadataCache {
   const std::shared_ptr<ObjectStore> store_;
   const std::string prefix_;
   const MetadataCacheOptions options_;
-  Mutex mu_;
+  Mutex mu_;  // a slot's mu is never taken while mu_ is held, nor mu_ while it is
   std::unordered_map<std::string, std::shared_ptr<Slot>> slots_ GUARDED_BY(mu_);
+  // With a budget: the folders by last use, least recent first, and each one's place in it.
+  std::list<std::string> lru_ GUARDED_BY(mu_);
+  std::unordered_map<const Slot*, std::list<std::string>::iterator> lru_place_ GUARDED_BY(mu_);
+  std::atomic<uint64_t> memory_used_{0};
+  std::atomic<bool> evicting_{false};  // one thread enforces the budget at a time
+  std::atomic<bool> warned_budget_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<int> revalidations_in_flight_{
       0};  // set by the destructor: queued revalidations are dropped

@@ -7,10 +7,18 @@
 namespace lakecache {
 namespace {
 
-MetadataCacheOptions MetaOptions(const NamespaceConfig& nsc) {
+MetadataCacheOptions MetaOptions(const NamespaceConfig& nsc, const MetadataIndexing& indexing,
+                                 size_t namespaces) {
   MetadataCacheOptions options;
   options.ttl = nsc.metadata_ttl;
   options.immutable = nsc.immutable;
+  if (indexing.index != nullptr) {
+    options.index = indexing.index.get();
+    // A namespace pointed at another bucket or prefix starts from nothing.
+    options.index_scope = nsc.name + "\n" + nsc.uri;
+    options.memory_budget =
+        std::max<uint64_t>(1, indexing.memory / std::max<size_t>(1, namespaces));
+  }
   return options;
 }
 
@@ -37,8 +45,10 @@ std::string NormalizePrefix(const std::string& key) {
 Result<std::unique_ptr<NamespaceTable>> NamespaceTable::Open(const Config& config,
                                                              const StoreOptions& options,
                                                              bool probe,
-                                                             Clock::duration probe_timeout) {
+                                                             Clock::duration probe_timeout,
+                                                             MetadataIndexing indexing) {
   auto table = std::make_unique<NamespaceTable>();
+  table->index_ = indexing.index;
   for (const auto& [name, nsc] : config.namespaces) {
     auto ns = std::make_unique<Namespace>();
     ns->name = name;
@@ -50,21 +60,25 @@ Result<std::unique_ptr<NamespaceTable>> NamespaceTable::Open(const Config& confi
     auto store = OpenObjectStore(nsc, *creds, options);
     if (!store.ok()) return store.status().WithContext("namespace '" + name + "'");
     ns->store = *store;
-    ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetaOptions(nsc));
+    ns->meta = std::make_unique<MetadataCache>(
+        ns->store, ns->prefix, MetaOptions(nsc, indexing, config.namespaces.size()));
     if (probe) LC_RETURN_IF_ERROR(ProbeNamespace(*ns, probe_timeout));
     table->Add(std::move(ns));
   }
   return table;
 }
 
-std::unique_ptr<NamespaceTable> NamespaceTable::FromStores(std::vector<Source> sources) {
+std::unique_ptr<NamespaceTable> NamespaceTable::FromStores(std::vector<Source> sources,
+                                                           MetadataIndexing indexing) {
   auto table = std::make_unique<NamespaceTable>();
+  table->index_ = indexing.index;
   for (Source& source : sources) {
     auto ns = std::make_unique<Namespace>();
     ns->name = source.config.name;
     ns->prefix = source.prefix;
     ns->store = std::move(source.store);
-    ns->meta = std::make_unique<MetadataCache>(ns->store, ns->prefix, MetaOptions(source.config));
+    ns->meta = std::make_unique<MetadataCache>(
+        ns->store, ns->prefix, MetaOptions(source.config, indexing, sources.size()));
     ns->config = std::move(source.config);
     table->Add(std::move(ns));
   }

@@ -33,13 +33,21 @@ struct Namespace {
 // probed_empty, since writes will fill it.
 Status ProbeNamespace(Namespace& ns, Clock::duration timeout = std::chrono::seconds(60));
 
+// Where the namespaces' metadata caches keep listings beyond memory.
+struct MetadataIndexing {
+  std::shared_ptr<ListingIndex> index;  // nullptr: none, every listing in memory (no budget)
+  // Bytes of listings in memory (ListingCost), shared evenly among the namespaces.
+  uint64_t memory = 256ull << 20;
+};
+
 class NamespaceTable {
  public:
   // Opens every namespace of `config`. With `probe`, probes each (ProbeNamespace) within
   // `probe_timeout`, and fails on the first that fails.
+  // `indexing` says where listings beyond memory go; the table keeps the index open.
   static Result<std::unique_ptr<NamespaceTable>> Open(
       const Config& config, const StoreOptions& options, bool probe,
-      Clock::duration probe_timeout = std::chrono::seconds(60));
+      Clock::duration probe_timeout = std::chrono::seconds(60), MetadataIndexing indexing = {});
 
   // A table over stores the caller opened (cluster mode: stores that read through the cluster).
   // Each namespace's metadata cache uses its config's TTL and immutability.
@@ -48,7 +56,8 @@ class NamespaceTable {
     std::shared_ptr<ObjectStore> store;
     std::string prefix;  // key prefix within the bucket: "" or ending in '/'
   };
-  static std::unique_ptr<NamespaceTable> FromStores(std::vector<Source> sources);
+  static std::unique_ptr<NamespaceTable> FromStores(std::vector<Source> sources,
+                                                    MetadataIndexing indexing = {});
 
   // nullptr if there is no such namespace.
   Namespace* Find(const std::string& name) const;
@@ -59,6 +68,7 @@ class NamespaceTable {
  private:
   void Add(std::unique_ptr<Namespace> ns);
 
+  std::shared_ptr<ListingIndex> index_;  // outlives the namespaces' caches, declared first
   std::map<std::string, std::unique_ptr<Namespace>> namespaces_;
   std::vector<std::string> names_;
 };
