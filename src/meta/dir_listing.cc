@@ -3,14 +3,10 @@
 #include <algorithm>
 
 namespace lakecache {
-namespace {
-
 bool IsValidName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." &&
          name.find('\0') == std::string_view::npos && name.find('/') == std::string_view::npos;
 }
-
-}  // namespace
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.empty() ? name : dir + "/" + name;

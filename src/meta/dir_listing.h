@@ -49,6 +49,9 @@ class DirListing {
   bool exists_ = false;
 };
 
+// Whether `name` can be an entry's name: not "", ".", "..", nor holding '/' or NUL.
+bool IsValidName(std::string_view name);
+
 // `name` in the folder `dir` of a namespace ("" is its root): "dir/name", or "name" at the root.
 std::string JoinPath(const std::string& dir, const std::string& name);
 
