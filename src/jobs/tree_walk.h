@@ -50,6 +50,12 @@ class TreeVisitor {
                         std::shared_ptr<const DirListing> /*listing*/) {}
 };
 
+// Takes nothing: a walk for its listings and pins alone.
+class PinningVisitor : public TreeVisitor {
+ public:
+  Status OnFile(TreeFile /*file*/) override { return Status::Ok(); }
+};
+
 struct TreeWalkStats {
   uint64_t files = 0;
   uint64_t dirs = 0;    // folders listed (pinned, with `pin`), those above the path included
