@@ -5,7 +5,7 @@ JOBS ?= 2
 CTEST_JOBS ?= 2
 
 .PHONY: all deps configure build test k8s-test check-clang test-asan test-tsan build-tsan fuzz demo bench bench-quick bench-train \
-	bench-native bench-meta faults faults-quick bench-deps format format-check clean
+	bench-native bench-meta bench-load-scale faults faults-quick bench-deps format format-check clean
 
 all: build
 
@@ -88,6 +88,12 @@ bench-native: build bench-deps
 # trees of 1M and 10M objects (BENCH_ARGS=--with-100m adds 100M), and a 1M-entry folder.
 bench-meta: build
 	@BUILD_DIR=$(BUILD_DIR) bench/meta_scale $(BENCH_ARGS)
+
+# Loading many small files (bench/load_scale, needs root): `lakecache load -R` of a tree of small
+# files on s3rver beside `cp -r` through a mount and `rclone copy`, files/s and peak RSS, and the
+# metadata-only load of a synthetic:// tree (BENCH_ARGS=--quick: 20k files, 200k objects).
+bench-load-scale: build
+	@BUILD_DIR=$(BUILD_DIR) bench/load_scale $(BENCH_ARGS)
 
 # The fault matrix (bench/faults, needs root): each fault injected under 8 readers, with what they
 # saw; the table goes to docs/reliability.md. faults-quick is its CI size: every row, each outcome

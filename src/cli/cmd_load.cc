@@ -69,12 +69,15 @@ class ProgressPrinter {
     double eta =
         rate > 0 ? static_cast<double>(p.total().bytes() - std::min(done, p.total().bytes())) / rate
                  : -1;
+    // While the tree is being listed, the totals are what was listed so far ("+") and no ETA.
+    const char* more = p.listed() ? "" : "+";
     char line[256];
-    std::snprintf(line, sizeof(line), "files %llu/%llu  bytes %s/%s  %s/s  ETA %s",
+    std::snprintf(line, sizeof(line), "files %llu/%llu%s  bytes %s/%s%s  %s/s  ETA %s",
                   static_cast<unsigned long long>(p.files_done()),
-                  static_cast<unsigned long long>(p.total().files()), HumanByteSize(done).c_str(),
-                  HumanByteSize(p.total().bytes()).c_str(),
-                  HumanByteSize(static_cast<uint64_t>(rate)).c_str(), Clock(eta).c_str());
+                  static_cast<unsigned long long>(p.total().files()), more,
+                  HumanByteSize(done).c_str(), HumanByteSize(p.total().bytes()).c_str(), more,
+                  HumanByteSize(static_cast<uint64_t>(rate)).c_str(),
+                  p.listed() ? Clock(eta).c_str() : "listing");
     if (tty_) {
       std::fprintf(stderr, "\r\033[K%s", line);
       drawn_ = true;

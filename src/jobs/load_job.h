@@ -2,8 +2,11 @@
 // cache lives: a cluster's workers (the master runs the job) and a standalone mount's own block
 // store. Where blocks go is a BlockSink; what to load, the counting and the progress are here.
 //
-// RunLoad walks the path (WalkTree: every listing pinned), then loads every block of every file
-// through the sink in batches, several batches at once. Counts come from what the sink says the
+// RunLoad walks the path (WalkTree: every listing pinned) on a thread of its own and loads every
+// block of every file through the sink as the files are listed, in batches, several batches at
+// once; a bounded queue between the two keeps the files held at once to a few thousand whatever the
+// tree (the listing waits while the loads are behind), and what the job keeps per file once loaded
+// is one byte per block (LoadLedger). Counts come from what the sink says the
 // cache holds after each batch, never from what was asked. A sink that lost blocks it had loaded
 // (a worker died during the job) says so, and the job checks every block again (those on live
 // workers answer "already cached"; the lost ones are loaded again elsewhere), so that only blocks
@@ -73,7 +76,7 @@ struct LoadFailure {
 
 struct LoadProgress {
   uint64_t dirs = 0;    // listings cached (pinned)
-  bool listed = false;  // the walk is done: `total` is final
+  bool listed = false;  // the walk is done: `total` is final (until then, what is listed so far)
   LoadCounts total;
   uint64_t files_done = 0;    // files whose every block has an outcome (progress)
   LoadCounts loaded;          // files with a block fetched by this job, and the bytes fetched
@@ -93,6 +96,7 @@ struct LoadOptions {
   uint64_t batch_bytes = 16ull << 20;
   std::chrono::milliseconds progress_interval{250};
   size_t max_failures = 1000;
+  size_t queue_files = 4096;  // files listed and not yet taken into a batch, at most
 };
 
 // Loads `path` (relative to the root of `ns`). `progress` is called from the calling thread about

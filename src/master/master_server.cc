@@ -313,7 +313,9 @@ void MasterServer::Repin() {
     Result<Namespace*> ns = namespaces_->Get(rest.substr(0, slash));
     if (!ns.ok()) continue;  // a namespace this master does not serve (another config)
     std::string path = rest.substr(slash + 1);
-    Result<Tree> tree = WalkTree(*(*ns)->meta, path, kv.value == "recursive", /*pin=*/true);
+    PinningVisitor pins_only;
+    Result<TreeWalkStats> tree =
+        WalkTree(*(*ns)->meta, path, kv.value == "recursive", /*pin=*/true, pins_only);
     if (!tree.ok()) {
       spdlog::warn("cannot pin /{} again: {}", rest, tree.status().message());
       continue;

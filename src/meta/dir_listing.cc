@@ -8,10 +8,14 @@ namespace {
 
 constexpr size_t kMaxName = 0xffff;  // S3 keys are at most 1,024 bytes
 
+}  // namespace
+
 bool IsValidName(std::string_view name) {
   return !name.empty() && name.size() <= kMaxName && name != "." && name != ".." &&
          name.find('\0') == std::string_view::npos && name.find('/') == std::string_view::npos;
 }
+
+namespace {
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';

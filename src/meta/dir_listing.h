@@ -126,6 +126,10 @@ class DirListingBuilder {
 bool PackMd5Etag(std::string_view etag, uint8_t out[16]);
 std::string UnpackMd5Etag(const uint8_t in[16]);
 
+// Whether `name` can be an entry's name: not "", ".", "..", nor holding '/' or NUL, nor
+// longer than 65,535 bytes.
+bool IsValidName(std::string_view name);
+
 // `name` in the folder `dir` of a namespace ("" is its root): "dir/name", or "name" at the root.
 std::string JoinPath(const std::string& dir, const std::string& name);
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,9 +13,9 @@
 
 #include "cache/block_store.h"
 #include "jobs/store_sink.h"
-#include "jobs/tree_walk.h"
 #include "support/test_servers.h"
 #include "ufs/fault_injecting_store.h"
+#include "ufs/synthetic_store.h"
 
 namespace lakecache {
 namespace {
@@ -243,37 +244,78 @@ TEST_F(LoadJobTest, FreeEvictsAndUnpins) {
   EXPECT_EQ(x->blocks_cached, 2u);
 }
 
-TEST(TreeWalkTest, FlatListingBuildsTheSameFoldersAsOneListingPerFolder) {
-  testing::TempDir dir;
-  for (const char* f : {"r.txt", "d1/a", "d1/d2/b", "d1/d2/d3/c", "d1/e/f", "g/h"}) {
-    std::filesystem::path p = std::filesystem::path(dir.path()) / f;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p) << f;
+// Counts the objects its listings return.
+class ListCountingStore : public ObjectStoreWrapper {
+ public:
+  using ObjectStoreWrapper::ObjectStoreWrapper;
+  Result<ListPage> List(const ListRequest& request, const IoOptions& options) override {
+    auto page = ObjectStoreWrapper::List(request, options);
+    if (page.ok()) listed += page->objects.size();
+    return page;
   }
-  Config config;
-  config.namespaces["lake"] = testing::LocalNamespace("lake", dir.path(), kBlock);
-  auto table = NamespaceTable::Open(config, StoreOptions{}, /*probe=*/false);
-  ASSERT_TRUE(table.ok());
-  Namespace* ns = (*table)->Find("lake");
-  auto walked = WalkTree(*ns->meta, "", /*recursive=*/true, /*pin=*/true);
-  ASSERT_TRUE(walked.ok()) << walked.status().ToString();
-  EXPECT_EQ(walked->files.size(), 6u);
-  EXPECT_EQ(walked->dirs, 6u);  // root, d1, d1/d2, d1/d2/d3, d1/e, g
-  MetadataCache fresh(ns->store, ns->prefix, MetadataCacheOptions{});
-  for (const char* d : {"", "d1", "d1/d2", "d1/d2/d3", "d1/e", "g"}) {
-    auto pinned = ns->meta->List(d);
-    auto listed = fresh.List(d);
-    ASSERT_TRUE(pinned.ok() && listed.ok()) << d;
-    ASSERT_EQ((*pinned)->size(), (*listed)->size()) << d;
-    for (size_t i = 0; i < (*listed)->size(); ++i) {
-      const DirEntry a = (*pinned)->at(i);
-      const DirEntry b = (*listed)->at(i);
-      EXPECT_EQ(a.name, b.name) << d;
-      EXPECT_EQ(a.is_dir, b.is_dir) << d << "/" << a.name;
-      EXPECT_EQ(a.size, b.size) << d << "/" << a.name;
-      EXPECT_EQ(a.etag, b.etag) << d << "/" << a.name;
+  std::atomic<uint64_t> listed{0};
+};
+
+// Says every block loaded, and records how many files were listed and not yet given to it.
+class CountingSink : public BlockSink {
+ public:
+  explicit CountingSink(const ListCountingStore& store) : store_(store) {}
+
+  std::vector<BlockOutcome> Load(const std::string&, std::span<const BlockSpec> blocks,
+                                 bool check_only) override {
+    if (!check_only) {
+      uint64_t listed = store_.listed.load();
+      uint64_t seen = seen_ += blocks.size();  // one block a file here
+      uint64_t held = listed > seen ? listed - seen : 0;
+      for (uint64_t m = max_held_.load(); held > m && !max_held_.compare_exchange_weak(m, held);) {
+      }
+      if (first_listed_ == 0) first_listed_ = listed;
     }
+    return std::vector<BlockOutcome>(
+        blocks.size(), {check_only ? BlockState::kAlreadyCached : BlockState::kLoaded, ""});
   }
+  Result<uint64_t> Free(const std::string&, std::span<const ObjectSpec>) override { return 0; }
+
+  const ListCountingStore& store_;
+  std::atomic<uint64_t> seen_{0};
+  std::atomic<uint64_t> max_held_{0};
+  std::atomic<uint64_t> first_listed_{0};  // objects listed when the first blocks came
+};
+
+// A load of 200,000 small files is a stream: the first blocks go out while the tree is still being
+// listed, and what was listed and not loaded yet stays within the queue and the batches in flight
+// (a few thousand files), whatever the tree. The report counts every file and byte.
+TEST(LoadStreamTest, ALoadOf200kFilesHoldsAFewThousandAtOnce) {
+  auto spec = SyntheticSpec::Parse("200k,fanout=1000,size=1KiB-4KiB");
+  ASSERT_TRUE(spec.ok());
+  auto synthetic = std::make_shared<SyntheticStore>(*spec, "syn");
+  auto store = std::make_shared<ListCountingStore>(synthetic);
+  Namespace ns;
+  ns.name = "syn";
+  ns.config.block_size = 1 << 20;
+  ns.store = store;
+  ns.meta = std::make_unique<MetadataCache>(store, "", MetadataCacheOptions{});
+  CountingSink sink(*store);
+  LoadOptions options;
+  options.recursive = true;
+  int calls = 0;
+  auto got = RunLoad(ns, "", sink, options, [&](const LoadProgress&) { return ++calls > 0; });
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < synthetic->objects(); ++i) bytes += synthetic->InfoOf(i).size;
+  EXPECT_TRUE(got->complete && got->listed);
+  EXPECT_EQ(got->total.files, 200'000u);
+  EXPECT_EQ(got->total.bytes, bytes);
+  EXPECT_EQ(got->loaded.files, 200'000u);
+  EXPECT_EQ(got->loaded.bytes, bytes);
+  EXPECT_EQ(got->failed.files + got->already_cached.files, 0u);
+  EXPECT_EQ(got->files_done, 200'000u);
+  EXPECT_EQ(got->dirs, 201u);
+  EXPECT_EQ(sink.seen_.load(), 200'000u);
+  EXPECT_LT(sink.first_listed_.load(), 200'000u);
+  // The queue (4,096), a page and a folder in the walk (2,000), the batches in flight and one
+  // being filled (33 x 32).
+  EXPECT_LE(sink.max_held_.load(), options.queue_files + 2'000 + 33 * options.batch_blocks);
 }
 
 }  // namespace
