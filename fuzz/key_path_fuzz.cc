@@ -113,7 +113,7 @@ void CheckListing(FuzzedDataProvider& in) {
     listing.common_prefixes.push_back(prefix + in.ConsumeRandomLengthString(16) + "/");
   }
   DirListing dir = DirListing::FromObjects(prefix, listing);
-  const std::vector<DirEntry>& entries = dir.entries();
+  const std::vector<DirEntry> entries = dir.ToEntries();
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!ValidName(entries[i].name)) __builtin_trap();
     if (i > 0 && !(entries[i - 1].name < entries[i].name)) __builtin_trap();
@@ -122,7 +122,7 @@ void CheckListing(FuzzedDataProvider& in) {
     std::string_view name = std::string_view(o.key).substr(prefix.size());
     bool marker = name.ends_with('/');
     if (marker) name.remove_suffix(1);
-    const DirEntry* e = dir.Find(name);
+    FoundEntry e = dir.Find(name);
     if (ValidName(name) != (e != nullptr) || (e && marker && !e->is_dir)) __builtin_trap();
   }
   if (dir.exists() != (!listing.objects.empty() || !listing.common_prefixes.empty())) {
@@ -144,7 +144,7 @@ void CheckRelative(std::string_view path) {
       listing.common_prefixes.push_back(parent + part + "/");
     }
     DirListing dir = DirListing::FromObjects(parent, listing);
-    const DirEntry* e = dir.Find(part);
+    FoundEntry e = dir.Find(part);
     if (e == nullptr || e->is_dir != (slash != std::string_view::npos)) __builtin_trap();
     if (slash == std::string_view::npos) break;
     parent += part + "/";

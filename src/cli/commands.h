@@ -54,7 +54,7 @@ struct MasterRequest {
   std::string status_interval = "2s";
   // --metadata-dir DIR: the on-disk index of listings (kept across restarts); empty: none.
   std::string metadata_dir;
-  std::string metadata_memory = "1GiB";  // --metadata-memory SIZE: listings in memory, with it
+  std::string metadata_memory = "512MiB";  // --metadata-memory SIZE: listings in memory, with it
 };
 // Serves until SIGINT/SIGTERM. Needs --config (namespaces with their credentials).
 int RunMaster(const GlobalFlags& flags, const MasterRequest& request);

@@ -57,7 +57,7 @@ struct HeldInodes::Entry {
   void SetName(std::string_view n) {
     FreeName();
     if (n.size() <= sizeof(bytes)) {
-      std::memcpy(bytes, n.data(), n.size());
+      if (!n.empty()) std::memcpy(bytes, n.data(), n.size());
       name_len = static_cast<uint8_t>(n.size());
       return;
     }

@@ -98,7 +98,9 @@ void LoadLedger::ForEachFile(const FileFn& fn) const {
       folders.emplace_back(id, Folder{folder.dir, folder.listing, folder.files, {}});
     }
   }
-  for (const auto& [id, folder] : folders) {
+  for (const auto& entry_of_folders : folders) {
+    const uint64_t id = entry_of_folders.first;  // named: lambdas cannot capture a binding
+    const Folder& folder = entry_of_folders.second;
     bool more = ForFiles(folder, block_size_,
                          [&](const std::string& path, const DirEntry& entry, uint64_t first) {
                            return fn(path, entry, Slot{id, first});
@@ -111,7 +113,9 @@ void LoadLedger::Tally(size_t max_failures, LoadProgress* p) const {
   p->loaded = p->already_cached = p->failed = {};
   p->failures.clear();
   MutexLock lock(&mu_);
-  for (const auto& [id, folder] : folders_) {
+  for (const auto& entry_of_folders : folders_) {
+    const uint64_t id = entry_of_folders.first;  // named: lambdas cannot capture a binding
+    const Folder& folder = entry_of_folders.second;
     ForFiles(folder, block_size_,
              [&](const std::string& path, const DirEntry& entry, uint64_t first) {
                mu_.AssertHeld();  // Tally's, for this call

@@ -82,7 +82,7 @@ struct MasterOptions {
   // The on-disk index of listings (meta/listing_index.h): listings beyond `metadata_memory` live
   // there, and a restarted master serves the listings it had. Empty: none, all in memory.
   std::string metadata_dir;
-  uint64_t metadata_memory = 1ull << 30;
+  uint64_t metadata_memory = 512ull << 20;
 };
 
 class MasterServer {
