@@ -143,14 +143,18 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
 
 // Where a standalone mount keeps listings beyond `client.metadata_memory`: `client.metadata_dir`,
 // else beside its first disk cache folder; with neither (or "off") every listing stays in memory,
-// as it does when the index cannot be opened (a cache never keeps a mount from starting).
-MetadataIndexing MountIndexing(const Config& config) {
+// as it does when the index cannot be opened (a cache never keeps a mount from starting). A new
+// mount starts it empty, so that a remount lists afresh as it always did; a server that takes a
+// live mount over (`--takeover`) serves what the last one had, by the TTL rules.
+MetadataIndexing MountIndexing(const Config& config, bool takeover) {
   MetadataIndexing indexing;
   indexing.memory = config.client.metadata_memory;
   std::string dir = config.client.metadata_dir;
   if (dir == "off" || (dir.empty() && config.cache.disks.empty())) return indexing;
   if (dir.empty()) dir = config.cache.disks.front().path + "/metadata";
-  auto index = ListingIndex::Open(dir);
+  ListingIndexOptions options;
+  options.empty = !takeover;
+  auto index = ListingIndex::Open(dir, options);
   if (!index.ok()) {
     std::fprintf(stderr, "lakecache: warning: %s: every listing stays in memory\n",
                  index.status().message().c_str());
@@ -165,7 +169,7 @@ MetadataIndexing MountIndexing(const Config& config) {
 // mount before anything is mounted.
 Result<std::unique_ptr<NamespaceTable>> ProbeNamespaces(const Config& config,
                                                         const StoreOptions& store_options,
-                                                        Duration timeout) {
+                                                        Duration timeout, bool takeover) {
   std::string endpoints;
   for (const auto& [name, ns] : config.namespaces) {
     std::string endpoint = StoreEndpoint(ns);
@@ -173,8 +177,8 @@ Result<std::unique_ptr<NamespaceTable>> ProbeNamespaces(const Config& config,
     endpoints += (endpoints.empty() ? "" : ", ") + endpoint;
   }
   auto notice = NoticeWaitFor(endpoints, timeout);
-  auto table =
-      NamespaceTable::Open(config, store_options, /*probe=*/true, timeout, MountIndexing(config));
+  auto table = NamespaceTable::Open(config, store_options, /*probe=*/true, timeout,
+                                    MountIndexing(config, takeover));
   notice.reset();
   if (!table.ok()) {
     return ExplainTimeout(table.status(), endpoints, "listing the namespaces to mount", timeout);
@@ -269,8 +273,8 @@ Result<MountSources> PrepareMount(const CliContext& ctx, const MountRequest& req
     StoreOptions store_options = ctx.MakeStoreOptions();
     store_options.retry = MountRetryPolicy();
     store_options.metrics = registry;
-    LC_ASSIGN_OR_RETURN(p.namespaces,
-                        ProbeNamespaces(p.config, store_options, ctx.flags().timeout));
+    LC_ASSIGN_OR_RETURN(
+        p.namespaces, ProbeNamespaces(p.config, store_options, ctx.flags().timeout, req.takeover));
     WarnEmptyNamespaces(*p.namespaces);
   }
   return p;

@@ -117,7 +117,9 @@ Result<std::unique_ptr<ListingIndex>> ListingIndex::Open(const std::string& dir,
     return Status::IoError("listing index " + dir + ": cannot make it: " + ec.message());
   }
   ::chmod(dir.c_str(), 0700);  // listings name the objects of every namespace
-  if (std::string reason = DistrustReason(dir); !reason.empty()) {
+  if (options.empty) {
+    RemoveIndexFiles(dir);
+  } else if (std::string reason = DistrustReason(dir); !reason.empty()) {
     spdlog::warn("listing index {}: {}: rebuilt empty (listings are fetched again)", dir, reason);
     RemoveIndexFiles(dir);
   }

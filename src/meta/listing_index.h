@@ -28,6 +28,8 @@ namespace lakecache {
 struct ListingIndexOptions {
   // The most the index file may grow to. Address space, not memory: the file grows as it fills.
   uint64_t map_size = 64ull << 30;
+  // Start empty: what a previous process left is removed first.
+  bool empty = false;
 };
 
 // One folder as the index holds it.

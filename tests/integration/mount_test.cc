@@ -481,14 +481,11 @@ void MountTest::ReplaceUnderAReader(testing::S3Server& server, const std::string
   std::string cache = scratch_->path() + "/cache-" + bucket;
   fs::create_directory(cache);
   ChildProcess* daemon = nullptr;  // the last mount's process
-  // Without the listing index beside the cache: the remount must list the folder afresh (with
-  // it, a listing younger than its TTL is served across the restart).
   auto mount = [&] {
     std::string mnt = NewMountpoint();
     std::vector<std::string> extra = {"--cache-dir",  cache,
                                       "--read-ahead", "0",
-                                      "-o",           "namespaces." + bucket + ".metadata_ttl=3s",
-                                      "-o",           "client.metadata_dir=off"};
+                                      "-o",           "namespaces." + bucket + ".metadata_ttl=3s"};
     daemon = StartMount(QuickMountArgv(server.endpoint(), bucket, mnt, extra), mnt,
                         MountEnv(server.access_key(), server.secret_key()));
     return daemon == nullptr ? std::string() : mnt;

@@ -122,6 +122,21 @@ TEST_F(ListingIndexTest, PutGetEraseAndEraseBelow) {
   EXPECT_TRUE(index->Get("other", "a").has_value());
 }
 
+// A new mount asks for an empty index: what the last one left is not served.
+TEST_F(ListingIndexTest, AnIndexOpenedEmptyServesNothingOfTheLastProcess) {
+  {
+    auto index = Open();
+    ASSERT_TRUE(index->Put("ns", "a", Numbered(3)));
+  }
+  EXPECT_TRUE(Open()->Get("ns", "a").has_value()) << "kept by default";
+  ListingIndexOptions empty;
+  empty.empty = true;
+  auto index = Open(empty);
+  EXPECT_FALSE(index->Get("ns", "a").has_value());
+  ASSERT_TRUE(index->Put("ns", "b", Numbered(2)));
+  EXPECT_TRUE(index->Get("ns", "b").has_value());
+}
+
 TEST_F(ListingIndexTest, ListingsSurviveTheWriterBeingKilled) {
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
