@@ -1,5 +1,6 @@
 #include "fs/held_inodes.h"
 
+#include <malloc.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -127,7 +128,12 @@ class HeldInodes::Table {
       index_[i] = kEmpty;
       hole = i;
     }
-    if (index_.size() > kMinSlots && count_ * 4 < index_.size()) Reindex(index_.size() / 2);
+    if (index_.size() > kMinSlots && count_ * 4 < index_.size()) {
+      Reindex(index_.size() / 2);
+      // The kernel forgot many inodes: give the chunks freed since the last shrink back to the
+      // system (they are below malloc's mmap threshold, so free() keeps them).
+      ::malloc_trim(0);
+    }
   }
 
   size_t size() const { return count_; }
