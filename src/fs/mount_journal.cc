@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <unordered_map>
 
 namespace lakecache {
 namespace {
@@ -109,8 +110,11 @@ Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenF
     got += static_cast<size_t>(n);
   }
   std::map<uint64_t, OpenFile> open;
-  std::map<uint64_t, size_t> held;  // inode -> its latest record in `inodes`
-  std::vector<bool> live;           // by record in `inodes`
+  // inode -> its latest record in `inodes`: hashed, for a journal of millions of records (a
+  // compaction parses it all under the lock every record waits for).
+  std::unordered_map<uint64_t, size_t> held;
+  held.reserve(got / 64);
+  std::vector<bool> live;  // by record in `inodes`
   size_t first = inodes->size();
   size_t at = 0;
   while (at + kHead <= got) {
@@ -164,11 +168,11 @@ Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenF
   }
   for (auto& [fh, f] : open) open_files->push_back(std::move(f));
   // Only the inodes still held, in the order of their latest records.
-  std::vector<std::pair<size_t, size_t>> order;  // (record, index in inodes)
-  for (auto& [ino, record] : held) order.emplace_back(record, first + record);
-  std::sort(order.begin(), order.end());
   std::vector<Inode> kept;
-  for (auto& [record, index] : order) kept.push_back(std::move((*inodes)[index]));
+  kept.reserve(held.size());
+  for (size_t record = 0; record < live.size(); ++record) {
+    if (live[record]) kept.push_back(std::move((*inodes)[first + record]));
+  }
   inodes->resize(first);
   for (Inode& i : kept) inodes->push_back(std::move(i));
   *end = at;  // a torn tail is overwritten
