@@ -108,11 +108,16 @@ FileAttr FileSystem::DirAttr(uint64_t ino, const Namespace* ns) const {
 }
 
 FileAttr FileSystem::FileAttrOf(uint64_t ino, const Namespace* ns, const DirEntry& entry) const {
-  if (entry.is_dir) return DirAttr(ino, ns);
+  return FileAttrOf(ino, ns, entry.is_dir, entry.size, entry.mtime);
+}
+
+FileAttr FileSystem::FileAttrOf(uint64_t ino, const Namespace* ns, bool is_dir, uint64_t size,
+                                int64_t mtime) const {
+  if (is_dir) return DirAttr(ino, ns);
   FileAttr a;
   a.ino = ino;
-  a.size = entry.size;
-  a.mtime = entry.mtime;
+  a.size = size;
+  a.mtime = mtime;
   a.mode = S_IFREG | ModeOf(ns, options_.file_mode, 0444);
   a.uid = options_.uid;
   a.gid = options_.gid;
@@ -133,17 +138,6 @@ Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string&
   std::string path = JoinPath(parent.path, name);
   LC_ASSIGN_OR_RETURN(DirEntry entry, parent.ns->meta->Stat(path));
   return FileAttrOf(number(parent.ns, path, entry.is_dir), parent.ns, entry);
-}
-
-Result<uint64_t> FileSystem::AcquireListed(uint64_t dir, const DirItem& item) {
-  std::optional<InodeInfo> info = inodes_.Get(dir);
-  if (!info) return Status::NotFound("stale inode " + std::to_string(dir));
-  if (info->ns == nullptr) {
-    Namespace* ns = namespaces_->Find(item.name);
-    if (ns == nullptr) return Status::NotFound("no namespace named '" + item.name + "'");
-    return AcquireInode(ns, "", true);
-  }
-  return AcquireInode(info->ns, JoinPath(info->path, item.name), item.attr.is_dir);
 }
 
 void FileSystem::Forget(uint64_t ino, uint64_t count) {
@@ -221,6 +215,39 @@ DirItem FileSystem::ItemOf(const OpenFolder& folder, size_t i) const {
   uint64_t child = inodes_.NumberOf(folder.ns, JoinPath(folder.path, e.name));
   FileAttr attr = FileAttrOf(child, folder.ns, e);
   return DirItem{std::move(e.name), attr};
+}
+
+Result<FileSystem::ListedItem> FileSystem::Listed(uint64_t dir, const OpenFolder& folder, size_t i,
+                                                  bool acquire, std::string* scratch) {
+  if (folder.listing == nullptr) {  // the mount's root, or a control folder
+    const DirItem& item = folder.fixed[i];
+    ListedItem out{item.name, item.attr};
+    if (acquire && !IsControl(item.attr.ino)) {  // a namespace: control inodes are never held
+      Namespace* ns = namespaces_->Find(item.name);
+      if (ns == nullptr) return Status::NotFound("no namespace named '" + item.name + "'");
+      out.attr.ino = AcquireInode(ns, "", true);
+    }
+    return out;
+  }
+  const DirListing& listing = *folder.listing;
+  std::string& path = *scratch;
+  std::string_view name = listing.name_at(i);
+  path.assign(folder.path);
+  if (!path.empty()) path.push_back('/');
+  path.append(name);
+  const bool is_dir = listing.is_dir_at(i);
+  uint64_t ino;
+  if (acquire) {
+    bool changed = false;
+    ino = inodes_.AcquireChild(dir, folder.ns, path, is_dir, &changed);
+    if (changed && options_.journal != nullptr) {
+      options_.journal->AddInode({ino, is_dir, folder.ns->name, path});
+    }
+  } else {
+    ino = inodes_.NumberOfChild(dir, folder.ns, path);
+  }
+  return ListedItem{name,
+                    FileAttrOf(ino, folder.ns, is_dir, listing.size_at(i), listing.mtime_at(i))};
 }
 
 Result<std::vector<DirItem>> FileSystem::ReadDir(uint64_t ino) {

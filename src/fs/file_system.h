@@ -162,9 +162,6 @@ class FileSystem {
 
   // The kernel holds what a lookup answers (one lookup more) until it forgets it (Forget).
   Result<FileAttr> Lookup(uint64_t parent, const std::string& name);
-  // An entry of folder `dir`'s listing handed to the kernel as a lookup would be (readdirplus):
-  // its inode, acquired.
-  Result<uint64_t> AcquireListed(uint64_t dir, const DirItem& item);
   // The kernel forgot `count` lookups of `ino`: its entry goes with the last.
   void Forget(uint64_t ino, uint64_t count);
   size_t held_inodes() const { return inodes_.held(); }
@@ -176,6 +173,15 @@ class FileSystem {
   Result<std::shared_ptr<const OpenFolder>> ListFolder(uint64_t ino);
   // Entry `i` (< folder.size()) of an open folder.
   DirItem ItemOf(const OpenFolder& folder, size_t i) const;
+  // Entry `i` of open folder `dir` as readdir sends it: its name (valid while `folder` is) and
+  // attributes. With `acquire` (readdirplus, which the kernel takes as a lookup of each entry) its
+  // inode is held once more. `scratch` is the caller's, reused from entry to entry.
+  struct ListedItem {
+    std::string_view name;
+    FileAttr attr;
+  };
+  Result<ListedItem> Listed(uint64_t dir, const OpenFolder& folder, size_t i, bool acquire,
+                            std::string* scratch);
   // `flags` as open(2) got them: O_RDONLY reads the object version seen now; a write access mode
   // opens the file for writing (see docs/semantics.md, "Writes").
   Result<OpenedFile> Open(uint64_t ino, int flags = O_RDONLY, Caller caller = {});
@@ -305,6 +311,8 @@ class FileSystem {
   // bit where its namespace writes.
   uint32_t ModeOf(const Namespace* ns, std::optional<uint32_t> set, uint32_t read_only) const;
   FileAttr FileAttrOf(uint64_t ino, const Namespace* ns, const DirEntry& entry) const;
+  FileAttr FileAttrOf(uint64_t ino, const Namespace* ns, bool is_dir, uint64_t size,
+                      int64_t mtime) const;
   Result<size_t> ReadBlock(Handle& h, uint64_t index, uint64_t offset_in_block,
                            std::span<char> dst);
   Result<size_t> ReadBlocks(Handle& h, uint64_t offset, std::span<char> dst);

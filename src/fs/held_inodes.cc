@@ -77,20 +77,23 @@ struct HeldInodes::Entry {
 static_assert(sizeof(HeldInodes::Entry) <= 48);
 
 // The entries, dense in chunks of kChunk (no capacity beyond the last chunk), and an index of
-// 4-byte positions by inode number (open addressing, linear probing, deletion by backward shift)
+// 4-byte slots by inode number (open addressing, linear probing, deletion by backward shift)
 // grown at 3/4 full and shrunk below 1/4: with the 48-byte entries, at most 64 bytes per held
-// entry once the table is past its first chunk. An erased entry's place is taken by the last one.
-// Entry pointers last until the next Insert or Erase.
+// entry once the table is past its first chunk. A slot holds an entry's position in its low
+// log2(slots) bits (enough: there are fewer entries than slots) and bits of its number's hash in
+// the rest, so that a probe reads the entry only when those match (a table of millions of
+// entries is far larger than the processor's caches: each entry read is a miss). An erased entry's
+// place is taken by the last one. Entry pointers last until the next Insert or Erase.
 class HeldInodes::Table {
  public:
-  Table() : index_(kMinSlots, kEmpty) {}
+  Table() { Reindex(kMinSlots); }
   ~Table() {
     for (size_t i = 0; i < count_; ++i) At(i).FreeName();
   }
 
   Entry* Find(uint64_t ino) {
-    size_t slot = SlotOf(ino);
-    return index_[slot] == kEmpty ? nullptr : &At(index_[slot]);
+    size_t slot = SlotOf(ino, HashOf(ino));
+    return index_[slot] == kEmpty ? nullptr : &At(PosOf(index_[slot]));
   }
   const Entry* Find(uint64_t ino) const { return const_cast<Table*>(this)->Find(ino); }
 
@@ -98,8 +101,8 @@ class HeldInodes::Table {
   Entry* Insert(const Entry& e) {
     if ((count_ + 1) * 4 > index_.size() * 3) Reindex(index_.size() * 2);
     if (count_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<Entry[]>(kChunk));
-    size_t slot = SlotOf(e.ino);
-    index_[slot] = static_cast<uint32_t>(count_);
+    const uint64_t hash = HashOf(e.ino);
+    index_[SlotOf(e.ino, hash)] = SlotValue(count_, hash);
     At(count_) = e;
     return &At(count_++);
   }
@@ -108,11 +111,12 @@ class HeldInodes::Table {
   void Erase(Entry* e) {
     e->FreeName();
     const uint64_t ino = e->ino;
-    size_t hole = SlotOf(ino);
-    const uint32_t pos = index_[hole];
+    size_t hole = SlotOf(ino, HashOf(ino));
+    const uint32_t pos = PosOf(index_[hole]);
     const size_t last = count_ - 1;
     if (pos != last) {
-      index_[SlotOf(At(last).ino)] = pos;
+      const uint64_t moved = HashOf(At(last).ino);
+      index_[SlotOf(At(last).ino, moved)] = SlotValue(pos, moved);
       At(pos) = At(last);  // the name moves with it
     }
     At(last).name_len = 0;
@@ -120,8 +124,8 @@ class HeldInodes::Table {
     if (chunks_.size() > 1 && count_ + 2 * kChunk <= chunks_.size() * kChunk) chunks_.pop_back();
     index_[hole] = kEmpty;
     for (size_t i = (hole + 1) & Mask(); index_[i] != kEmpty; i = (i + 1) & Mask()) {
-      size_t home = Home(At(index_[i]).ino);
-      // Move the position back into the hole unless its home lies in (hole, i].
+      size_t home = HashOf(At(PosOf(index_[i])).ino) & Mask();
+      // Move the slot back into the hole unless its home lies in (hole, i].
       bool stays = hole < i ? (home > hole && home <= i) : (home > hole || home <= i);
       if (stays) continue;
       index_[hole] = index_[i];
@@ -142,26 +146,40 @@ class HeldInodes::Table {
  private:
   static constexpr size_t kMinSlots = 1024;
   static constexpr size_t kChunk = 1024;
-  static constexpr uint32_t kEmpty = UINT32_MAX;
+  static constexpr uint32_t kEmpty = UINT32_MAX;  // never a position: count_ < slots - 1
+  static uint64_t HashOf(uint64_t ino) { return XXH3_64bits(&ino, 8); }
   size_t Mask() const { return index_.size() - 1; }
-  size_t Home(uint64_t ino) const { return static_cast<size_t>(XXH3_64bits(&ino, 8)) & Mask(); }
+  uint32_t PosOf(uint32_t slot) const { return slot & pos_mask_; }
+  // The hash bits a slot keeps: the top ones, which the slot's place does not depend on.
+  uint32_t TagOf(uint64_t hash) const { return static_cast<uint32_t>(hash >> 32) & ~pos_mask_; }
+  uint32_t SlotValue(size_t pos, uint64_t hash) const {
+    return static_cast<uint32_t>(pos) | TagOf(hash);
+  }
   Entry& At(size_t pos) { return chunks_[pos / kChunk][pos % kChunk]; }
 
   // The slot that holds `ino`'s position, or the empty one where it would go.
-  size_t SlotOf(uint64_t ino) {
-    size_t i = Home(ino);
-    while (index_[i] != kEmpty && At(index_[i]).ino != ino) i = (i + 1) & Mask();
+  size_t SlotOf(uint64_t ino, uint64_t hash) {
+    const uint32_t tag = TagOf(hash);
+    size_t i = hash & Mask();
+    while (index_[i] != kEmpty &&
+           ((index_[i] & ~pos_mask_) != tag || At(PosOf(index_[i])).ino != ino)) {
+      i = (i + 1) & Mask();
+    }
     return i;
   }
 
   void Reindex(size_t slots) {
     index_.assign(slots, kEmpty);
-    for (size_t pos = 0; pos < count_; ++pos)
-      index_[SlotOf(At(pos).ino)] = static_cast<uint32_t>(pos);
+    pos_mask_ = static_cast<uint32_t>(slots - 1);  // slots is a power of two, at most 2^32
+    for (size_t pos = 0; pos < count_; ++pos) {
+      const uint64_t hash = HashOf(At(pos).ino);
+      index_[SlotOf(At(pos).ino, hash)] = SlotValue(pos, hash);
+    }
   }
 
   std::vector<std::unique_ptr<Entry[]>> chunks_;
   std::vector<uint32_t> index_;
+  uint32_t pos_mask_ = 0;
   size_t count_ = 0;
 };
 
@@ -179,10 +197,39 @@ HeldInodes::~HeldInodes() = default;
 uint64_t HeldInodes::NumberOf(uint32_t ns, std::string_view path) const {
   ReaderMutexLock lock(&mu_);
   if (uint64_t held = FindLocked(ns, path); held != 0) return held;
+  return FreeNumberLocked(ns, path);
+}
+
+uint64_t HeldInodes::NumberOfChild(uint64_t parent, uint32_t ns, std::string_view path) const {
+  ReaderMutexLock lock(&mu_);
+  if (uint64_t held = FindChildLocked(parent, ns, path); held != 0) return held;
+  if (!IsParentLocked(parent, ns, path)) {
+    if (uint64_t held = FindLocked(ns, path); held != 0) return held;
+  }
+  return FreeNumberLocked(ns, path);
+}
+
+uint64_t HeldInodes::FreeNumberLocked(uint32_t ns, std::string_view path) const {
   uint64_t number = HomeOf(ns, path);
   while (table_->Find(number) != nullptr)
     number = std::max<uint64_t>((number + 1) & kNumberMask, 2);
   return number;
+}
+
+uint64_t HeldInodes::FindChildLocked(uint64_t parent, uint32_t ns, std::string_view path) const {
+  if (!aside_.empty()) {
+    if (auto it = aside_.find(AsideKey(ns, path)); it != aside_.end()) return it->second;
+  }
+  uint64_t home = HomeOf(ns, path);
+  const Entry* e = table_->Find(home);
+  return e != nullptr && e->ns == ns && e->parent == parent && e->name() == BaseName(path) ? home
+                                                                                           : 0;
+}
+
+bool HeldInodes::IsParentLocked(uint64_t parent, uint32_t ns, std::string_view path) const {
+  if (path.empty()) return parent == kRootIno;
+  const Entry* p = table_->Find(parent);
+  return p != nullptr && p->is_dir != 0 && p->ns == ns && p->name() == BaseName(DirName(path));
 }
 
 uint64_t HeldInodes::FindLocked(uint32_t ns, std::string_view path) const {
@@ -215,10 +262,36 @@ uint64_t HeldInodes::AcquireLocked(uint32_t ns, std::string_view path, bool is_d
   }
   // Its parent first (held by it from now on): a namespace root's is the mount's root.
   uint64_t parent = path.empty() ? kRootIno : AcquireLocked(ns, DirName(path), true, 0);
+  return InsertLocked(parent, ns, path, is_dir, count);
+}
+
+uint64_t HeldInodes::AcquireChild(uint64_t parent, uint32_t ns, std::string_view path, bool is_dir,
+                                  bool* changed) {
+  WriterMutexLock lock(&mu_);
+  const bool in_parent = IsParentLocked(parent, ns, path);
+  uint64_t held = FindChildLocked(parent, ns, path);
+  if (held == 0 && !in_parent) held = FindLocked(ns, path);
+  if (held == kRootIno) {
+    *changed = false;
+    return held;
+  }
+  if (held != 0) {
+    Entry* e = table_->Find(held);
+    *changed = (e->is_dir != 0) != is_dir;
+    e->lookups++;
+    e->is_dir = is_dir ? 1 : 0;
+    return held;
+  }
+  *changed = true;
+  if (!in_parent) return AcquireLocked(ns, path, is_dir, 1);
+  return InsertLocked(parent, ns, path, is_dir, 1);
+}
+
+uint64_t HeldInodes::InsertLocked(uint64_t parent, uint32_t ns, std::string_view path, bool is_dir,
+                                  uint32_t count) {
   table_->Find(parent)->children++;
   Entry e;
-  e.ino = HomeOf(ns, path);
-  while (table_->Find(e.ino) != nullptr) e.ino = std::max<uint64_t>((e.ino + 1) & kNumberMask, 2);
+  e.ino = FreeNumberLocked(ns, path);
   if (e.ino != HomeOf(ns, path)) aside_[AsideKey(ns, path)] = e.ino;
   e.parent = parent;
   e.lookups = count;

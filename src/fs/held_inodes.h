@@ -51,6 +51,14 @@ class HeldInodes {
   // which it holds), counts one more lookup. A path that turned from file to folder keeps its
   // number. REQUIRES: a namespace root is acquired (or the path is one) before paths below it.
   uint64_t Acquire(uint32_t ns, std::string_view path, bool is_dir);
+  // Acquire of an entry of held folder `parent` (a listing's, sent by readdirplus): one probe
+  // instead of one per component of `path` when `parent` is the folder `path` is in (it is
+  // checked; a folder renamed since it was listed takes the path's way). *changed says whether
+  // the table changed: a new entry, or a new type.
+  uint64_t AcquireChild(uint64_t parent, uint32_t ns, std::string_view path, bool is_dir,
+                        bool* changed);
+  // NumberOf an entry of held folder `parent`.
+  uint64_t NumberOfChild(uint64_t parent, uint32_t ns, std::string_view path) const;
   // An entry a previous server of the mount had (MountJournal), under the same number; the kernel's
   // count of it is unknown, so it is held until the mount ends (kRestoredLookups).
   void Restore(uint64_t ino, uint32_t ns, std::string_view path, bool is_dir);
@@ -76,6 +84,17 @@ class HeldInodes {
 
  private:
   uint64_t FindLocked(uint32_t ns, std::string_view path) const REQUIRES_SHARED(mu_);
+  // The held entry of `path` if its parent is `parent`, else 0.
+  uint64_t FindChildLocked(uint64_t parent, uint32_t ns, std::string_view path) const
+      REQUIRES_SHARED(mu_);
+  // Whether held `parent` is the folder `path` is in, judged by its namespace and name.
+  bool IsParentLocked(uint64_t parent, uint32_t ns, std::string_view path) const
+      REQUIRES_SHARED(mu_);
+  // A new entry for (ns, path) under held folder `parent`.
+  uint64_t InsertLocked(uint64_t parent, uint32_t ns, std::string_view path, bool is_dir,
+                        uint32_t count) REQUIRES(mu_);
+  // The first free number from (ns, path)'s hash on.
+  uint64_t FreeNumberLocked(uint32_t ns, std::string_view path) const REQUIRES_SHARED(mu_);
   uint64_t AcquireLocked(uint32_t ns, std::string_view path, bool is_dir, uint32_t count)
       REQUIRES(mu_);
   void ReleaseLocked(uint64_t ino) REQUIRES(mu_);

@@ -27,6 +27,15 @@ uint64_t InodeTable::NumberOf(Namespace* ns, const std::string& path) const {
   return held_.NumberOf(IndexOf(ns), path);
 }
 
+uint64_t InodeTable::AcquireChild(uint64_t parent, Namespace* ns, std::string_view path,
+                                  bool is_dir, bool* changed) {
+  return held_.AcquireChild(parent, IndexOf(ns), path, is_dir, changed);
+}
+
+uint64_t InodeTable::NumberOfChild(uint64_t parent, Namespace* ns, std::string_view path) const {
+  return held_.NumberOfChild(parent, IndexOf(ns), path);
+}
+
 bool InodeTable::Forget(uint64_t ino, uint64_t count) { return held_.Forget(ino, count); }
 
 void InodeTable::Restore(uint64_t ino, Namespace* ns, const std::string& path, bool is_dir) {

@@ -38,6 +38,10 @@ class InodeTable {
   uint64_t Acquire(Namespace* ns, const std::string& path, bool is_dir, bool* changed = nullptr);
   // The number of (ns, path), holding nothing (a listing's entries).
   uint64_t NumberOf(Namespace* ns, const std::string& path) const;
+  // Acquire and NumberOf of an entry of held folder `parent` (fs/held_inodes.h): one probe.
+  uint64_t AcquireChild(uint64_t parent, Namespace* ns, std::string_view path, bool is_dir,
+                        bool* changed);
+  uint64_t NumberOfChild(uint64_t parent, Namespace* ns, std::string_view path) const;
   // The kernel forgot `count` lookups of `ino`; true when its entry went.
   bool Forget(uint64_t ino, uint64_t count);
   // Gives `ino` to (ns, path), as a previous server of the mount had (MountJournal).

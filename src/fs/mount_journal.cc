@@ -79,6 +79,31 @@ std::string OpenRecord(const MountJournal::OpenFile& open) {
   return Framed(body);
 }
 
+// Calls fn(type, body, offset) for each whole record of `log` in order, up to the first that is
+// cut short or does not check (where the log ends); returns where that is.
+template <typename Fn>
+uint64_t ForEachRecord(std::string_view log, Fn&& fn) {
+  uint64_t at = 0;
+  while (at + kHead <= log.size()) {
+    uint32_t len = 0, sum = 0;
+    std::memcpy(&len, log.data() + at, 4);
+    std::memcpy(&sum, log.data() + at + 4, 4);
+    if (len == 0 || len > kMaxRecord || at + kHead + len > log.size()) break;
+    std::string_view body = log.substr(at + kHead, len);
+    if (XXH32(body.data(), body.size(), 0) != sum) break;  // cut short by a kill: the log ends
+    fn(static_cast<uint8_t>(body[0]), body, at);
+    at += kHead + len;
+  }
+  return at;
+}
+
+// The inode or handle a record is about: its first field (every kind has one), 0 if it is short.
+uint64_t IdOf(std::string_view body) {
+  uint64_t id = 0;
+  if (body.size() >= 9) std::memcpy(&id, body.data() + 1, 8);
+  return id;
+}
+
 Status WriteAll(int fd, std::string_view bytes, uint64_t at) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -110,62 +135,54 @@ Status MountJournal::Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenF
     got += static_cast<size_t>(n);
   }
   std::map<uint64_t, OpenFile> open;
-  // inode -> its latest record in `inodes`: hashed, for a journal of millions of records (a
-  // compaction parses it all under the lock every record waits for).
+  // inode -> its latest record in `inodes`: hashed, for a journal of millions of records.
   std::unordered_map<uint64_t, size_t> held;
   held.reserve(got / 64);
   std::vector<bool> live;  // by record in `inodes`
   size_t first = inodes->size();
-  size_t at = 0;
-  while (at + kHead <= got) {
-    uint32_t len = 0, sum = 0;
-    std::memcpy(&len, data.data() + at, 4);
-    std::memcpy(&sum, data.data() + at + 4, 4);
-    if (len == 0 || len > kMaxRecord || at + kHead + len > got) break;
-    std::string_view body(data.data() + at + kHead, len);
-    if (XXH32(body.data(), body.size(), 0) != sum) break;  // cut short by a kill: the log ends
-    Reader r(body.substr(1));
-    switch (static_cast<uint8_t>(body[0])) {
-      case kInode: {
-        Inode i;
-        uint64_t is_dir = 0;
-        if (r.U64(&i.ino) && r.U64(&is_dir) && r.String(&i.ns) && r.String(&i.path)) {
-          i.is_dir = is_dir != 0;
-          if (auto it = held.find(i.ino); it != held.end()) live[it->second] = false;
-          held[i.ino] = live.size();
-          live.push_back(true);
-          inodes->push_back(std::move(i));
-        }
-        break;
-      }
-      case kForget: {
-        uint64_t ino = 0;
-        if (r.U64(&ino)) {
-          if (auto it = held.find(ino); it != held.end()) {
-            live[it->second] = false;
-            held.erase(it);
+  uint64_t at = ForEachRecord(
+      std::string_view(data.data(), got), [&](uint8_t type, std::string_view body, uint64_t) {
+        Reader r(body.substr(1));
+        switch (type) {
+          case kInode: {
+            Inode i;
+            uint64_t is_dir = 0;
+            if (r.U64(&i.ino) && r.U64(&is_dir) && r.String(&i.ns) && r.String(&i.path)) {
+              i.is_dir = is_dir != 0;
+              if (auto it = held.find(i.ino); it != held.end()) live[it->second] = false;
+              held[i.ino] = live.size();
+              live.push_back(true);
+              inodes->push_back(std::move(i));
+            }
+            break;
           }
+          case kForget: {
+            uint64_t ino = 0;
+            if (r.U64(&ino)) {
+              if (auto it = held.find(ino); it != held.end()) {
+                live[it->second] = false;
+                held.erase(it);
+              }
+            }
+            break;
+          }
+          case kOpen: {
+            OpenFile f;
+            if (r.U64(&f.fh) && r.U64(&f.ino) && r.String(&f.etag) && r.U64(&f.size)) {
+              *max_fh = std::max(*max_fh, f.fh);
+              open[f.fh] = std::move(f);
+            }
+            break;
+          }
+          case kRelease: {
+            uint64_t fh = 0;
+            if (r.U64(&fh)) open.erase(fh);
+            break;
+          }
+          default:
+            break;
         }
-        break;
-      }
-      case kOpen: {
-        OpenFile f;
-        if (r.U64(&f.fh) && r.U64(&f.ino) && r.String(&f.etag) && r.U64(&f.size)) {
-          *max_fh = std::max(*max_fh, f.fh);
-          open[f.fh] = std::move(f);
-        }
-        break;
-      }
-      case kRelease: {
-        uint64_t fh = 0;
-        if (r.U64(&fh)) open.erase(fh);
-        break;
-      }
-      default:
-        break;
-    }
-    at += kHead + len;
-  }
+      });
   for (auto& [fh, f] : open) open_files->push_back(std::move(f));
   // Only the inodes still held, in the order of their latest records.
   std::vector<Inode> kept;
@@ -186,11 +203,17 @@ Result<std::unique_ptr<MountJournal>> MountJournal::Open(int fd) {
   MutexLock lock(&journal->mu_);
   journal->end_ = end;
   if (Status s = journal->MapLocked(); !s.ok()) spdlog::warn("{}", s.message());
-  journal->compacted_size_ = end;
+  journal->live_bytes_ = end;
   return journal;
 }
 
 MountJournal::~MountJournal() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_.Signal();
+  }
+  if (compactor_.joinable()) compactor_.join();
   MutexLock lock(&mu_);
   Unmap();
   ::close(fd_);
@@ -219,16 +242,51 @@ void MountJournal::SetCompaction(std::function<Status(int fd)> hand_over, uint64
   MutexLock lock(&mu_);
   hand_over_ = std::move(hand_over);
   min_compaction_bytes_ = min_bytes;
+  if (!compactor_.joinable()) compactor_ = std::thread([this] { CompactLoop(); });
 }
 
-Status MountJournal::CompactLocked() {
-  std::vector<Inode> inodes;
-  std::vector<OpenFile> open_files;
-  uint64_t max_fh = 0, end = 0;
-  LC_RETURN_IF_ERROR(Parse(fd_, &inodes, &open_files, &max_fh, &end));
-  std::string snapshot;
-  for (const Inode& i : inodes) snapshot += InodeRecord(i);
-  for (const OpenFile& f : open_files) snapshot += OpenRecord(f);
+Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
+  if (upto == 0) return std::string();
+  void* map = ::mmap(nullptr, upto, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    return Status::IoError(std::string("mount journal: mmap: ") + std::strerror(errno));
+  }
+  std::string_view log(static_cast<const char*>(map), upto);
+  // Where each inode's latest record is, and each open file's; then those records, copied as
+  // they are (the log holds only whole records up to `upto`: appends end there).
+  std::unordered_map<uint64_t, uint64_t> held;
+  held.reserve(upto / 128);
+  std::unordered_map<uint64_t, uint64_t> open;
+  ForEachRecord(log, [&](uint8_t type, std::string_view body, uint64_t at) {
+    auto& latest = type == kInode || type == kForget ? held : open;
+    if (type == kInode || type == kOpen) {
+      latest[IdOf(body)] = at;
+    } else if (type == kForget || type == kRelease) {
+      latest.erase(IdOf(body));
+    }
+  });
+  std::string out, files;
+  ForEachRecord(log, [&](uint8_t type, std::string_view body, uint64_t at) {
+    const uint64_t id = IdOf(body);
+    std::string_view record = log.substr(at, kHead + body.size());
+    if (type == kInode) {
+      if (auto it = held.find(id); it != held.end() && it->second == at) out.append(record);
+    } else if (type == kOpen) {
+      if (auto it = open.find(id); it != open.end() && it->second == at) files.append(record);
+    }
+  });
+  ::munmap(map, upto);
+  return out + files;
+}
+
+Status MountJournal::SwapLocked(std::string snapshot, uint64_t upto) {
+  // The records appended while the snapshot was made follow it, as they were.
+  std::string since(end_ - upto, '\0');
+  if (!since.empty() && ::pread(fd_, since.data(), since.size(), static_cast<off_t>(upto)) !=
+                            static_cast<ssize_t>(since.size())) {
+    return Status::IoError(std::string("mount journal: read: ") + std::strerror(errno));
+  }
+  snapshot += since;
   int fd = ::memfd_create("lakecache-mount-journal", MFD_CLOEXEC);
   if (fd < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
   Status s = WriteAll(fd, snapshot, 0);
@@ -245,9 +303,42 @@ Status MountJournal::CompactLocked() {
   fd_ = fd;
   end_ = snapshot.size();
   if (Status mapped = MapLocked(); !mapped.ok()) spdlog::warn("{}", mapped.message());
-  compacted_size_ = end_;
+  live_bytes_ = end_;  // what the estimate missed (inodes looked up twice, say) is dropped now
   ++compactions_;
   return Status::Ok();
+}
+
+void MountJournal::CompactLoop() {
+  while (true) {
+    int fd;
+    uint64_t upto;
+    {
+      MutexLock lock(&mu_);
+      while (!compacting_ && !stopping_) wake_.Wait(&mu_);
+      if (stopping_) return;
+      fd = fd_;  // only this thread replaces it
+      upto = end_;
+    }
+    Result<std::string> snapshot = Snapshot(fd, upto);
+    MutexLock lock(&mu_);
+    uint64_t before = end_;
+    Status s = !snapshot.ok() ? snapshot.status()
+               : failed_      ? Status::Ok()
+                              : SwapLocked(std::move(*snapshot), upto);
+    if (!s.ok()) {
+      spdlog::warn("mount journal: compaction failed: {}", s.message());
+      live_bytes_ = end_;  // try again when it has grown as much again
+    } else {
+      spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
+    }
+    compacting_ = false;
+    compacted_.SignalAll();
+  }
+}
+
+void MountJournal::WaitForCompaction() {
+  MutexLock lock(&mu_);
+  while (compacting_) compacted_.Wait(&mu_);
 }
 
 void MountJournal::Append(const std::string& record) {
@@ -259,14 +350,21 @@ void MountJournal::Append(const std::string& record) {
     return;
   }
   end_ += record.size();
-  if (hand_over_ && end_ > std::max(min_compaction_bytes_, 4 * compacted_size_)) {
-    uint64_t before = end_;
-    if (Status s = CompactLocked(); !s.ok()) {
-      spdlog::warn("mount journal: compaction failed: {}", s.message());
-      compacted_size_ = end_;  // try again when it has grown as much again
-    } else {
-      spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
-    }
+  // What the log would hold compacted: an inode's or an open file's record adds itself; a forget
+  // or a release takes off what such a record takes on average (the forgotten one is not looked
+  // up).
+  const auto type = static_cast<uint8_t>(record[kHead]);
+  if (type == kInode || type == kOpen) {
+    live_bytes_ += record.size();
+    (type == kInode ? inode_records_ : open_records_).Add(record.size());
+  } else {
+    const RecordSizes& of = type == kForget ? inode_records_ : open_records_;
+    live_bytes_ -= std::min(live_bytes_, of.Average());
+  }
+  // Compacted when at least half of it is dead: memory stays within twice what is live.
+  if (hand_over_ && !compacting_ && end_ > std::max(min_compaction_bytes_, 2 * live_bytes_)) {
+    compacting_ = true;
+    wake_.Signal();
   }
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/mutex.h"
@@ -55,19 +56,30 @@ class MountJournal {
   void AddOpen(const OpenFile& open) EXCLUDES(mu_);
   void AddRelease(uint64_t fh) EXCLUDES(mu_);
 
-  // Opens and releases grow the log without end: once it is `min_bytes` and four times what it
-  // held after the last compaction, what it says is written to a new memfd, which `hand_over`
-  // gives the holder to keep (taking the descriptor) before this journal moves to it.
+  // Lookups, forgets, opens and releases grow the log without end: once it is `min_bytes` and
+  // about twice what it would hold compacted (what it says of inodes still held and files still
+  // open), a thread of the journal's writes what it says
+  // to a new memfd, which `hand_over` gives the holder to keep (taking the descriptor) before this
+  // journal moves to it. The thread reads the log with no lock held (appends go on meanwhile) and
+  // takes the lock only to add the records that came since and move to the new memfd.
   void SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes = 16 << 20)
       EXCLUDES(mu_);
   uint64_t compactions() const EXCLUDES(mu_);
+  // Waits for a compaction under way, if any, to end (tests).
+  void WaitForCompaction() EXCLUDES(mu_);
 
  private:
   explicit MountJournal(int fd) : fd_(fd) {}
   static Status Parse(int fd, std::vector<Inode>* inodes, std::vector<OpenFile>* open_files,
                       uint64_t* max_fh, uint64_t* end);
   void Append(const std::string& record) EXCLUDES(mu_);
-  Status CompactLocked() REQUIRES(mu_);
+  // The compaction thread: waits for compacting_, compacts, and clears it.
+  void CompactLoop() EXCLUDES(mu_);
+  // What the first `upto` bytes of log `fd` say, as records: the inodes still held, in the order
+  // of their latest records, then the files still open.
+  static Result<std::string> Snapshot(int fd, uint64_t upto);
+  // Moves to a new memfd holding `snapshot` (of the log up to `upto`) and the records since.
+  Status SwapLocked(std::string snapshot, uint64_t upto) REQUIRES(mu_);
   Status MapLocked() REQUIRES(mu_);
   void Unmap() REQUIRES(mu_);
   Status CopyLocked(std::string_view record) REQUIRES(mu_);
@@ -83,11 +95,25 @@ class MountJournal {
   uint64_t max_fh_ = 0;
   mutable Mutex mu_;
   uint64_t end_ GUARDED_BY(mu_) = 0;  // where the next record goes
-  uint64_t compacted_size_ GUARDED_BY(mu_) = 0;
+  // The sizes of records of one kind appended, for their average.
+  struct RecordSizes {
+    uint64_t count = 0, bytes = 0;
+    void Add(uint64_t size) { ++count, bytes += size; }
+    uint64_t Average() const { return count == 0 ? 0 : bytes / count; }
+  };
+  // About what the log would hold compacted.
+  uint64_t live_bytes_ GUARDED_BY(mu_) = 0;
+  RecordSizes inode_records_ GUARDED_BY(mu_);
+  RecordSizes open_records_ GUARDED_BY(mu_);
   uint64_t min_compaction_bytes_ GUARDED_BY(mu_) = 0;
   uint64_t compactions_ GUARDED_BY(mu_) = 0;
   std::function<Status(int fd)> hand_over_ GUARDED_BY(mu_);
   bool failed_ GUARDED_BY(mu_) = false;
+  bool compacting_ GUARDED_BY(mu_) = false;  // asked for or under way
+  bool stopping_ GUARDED_BY(mu_) = false;
+  CondVar wake_;       // compacting_ or stopping_ was set
+  CondVar compacted_;  // compacting_ was cleared
+  std::thread compactor_;
 };
 
 }  // namespace lakecache

@@ -339,25 +339,25 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   size_t used = 0;
   // Every entry but "." and ".." that readdirplus returns counts as a lookup for the kernel.
   std::vector<uint64_t> acquired;
+  std::string scratch, name;  // reused from entry to entry
   // Offsets 0 and 1 are "." and ".."; item i is at offset i + 2.
   for (size_t i = static_cast<size_t>(off); i < folder.size() + 2; ++i) {
-    DirItem item = i < 2 ? DirItem{i == 0 ? "." : "..", FileAttr{ino, true, 0, 0, S_IFDIR, 0, 0}}
-                         : fs.ItemOf(folder, i - 2);
-    const std::string& name = item.name;
-    FileAttr attr = item.attr;
-    if (plus && i >= 2) {
-      Result<uint64_t> held = fs.AcquireListed(ino, item);
-      if (!held.ok()) break;
-      attr.ino = *held;
-      acquired.push_back(*held);
+    FileSystem::ListedItem item{i == 0 ? "." : "..", FileAttr{ino, true, 0, 0, S_IFDIR, 0, 0}};
+    if (i >= 2) {
+      Result<FileSystem::ListedItem> listed_item = fs.Listed(ino, folder, i - 2, plus, &scratch);
+      if (!listed_item.ok()) break;
+      item = *listed_item;
     }
-    fuse_entry_param e = ToEntry(fs, attr);
+    const bool held = plus && i >= 2 && !FileSystem::IsControl(item.attr.ino);
+    if (held) acquired.push_back(item.attr.ino);
+    name.assign(item.name);  // fuse_add_direntry* take a NUL-terminated name
+    fuse_entry_param e = ToEntry(fs, item.attr);
     size_t n = plus ? fuse_add_direntry_plus(req, buf.get() + used, size - used, name.c_str(), &e,
                                              static_cast<off_t>(i + 1))
                     : fuse_add_direntry(req, buf.get() + used, size - used, name.c_str(), &e.attr,
                                         static_cast<off_t>(i + 1));
     if (n > size - used) {
-      if (plus && i >= 2) {
+      if (held) {
         fs.Forget(acquired.back(), 1);  // not sent
         acquired.pop_back();
       }

@@ -79,16 +79,24 @@ DirEntry DirListing::at(size_t i) const {
   e.is_dir = (item.flags & kDir) != 0;
   e.size = item.size;
   e.mtime = item.mtime;
-  if ((item.flags & kHexEtag) != 0) {
-    e.etag = UnpackMd5Etag(item.etag);
-  } else {
-    uint32_t at;
-    uint16_t len;
-    std::memcpy(&at, item.etag, sizeof(at));
-    std::memcpy(&len, item.etag + sizeof(at), sizeof(len));
-    e.etag = names_.substr(at, len);
-  }
+  const uint8_t* md5;
+  std::string_view text = etag_at(i, &md5);
+  e.etag = md5 != nullptr ? UnpackMd5Etag(md5) : std::string(text);
   return e;
+}
+
+std::string_view DirListing::etag_at(size_t i, const uint8_t** md5) const {
+  const Item& item = items_[i];
+  if ((item.flags & kHexEtag) != 0) {
+    *md5 = item.etag;
+    return {};
+  }
+  *md5 = nullptr;
+  uint32_t at;
+  uint16_t len;
+  std::memcpy(&at, item.etag, sizeof(at));
+  std::memcpy(&len, item.etag + sizeof(at), sizeof(len));
+  return std::string_view(names_).substr(at, len);
 }
 
 DirListing::Item DirListing::CopyOf(const DirListing& from, const Item& item) {
@@ -191,6 +199,25 @@ DirListing DirListing::FromEntries(const std::vector<DirEntry>& entries, bool ex
     out.items_.push_back(out.Pack(e.name, e.is_dir, e.size, e.etag, e.mtime));
   }
   return out;
+}
+
+DirListing DirListing::Sorted(size_t entries, size_t name_bytes, bool exists) {
+  DirListing out;
+  out.exists_ = exists;
+  out.items_.reserve(entries);
+  out.names_.reserve(name_bytes);
+  return out;
+}
+
+void DirListing::AppendSorted(std::string_view name, bool is_dir, uint64_t size, int64_t mtime,
+                              const uint8_t* md5, std::string_view etag) {
+  if (md5 == nullptr) {
+    items_.push_back(Pack(name, is_dir, size, etag, mtime));
+    return;
+  }
+  Item& item = items_.emplace_back(Pack(name, is_dir, size, "", mtime));
+  std::memcpy(item.etag, md5, sizeof(item.etag));
+  item.flags |= kHexEtag;
 }
 
 std::vector<DirEntry> DirListing::ToEntries() const {

@@ -49,12 +49,24 @@ class DirListing {
   static DirListing FromObjects(std::string_view prefix, const ListResult& listing);
   // A listing of `entries`, sorted by name, one per name.
   static DirListing FromEntries(const std::vector<DirEntry>& entries, bool exists);
+  // An empty listing with room for `entries` entries of `name_bytes` name bytes in all, for
+  // AppendSorted (a listing decoded from its stored form).
+  static DirListing Sorted(size_t entries, size_t name_bytes, bool exists);
+  // Appends an entry that sorts after every entry so far: `md5` is the 16 bytes of an MD5 ETag,
+  // or null when `etag` is the ETag's text. Only while the listing is being built.
+  void AppendSorted(std::string_view name, bool is_dir, uint64_t size, int64_t mtime,
+                    const uint8_t* md5, std::string_view etag);
 
   size_t size() const { return items_.size(); }  // entries, sorted by name
   bool empty() const { return items_.empty(); }
   DirEntry at(size_t i) const;
   std::string_view name_at(size_t i) const { return NameOf(items_[i]); }
   bool is_dir_at(size_t i) const { return (items_[i].flags & kDir) != 0; }
+  uint64_t size_at(size_t i) const { return items_[i].size; }
+  int64_t mtime_at(size_t i) const { return items_[i].mtime; }
+  // Entry i's ETag as it is kept: the 16 bytes of an MD5 (*md5 points to them, the result is
+  // empty), else its text (*md5 is null).
+  std::string_view etag_at(size_t i, const uint8_t** md5) const;
   // Every entry, copied (tests, small folders).
   std::vector<DirEntry> ToEntries() const;
   // The entry named `name`, or none.

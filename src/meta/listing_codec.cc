@@ -67,47 +67,57 @@ struct Reader {
   }
 };
 
-void PutEntry(std::string& out, const DirEntry& e, const std::string& previous) {
+// Entry i of `listing`, its name prefix-coded against `previous` (the previous entry's name).
+void PutEntry(std::string& out, const DirListing& listing, size_t i, std::string_view previous) {
+  std::string_view name = listing.name_at(i);
   size_t shared = 0;
-  while (shared < previous.size() && shared < e.name.size() && previous[shared] == e.name[shared]) {
+  while (shared < previous.size() && shared < name.size() && previous[shared] == name[shared]) {
     ++shared;
   }
   PutVarint(out, shared);
-  PutVarint(out, e.name.size() - shared);
-  out.append(e.name, shared);
-  uint8_t md5[16];
-  bool hex = PackMd5Etag(e.etag, md5);
-  out.push_back(static_cast<char>((e.is_dir ? kDir : 0) | (hex ? kHexEtag : 0)));
-  PutVarint(out, e.size);
-  if (hex) {
-    out.append(reinterpret_cast<const char*>(md5), sizeof(md5));
+  PutVarint(out, name.size() - shared);
+  out.append(name.substr(shared));
+  const uint8_t* md5;
+  std::string_view etag = listing.etag_at(i, &md5);
+  out.push_back(static_cast<char>((listing.is_dir_at(i) ? kDir : 0) | (md5 ? kHexEtag : 0)));
+  PutVarint(out, listing.size_at(i));
+  if (md5 != nullptr) {
+    out.append(reinterpret_cast<const char*>(md5), 16);
   } else {
-    PutVarint(out, e.etag.size());
-    out.append(e.etag);
+    PutVarint(out, etag.size());
+    out.append(etag);
   }
-  PutVarint(out, (static_cast<uint64_t>(e.mtime) << 1) ^ static_cast<uint64_t>(e.mtime >> 63));
+  int64_t mtime = listing.mtime_at(i);
+  PutVarint(out, (static_cast<uint64_t>(mtime) << 1) ^ static_cast<uint64_t>(mtime >> 63));
 }
 
-bool ReadEntry(Reader& in, const std::string& previous, DirEntry* e) {
+// Reads one entry into `out`: `previous` holds the previous entry's name, `name` is scratch; the
+// two are swapped, so that `previous` holds this entry's name after.
+bool ReadEntry(Reader& in, std::string& previous, std::string& name, DirListing* out) {
   uint64_t shared = in.Varint();
   uint64_t suffix = in.Varint();
   if (!in.ok || shared > previous.size()) return false;
-  e->name.assign(previous, 0, shared);
-  e->name.append(in.Bytes(suffix));
+  name.assign(previous, 0, shared);
+  name.append(in.Bytes(suffix));
+  // Names come sorted, each once: anything else is not a listing this index wrote.
+  if (!in.ok || name.empty() || (!previous.empty() && !(previous < name))) return false;
+  previous.swap(name);
   uint8_t kind = in.Byte();
-  e->is_dir = (kind & kDir) != 0;
-  e->size = in.Varint();
+  uint64_t size = in.Varint();
+  const uint8_t* md5 = nullptr;
+  std::string_view etag;
   if ((kind & kHexEtag) != 0) {
     std::string_view raw = in.Bytes(16);
     if (raw.size() != 16) return false;
-    e->etag = UnpackMd5Etag(reinterpret_cast<const uint8_t*>(raw.data()));
+    md5 = reinterpret_cast<const uint8_t*>(raw.data());
   } else {
-    e->etag.assign(in.Bytes(in.Varint()));
+    etag = in.Bytes(in.Varint());
   }
   uint64_t zz = in.Varint();
-  e->mtime = static_cast<int64_t>(zz >> 1) ^ -static_cast<int64_t>(zz & 1);
-  // Names come sorted, each once: anything else is not a listing this index wrote.
-  return in.ok && !e->name.empty() && (previous.empty() || previous < e->name);
+  if (!in.ok) return false;
+  out->AppendSorted(previous, (kind & kDir) != 0, size,
+                    static_cast<int64_t>(zz >> 1) ^ -static_cast<int64_t>(zz & 1), md5, etag);
+  return true;
 }
 
 }  // namespace
@@ -122,11 +132,8 @@ std::string ListingIndex::Encode(const IndexedListing& folder) {
   out.push_back(static_cast<char>((listing.exists() ? kExists : 0) | (folder.pinned ? kPinned : 0) |
                                   (folder.anchored ? kAnchored : 0)));
   PutVarint(out, listing.size());
-  std::string previous;
   for (size_t i = 0; i < listing.size(); ++i) {
-    DirEntry e = listing.at(i);
-    PutEntry(out, e, previous);
-    previous = std::move(e.name);
+    PutEntry(out, listing, i, i == 0 ? std::string_view() : listing.name_at(i - 1));
   }
   PutFixed64(out, XXH3_64bits(out.data(), out.size()));
   return out;
@@ -148,16 +155,14 @@ std::optional<IndexedListing> ListingIndex::Decode(std::string_view bytes) {
   uint64_t count = in.Varint();
   // Every entry takes at least 5 bytes: a count beyond that is a lie, not an allocation to make.
   if (!in.ok || count > body.size() / 5) return std::nullopt;
-  std::vector<DirEntry> entries(count);
-  static const std::string kNone;
+  auto listing =
+      std::make_shared<DirListing>(DirListing::Sorted(count, body.size(), (flags & kExists) != 0));
+  std::string previous, name;
   for (uint64_t i = 0; i < count; ++i) {
-    if (!ReadEntry(in, i == 0 ? kNone : entries[i - 1].name, &entries[i])) {
-      return std::nullopt;
-    }
+    if (!ReadEntry(in, previous, name, listing.get())) return std::nullopt;
   }
   if (in.p != in.end) return std::nullopt;
-  out.listing = std::make_shared<const DirListing>(
-      DirListing::FromEntries(std::move(entries), (flags & kExists) != 0));
+  out.listing = std::move(listing);
   return out;
 }
 

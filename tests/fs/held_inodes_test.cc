@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,77 @@ TEST(HeldInodesTest, MemoryFollowsWhatIsHeld) {
   }
   EXPECT_EQ(inodes.size(), 1u);
   EXPECT_LE(inodes.bytes_per_entry(), 3 * 1024 * 48u + 4096u) << "back to the first chunks";
+}
+
+TEST(HeldInodesTest, AnEntryOfAHeldFolderIsTheEntryItsPathWouldBe) {
+  HeldInodes inodes(kNs);
+  uint64_t dir = inodes.Acquire(kNs, "a/b", true);
+  bool changed = false;
+  uint64_t file = inodes.AcquireChild(dir, kNs, "a/b/f", false, &changed);
+  EXPECT_TRUE(changed) << "a new entry";
+  EXPECT_EQ(file, inodes.NumberOf(kNs, "a/b/f"));
+  EXPECT_EQ(inodes.Get(file)->path, "a/b/f");
+  EXPECT_EQ(inodes.Acquire(kNs, "a/b/f", false), file);
+  EXPECT_EQ(inodes.AcquireChild(dir, kNs, "a/b/f", false, &changed), file);
+  EXPECT_FALSE(changed) << "held already, the same type";
+  EXPECT_EQ(inodes.AcquireChild(dir, kNs, "a/b/f", true, &changed), file);
+  EXPECT_TRUE(changed) << "a file turned folder";
+  // Four lookups: the entry goes with the fourth forget, and its folders with the folder's.
+  EXPECT_FALSE(inodes.Forget(file, 3));
+  EXPECT_TRUE(inodes.Forget(file, 1));
+  EXPECT_TRUE(inodes.Forget(dir, 1));
+  EXPECT_EQ(inodes.size(), 1u);
+  // At a namespace's root, whose entry is inode 1 here.
+  uint64_t top = inodes.AcquireChild(HeldInodes::kRootIno, kNs, "top", false, &changed);
+  EXPECT_EQ(top, inodes.NumberOf(kNs, "top"));
+  EXPECT_EQ(inodes.NumberOfChild(HeldInodes::kRootIno, kNs, "top"), top);
+  EXPECT_EQ(inodes.NumberOfChild(HeldInodes::kRootIno, kNs, "other"),
+            inodes.NumberOf(kNs, "other"));
+}
+
+TEST(HeldInodesTest, AFolderRenamedSinceItWasListedGivesItsEntriesByTheirPaths) {
+  HeldInodes inodes(kNs);
+  uint64_t dir = inodes.Acquire(kNs, "old", true);
+  ASSERT_EQ(inodes.Move(kNs, "old", "new"), dir);
+  // A listing of "old", opened before the rename, hands out its entries: the held folder is
+  // "new" now, so they are made below "old", as a lookup of their paths would.
+  bool changed = false;
+  uint64_t file = inodes.AcquireChild(dir, kNs, "old/f", false, &changed);
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(inodes.Get(file)->path, "old/f");
+  EXPECT_EQ(file, inodes.NumberOf(kNs, "old/f"));
+  EXPECT_NE(inodes.NumberOfChild(dir, kNs, "new/g"), 0u);
+  EXPECT_EQ(inodes.NumberOfChild(dir, kNs, "old/f"), file);
+}
+
+// Many entries made and forgotten in a shuffled order, checked against a map of what is held:
+// the index's tags and backward shifts never lose or confuse an entry.
+TEST(HeldInodesTest, ManyEntriesMadeAndForgottenInAnyOrderStayFindable) {
+  HeldInodes inodes(kNs);
+  std::mt19937_64 random(41);
+  std::map<std::string, uint64_t> held;
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 20000; ++i) {
+      std::string path = "d" + std::to_string(random() % 50) + "/f" + std::to_string(random());
+      uint64_t ino = inodes.Acquire(kNs, path, false);
+      auto [it, added] = held.emplace(path, ino);
+      ASSERT_EQ(it->second, ino) << path;
+      if (!added) inodes.Forget(ino, 1);  // one lookup each
+    }
+    // Forget about half, picked at random.
+    for (auto it = held.begin(); it != held.end();) {
+      if (random() % 2 == 0) {
+        ASSERT_TRUE(inodes.Forget(it->second, 1)) << it->first;
+        it = held.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const auto& [path, ino] : held) {
+      ASSERT_EQ(inodes.NumberOf(kNs, path), ino) << path;
+      ASSERT_EQ(inodes.Get(ino)->path, path);
+    }
+  }
 }
 
 }  // namespace

@@ -92,6 +92,7 @@ TEST(MountJournalTest, OpensAndReleasesAreCompactedIntoAJournalTheHolderKeeps) {
     (*journal)->AddRelease(fh);
   }
   (*journal)->AddOpen({5000, 4, "last", 20});
+  (*journal)->WaitForCompaction();
   EXPECT_GT((*journal)->compactions(), 0u);
   EXPECT_EQ(static_cast<uint64_t>(handed), (*journal)->compactions());
   journal->reset();
@@ -101,6 +102,34 @@ TEST(MountJournalTest, OpensAndReleasesAreCompactedIntoAJournalTheHolderKeeps) {
   ASSERT_EQ((*next)->open_files().size(), 2u);
   EXPECT_EQ((*next)->open_files()[0].etag, "kept");
   EXPECT_EQ((*next)->open_files()[1].fh, 5000u);
+}
+
+TEST(MountJournalTest, ForgettingWhatItHeldCompactsItToWhatIsLeft) {
+  int held = NewMemfd();
+  auto journal = MountJournal::Open(::dup(held));
+  ASSERT_TRUE(journal.ok());
+  (*journal)->SetCompaction(
+      [&](int fd) {
+        ::close(held);
+        held = fd;
+        return Status::Ok();
+      },
+      4096);
+  for (uint64_t ino = 2; ino < 2002; ++ino) {
+    (*journal)->AddInode({ino, false, "ds", "folder/file-" + std::to_string(ino)});
+  }
+  (*journal)->WaitForCompaction();
+  // Nothing was dead: it grew without a compaction past the first (or with none).
+  const uint64_t before = (*journal)->compactions();
+  EXPECT_LE(before, 1u);
+  for (uint64_t ino = 2; ino < 1992; ++ino) (*journal)->AddForget(ino);
+  (*journal)->WaitForCompaction();
+  EXPECT_GT((*journal)->compactions(), before) << "most of it is forgotten";
+  journal->reset();
+  auto next = MountJournal::Open(held);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ((*next)->inodes().size(), 10u);
+  EXPECT_EQ((*next)->inodes()[0].path, "folder/file-1992");
 }
 
 TEST(MountJournalTest, AFailedHandOverKeepsTheOldJournalWhole) {
@@ -117,6 +146,7 @@ TEST(MountJournalTest, AFailedHandOverKeepsTheOldJournalWhole) {
     (*journal)->AddOpen({fh, 2, "e", 1});
     if (fh != 100) (*journal)->AddRelease(fh);
   }
+  (*journal)->WaitForCompaction();
   EXPECT_EQ((*journal)->compactions(), 0u);
   journal->reset();
   auto next = MountJournal::Open(held);
