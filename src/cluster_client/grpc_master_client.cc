@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "master_client/master_set.h"
+#include "meta/listing_index.h"
 #include "rpc/lakecache.grpc.pb.h"
 
 namespace lakecache {
@@ -15,6 +16,30 @@ ObjectInfo ToObjectInfo(const rpc::ObjectEntry& e) {
   info.etag = e.etag();
   info.mtime = e.mtime();
   return info;
+}
+
+// A page the master sent packed (rpc ListDirResponse.packed) as files and folders, their keys
+// `prefix` and the entry's name.
+Status Unpack(const std::string& packed, const std::string& prefix, ClusterListing* out) {
+  std::optional<IndexedListing> page = ListingIndex::Decode(packed);
+  if (!page) return Status::Internal("ListDir: the master sent a packed page that does not decode");
+  const DirListing& entries = *page->listing;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string key = prefix;
+    key += entries.name_at(i);
+    if (entries.is_dir_at(i)) {
+      out->dirs.push_back(std::move(key) + "/");
+      continue;
+    }
+    ObjectInfo& info = out->files.emplace_back();
+    info.key = std::move(key);
+    info.size = entries.size_at(i);
+    info.mtime = entries.mtime_at(i);
+    const uint8_t* md5;
+    std::string_view etag = entries.etag_at(i, &md5);
+    info.etag = md5 != nullptr ? UnpackMd5Etag(md5) : std::string(etag);
+  }
+  return Status::Ok();
 }
 
 ClusterNamespace ToNamespace(const rpc::NamespaceInfo& n) {
@@ -123,14 +148,19 @@ Result<ClusterListing> GrpcMasterClient::ListDir(const std::string& ns, const st
   req.set_revalidate(revalidate);
   req.set_start_after(page.start_after);
   req.set_max_entries(page.max_entries);
+  req.set_packed(true);
   rpc::ListDirResponse resp;
   LC_RETURN_IF_ERROR(
       OnLeader([&](rpc::MasterService::Stub& stub,
                    grpc::ClientContext* ctx) { return stub.ListDir(ctx, req, &resp); },
                rpc_timeout_, deadline));
   ClusterListing listing;
-  for (const rpc::ObjectEntry& e : resp.files()) listing.files.push_back(ToObjectInfo(e));
-  listing.dirs.assign(resp.dirs().begin(), resp.dirs().end());
+  if (!resp.packed().empty()) {
+    LC_RETURN_IF_ERROR(Unpack(resp.packed(), resp.packed_prefix(), &listing));
+  } else {  // a master from before packed pages
+    for (const rpc::ObjectEntry& e : resp.files()) listing.files.push_back(ToObjectInfo(e));
+    listing.dirs.assign(resp.dirs().begin(), resp.dirs().end());
+  }
   listing.exists = resp.exists();
   listing.next_start_after = resp.next_start_after();
   return listing;

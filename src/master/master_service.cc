@@ -9,6 +9,7 @@
 #include "master/client_table.h"
 #include "master/worker_registry.h"
 #include "membership/etcd_membership.h"
+#include "meta/listing_index.h"
 #include "rpc/grpc_util.h"
 #include "security/x509.h"
 
@@ -216,13 +217,18 @@ grpc::Status MasterServiceImpl::ListDir(grpc::ServerContext* ctx, const rpc::Lis
   size_t end = req->max_entries() == 0 ? all.size()
                                        : std::min<size_t>(all.size(), begin + req->max_entries());
   if (end < all.size()) resp->set_next_start_after(std::string(all.name_at(end - 1)));
-  for (size_t i = begin; i < end; ++i) {
-    const DirEntry entry = all.at(i);
-    std::string key = ns->meta->ObjectKey(base + entry.name);
-    if (entry.is_dir) {
-      resp->add_dirs(key + "/");
-    } else {
-      FillEntry(key, entry, resp->add_files());
+  if (req->packed()) {
+    resp->set_packed(ListingIndex::Encode(IndexedListing{*listing, {}, false, false}, begin, end));
+    resp->set_packed_prefix(ns->meta->ObjectKey(base));
+  } else {
+    for (size_t i = begin; i < end; ++i) {
+      const DirEntry entry = all.at(i);
+      std::string key = ns->meta->ObjectKey(base + entry.name);
+      if (entry.is_dir) {
+        resp->add_dirs(key + "/");
+      } else {
+        FillEntry(key, entry, resp->add_files());
+      }
     }
   }
   resp->set_exists((*listing)->exists());

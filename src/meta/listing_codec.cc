@@ -123,17 +123,21 @@ bool ReadEntry(Reader& in, std::string& previous, std::string& name, DirListing*
 }  // namespace
 
 std::string ListingIndex::Encode(const IndexedListing& folder) {
+  return Encode(folder, 0, folder.listing->size());
+}
+
+std::string ListingIndex::Encode(const IndexedListing& folder, size_t begin, size_t end) {
   const DirListing& listing = *folder.listing;
   std::string out;
-  out.reserve(32 + listing.size() * 40);
+  out.reserve(32 + (end - begin) * 40);
   out.push_back(static_cast<char>(kFormat));
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(folder.listed.time_since_epoch());
   PutFixed64(out, static_cast<uint64_t>(ms.count()));
   out.push_back(static_cast<char>((listing.exists() ? kExists : 0) | (folder.pinned ? kPinned : 0) |
                                   (folder.anchored ? kAnchored : 0)));
-  PutVarint(out, listing.size());
-  for (size_t i = 0; i < listing.size(); ++i) {
-    PutEntry(out, listing, i, i == 0 ? std::string_view() : listing.name_at(i - 1));
+  PutVarint(out, end - begin);
+  for (size_t i = begin; i < end; ++i) {
+    PutEntry(out, listing, i, i == begin ? std::string_view() : listing.name_at(i - 1));
   }
   PutFixed64(out, XXH3_64bits(out.data(), out.size()));
   return out;

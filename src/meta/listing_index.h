@@ -71,6 +71,8 @@ class ListingIndex {
   // The value format, exposed for tests: `folder` encoded, and decoded back (nothing when the
   // bytes are not a valid value).
   static std::string Encode(const IndexedListing& folder);
+  // Entries [begin, end) of `folder` only (a page of it), in the same format.
+  static std::string Encode(const IndexedListing& folder, size_t begin, size_t end);
   static std::optional<IndexedListing> Decode(std::string_view bytes);
 
  private:

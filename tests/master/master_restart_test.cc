@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "common/metrics.h"
 #include "master/master_server.h"
+#include "meta/listing_index.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "support/test_servers.h"
@@ -58,27 +60,41 @@ class MasterRestartTest : public ::testing::Test {
         .Value();
   }
 
-  rpc::ListDirResponse ListDir(const std::string& ns, const std::string& dir) {
+  rpc::ListDirResponse ListDir(const std::string& ns, const std::string& dir, bool packed = false) {
     grpc::ClientContext context;
     rpc::SetTimeout(&context, std::chrono::seconds(30));
     rpc::ListDirRequest req;
     req.set_ns(ns);
     req.set_dir(dir);
+    req.set_packed(packed);
     rpc::ListDirResponse resp;
     grpc::Status st = stub_->ListDir(&context, req, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp;
   }
 
-  // Lists every folder of namespace `ns`; returns the files seen.
+  // Lists every folder of namespace `ns` in packed pages, as mounts ask for them, each decoded
+  // into a listing; returns the files seen.
   uint64_t Walk(const std::string& ns) {
     uint64_t files = 0;
     std::deque<std::string> folders = {""};
     while (!folders.empty()) {
-      rpc::ListDirResponse resp = ListDir(ns, folders.front());
+      const std::string dir = std::move(folders.front());
       folders.pop_front();
-      files += resp.files_size();
-      for (const std::string& key : resp.dirs()) folders.push_back(key.substr(0, key.size() - 1));
+      std::optional<IndexedListing> page = ListingIndex::Decode(ListDir(ns, dir, true).packed());
+      if (!page) {
+        ADD_FAILURE() << dir << ": no packed page";
+        return files;
+      }
+      const DirListing& listing = *page->listing;
+      for (size_t i = 0; i < listing.size(); ++i) {
+        if (!listing.is_dir_at(i)) {
+          ++files;
+        } else {
+          folders.push_back(dir.empty() ? std::string(listing.name_at(i))
+                                        : dir + "/" + std::string(listing.name_at(i)));
+        }
+      }
     }
     return files;
   }

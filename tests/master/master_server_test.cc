@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/object_uri.h"
+#include "meta/listing_index.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
 #include "support/test_servers.h"
@@ -62,12 +64,14 @@ class MasterServerTest : public ::testing::Test {
   }
 
   grpc::Status ListDir(const std::string& ns, const std::string& dir, rpc::ListDirResponse* resp,
-                       const std::string& start_after = "", uint32_t max_entries = 0) {
+                       const std::string& start_after = "", uint32_t max_entries = 0,
+                       bool packed = false) {
     rpc::ListDirRequest req;
     req.set_ns(ns);
     req.set_dir(dir);
     req.set_start_after(start_after);
     req.set_max_entries(max_entries);
+    req.set_packed(packed);
     return stub_->ListDir(Context().get(), req, resp);
   }
 
@@ -139,6 +143,42 @@ TEST_F(MasterServerTest, ListDirNestedHasBucketRelativeKeys) {
   ASSERT_TRUE(ListDir("lake", "data/x", &resp).ok());
   EXPECT_EQ(FileKeys(resp), (std::vector<std::string>{"data/x/1.bin"}));
   EXPECT_TRUE(resp.dirs().empty());
+}
+
+// Asked for it, the master sends a page in the listing index's format: the same entries.
+TEST_F(MasterServerTest, ListDirPackedSaysWhatFilesAndDirsSay) {
+  Put(lake_dir_, "data/second.bin", "22");
+  rpc::ListDirResponse plain, packed;
+  ASSERT_TRUE(ListDir("lake", "data", &plain).ok());
+  ASSERT_TRUE(ListDir("lake", "data", &packed, "", 0, true).ok());
+  EXPECT_TRUE(packed.files().empty());
+  EXPECT_TRUE(packed.dirs().empty());
+  EXPECT_TRUE(packed.exists());
+  EXPECT_EQ(packed.packed_prefix(), "data/");
+  std::optional<IndexedListing> page = ListingIndex::Decode(packed.packed());
+  ASSERT_TRUE(page.has_value());
+  std::vector<std::string> dirs, keys;
+  for (const DirEntry& e : page->listing->ToEntries()) {
+    if (e.is_dir) {
+      dirs.push_back(packed.packed_prefix() + e.name + "/");
+      continue;
+    }
+    keys.push_back(packed.packed_prefix() + e.name);
+    const rpc::ObjectEntry& same = plain.files(static_cast<int>(keys.size() - 1));
+    EXPECT_EQ(same.key(), keys.back());
+    EXPECT_EQ(same.size(), e.size);
+    EXPECT_EQ(same.etag(), e.etag);
+    EXPECT_EQ(same.mtime(), e.mtime);
+  }
+  EXPECT_EQ(keys, FileKeys(plain));
+  EXPECT_EQ(dirs, Dirs(plain));
+  // A page of it: one entry after "second.bin".
+  ASSERT_TRUE(ListDir("lake", "data", &packed, "second.bin", 1, true).ok());
+  page = ListingIndex::Decode(packed.packed());
+  ASSERT_TRUE(page.has_value());
+  ASSERT_EQ(page->listing->size(), 1u);
+  EXPECT_EQ(page->listing->name_at(0), "top.bin");
+  EXPECT_EQ(packed.next_start_after(), "top.bin");
 }
 
 // A folder too big for one message comes in pages, folders and files in one name order.
