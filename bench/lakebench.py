@@ -83,10 +83,11 @@ def require_root(why="drop_caches and FUSE mounts"):
         sys.exit(f"{PROG}: needs root ({why})")
 
 
-def drop_caches():
+def drop_caches(level=3):
+    """The kernel's caches dropped: 3 the page cache and the dentries and inodes, 2 these only."""
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+        f.write(f"{level}\n")
 
 
 def read_all(path):

@@ -116,6 +116,29 @@ int Serve(fuse_session* se, unsigned threads) {
 
 }  // namespace
 
+int ServeFuse(const std::string& name, const std::string& mountpoint,
+              const std::string& mount_options, const fuse_lowlevel_ops& ops, void* userdata,
+              unsigned threads, const std::function<void()>& on_mounted) {
+  const char* fargv[] = {name.c_str(), "-o", mount_options.c_str()};
+  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(fargv));
+  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), userdata);
+  if (se == nullptr) {
+    std::fprintf(stderr, "%s: could not create the FUSE session\n", name.c_str());
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mountpoint.c_str()) != 0) {
+    std::fprintf(stderr, "%s: mounting at %s failed\n", name.c_str(), mountpoint.c_str());
+    fuse_session_destroy(se);
+    return 1;
+  }
+  if (on_mounted) on_mounted();
+  int rc = Serve(se, threads);
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
+}
+
 int RunNullFuse(const std::string& mountpoint, const NullFuseOptions& options, NullFuseRead read) {
   NullFuse fs{options, std::move(read)};
   fuse_lowlevel_ops ops;
@@ -127,28 +150,12 @@ int RunNullFuse(const std::string& mountpoint, const NullFuseOptions& options, N
   ops.read = OnRead;
   ops.readdir = OnReaddir;
 
-  const char* name = options.name.c_str();
   std::string opts = "ro,fsname=" + options.name + ",subtype=" + options.name +
                      ",max_read=" + std::to_string(kMaxRead);
-  const char* fargv[] = {name, "-o", opts.c_str()};
-  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(fargv));
-  fuse_session* se = fuse_session_new(&args, &ops, sizeof(ops), &fs);
-  if (se == nullptr) {
-    std::fprintf(stderr, "%s: could not create the FUSE session\n", name);
-    return 1;
-  }
-  if (fuse_set_signal_handlers(se) != 0 || fuse_session_mount(se, mountpoint.c_str()) != 0) {
-    std::fprintf(stderr, "%s: mounting at %s failed\n", name, mountpoint.c_str());
-    fuse_session_destroy(se);
-    return 1;
-  }
-  std::fprintf(stderr, "%s: serving %s/%s (%zu bytes, keep_cache=%d)\n", name, mountpoint.c_str(),
-               kFileName, options.size, options.keep_cache ? 1 : 0);
-  int rc = Serve(se, options.threads);
-  fuse_session_unmount(se);
-  fuse_remove_signal_handlers(se);
-  fuse_session_destroy(se);
-  return rc == 0 || rc == SIGTERM || rc == SIGINT || rc == SIGHUP ? 0 : 1;
+  return ServeFuse(options.name, mountpoint, opts, ops, &fs, options.threads, [&] {
+    std::fprintf(stderr, "%s: serving %s/%s (%zu bytes, keep_cache=%d)\n", options.name.c_str(),
+                 mountpoint.c_str(), kFileName, options.size, options.keep_cache ? 1 : 0);
+  });
 }
 
 void FillPattern(char* out, size_t offset, size_t length) {

@@ -30,6 +30,15 @@ struct NullFuseOptions {
 // main (0 after a clean unmount or a signal, 1 when mounting failed).
 int RunNullFuse(const std::string& mountpoint, const NullFuseOptions& options, NullFuseRead read);
 
+// The mount and loop of RunNullFuse for any handlers: mounts a session of `ops` (with `userdata`)
+// at `mountpoint` with the mount options `mount_options` ("ro,fsname=...,max_read=..."), calls
+// `on_mounted` once the mount is visible, and serves with libfuse's multi-threaded loop (clone_fd,
+// at most `threads` threads) until unmounted or SIGTERM/SIGINT/SIGHUP. `name` prefixes its
+// messages. The exit status for main, as RunNullFuse's.
+int ServeFuse(const std::string& name, const std::string& mountpoint,
+              const std::string& mount_options, const fuse_lowlevel_ops& ops, void* userdata,
+              unsigned threads, const std::function<void()>& on_mounted);
+
 // Fills `out` with the bytes of the file from `offset` on: a 4 KiB pattern of letters, repeated.
 void FillPattern(char* out, size_t offset, size_t length);
 

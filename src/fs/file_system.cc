@@ -38,9 +38,11 @@ FileSystem::FileSystem(std::unique_ptr<NamespaceTable> namespaces,
   StartWrites();
 }
 
-uint64_t FileSystem::AcquireInode(Namespace* ns, const std::string& path, bool is_dir) {
+uint64_t FileSystem::AcquireInode(Namespace* ns, const std::string& path, bool is_dir,
+                                  uint64_t parent) {
   bool changed = false;
-  uint64_t ino = inodes_.Acquire(ns, path, is_dir, &changed);
+  uint64_t ino = parent != 0 ? inodes_.AcquireChild(parent, ns, path, is_dir, &changed)
+                             : inodes_.Acquire(ns, path, is_dir, &changed);
   if (changed && options_.journal != nullptr) {
     options_.journal->AddInode({ino, is_dir, ns == nullptr ? "" : ns->name, path});
   }
@@ -124,11 +126,12 @@ FileAttr FileSystem::FileAttrOf(uint64_t ino, const Namespace* ns, bool is_dir, 
   return a;
 }
 
-Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string& name, bool acquire,
-                                     InodeInfo* child) {
+Result<FileAttr> FileSystem::Resolve(const InodeInfo& parent, const std::string& name,
+                                     uint64_t held_parent, InodeInfo* child) {
   auto number = [&](Namespace* ns, const std::string& path, bool is_dir) {
     if (child != nullptr) *child = InodeInfo{ns, path, is_dir};
-    return acquire ? AcquireInode(ns, path, is_dir) : inodes_.NumberOf(ns, path);
+    return held_parent != 0 ? AcquireInode(ns, path, is_dir, held_parent)
+                            : inodes_.NumberOf(ns, path);
   };
   if (parent.ns == nullptr) {  // the multi-namespace root: its entries are the namespaces
     Namespace* ns = namespaces_->Find(name);
@@ -152,7 +155,7 @@ Result<FileAttr> FileSystem::Lookup(uint64_t parent, const std::string& name) {
   std::optional<InodeInfo> info = inodes_.Get(parent);
   if (!info) return Status::NotFound("stale inode " + std::to_string(parent));
   if (!info->is_dir) return Status::InvalidArgument("not a folder");
-  return Resolve(*info, name, /*acquire=*/true);
+  return Resolve(*info, name, parent);
 }
 
 Result<FileAttr> FileSystem::GetAttr(uint64_t ino) {
@@ -236,16 +239,8 @@ Result<FileSystem::ListedItem> FileSystem::Listed(uint64_t dir, const OpenFolder
   if (!path.empty()) path.push_back('/');
   path.append(name);
   const bool is_dir = listing.is_dir_at(i);
-  uint64_t ino;
-  if (acquire) {
-    bool changed = false;
-    ino = inodes_.AcquireChild(dir, folder.ns, path, is_dir, &changed);
-    if (changed && options_.journal != nullptr) {
-      options_.journal->AddInode({ino, is_dir, folder.ns->name, path});
-    }
-  } else {
-    ino = inodes_.NumberOfChild(dir, folder.ns, path);
-  }
+  const uint64_t ino = acquire ? AcquireInode(folder.ns, path, is_dir, dir)
+                               : inodes_.NumberOfChild(dir, folder.ns, path);
   return ListedItem{name,
                     FileAttrOf(ino, folder.ns, is_dir, listing.size_at(i), listing.mtime_at(i))};
 }

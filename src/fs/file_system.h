@@ -295,13 +295,15 @@ class FileSystem {
   // restart of the mount's server must not be taken for memory); null when it is not open here.
   Handle* FindHandle(uint64_t fh) const EXCLUDES(handles_mu_);
   static Status UnknownHandle(uint64_t fh);
-  // inodes_.Acquire (an answer the kernel keeps), journaling what changed.
-  uint64_t AcquireInode(Namespace* ns, const std::string& path, bool is_dir);
+  // The kernel is given (ns, path) once more (journaled when that changes the table). `parent`,
+  // when known (not 0), is the held folder it is in: one probe instead of one per component.
+  uint64_t AcquireInode(Namespace* ns, const std::string& path, bool is_dir, uint64_t parent = 0);
   // The previous server's inodes and open files (options_.journal).
   void RestoreFromJournal();
-  // The entry `name` of `parent`, its inode acquired for the kernel when `acquire` (else only
-  // numbered); *child (when given) describes it.
-  Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name, bool acquire,
+  // The entry `name` of `parent`, its inode acquired for the kernel when `held_parent` (the
+  // number of `parent`, which the kernel holds) is given, else only numbered; *child (when given)
+  // describes it.
+  Result<FileAttr> Resolve(const InodeInfo& parent, const std::string& name, uint64_t held_parent,
                            InodeInfo* child = nullptr);
   Result<std::vector<DirItem>> ListRoot();
   // The attributes of inode `ino` of namespace `ns` (nullptr: the multi-namespace root), which

@@ -51,7 +51,7 @@ Result<FileAttr> FileSystem::ResolveForReader(std::string_view path, const Reade
     walked += walked.empty() ? name : "/" + name;
     // By path, holding nothing: no kernel lookup to be forgotten comes of it.
     InodeInfo next;
-    LC_ASSIGN_OR_RETURN(at, Resolve(cur, name, /*acquire=*/false, &next));
+    LC_ASSIGN_OR_RETURN(at, Resolve(cur, name, /*held_parent=*/0, &next));
     cur = std::move(next);
   }
   if (at.is_dir) return Status::Refused(EISDIR, std::string(path) + ": is a folder");
