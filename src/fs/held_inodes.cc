@@ -245,45 +245,39 @@ uint64_t HeldInodes::FindLocked(uint32_t ns, std::string_view path) const {
   return parent != 0 && e->parent == parent ? home : 0;
 }
 
-uint64_t HeldInodes::Acquire(uint32_t ns, std::string_view path, bool is_dir) {
+uint64_t HeldInodes::Acquire(uint32_t ns, std::string_view path, bool is_dir, bool* changed) {
   WriterMutexLock lock(&mu_);
-  return AcquireLocked(ns, path, is_dir, 1);
+  return AcquireLocked(ns, path, is_dir, 1, changed);
 }
 
-uint64_t HeldInodes::AcquireLocked(uint32_t ns, std::string_view path, bool is_dir,
-                                   uint32_t count) {
-  if (uint64_t held = FindLocked(ns, path); held != 0) {
-    Entry* e = table_->Find(held);
-    if (held != kRootIno) {
-      e->lookups += count;
-      e->is_dir = is_dir ? 1 : 0;
-    }
-    return held;
-  }
+uint64_t HeldInodes::AcquireLocked(uint32_t ns, std::string_view path, bool is_dir, uint32_t count,
+                                   bool* changed) {
+  if (uint64_t held = FindLocked(ns, path); held != 0)
+    return HoldLocked(held, is_dir, count, changed);
   // Its parent first (held by it from now on): a namespace root's is the mount's root.
   uint64_t parent = path.empty() ? kRootIno : AcquireLocked(ns, DirName(path), true, 0);
+  if (changed != nullptr) *changed = true;
   return InsertLocked(parent, ns, path, is_dir, count);
+}
+
+uint64_t HeldInodes::HoldLocked(uint64_t held, bool is_dir, uint32_t count, bool* changed) {
+  if (changed != nullptr) *changed = false;
+  if (held == kRootIno) return held;
+  Entry* e = table_->Find(held);
+  if (changed != nullptr) *changed = (e->is_dir != 0) != is_dir;
+  e->lookups += count;
+  e->is_dir = is_dir ? 1 : 0;
+  return held;
 }
 
 uint64_t HeldInodes::AcquireChild(uint64_t parent, uint32_t ns, std::string_view path, bool is_dir,
                                   bool* changed) {
   WriterMutexLock lock(&mu_);
-  const bool in_parent = IsParentLocked(parent, ns, path);
-  uint64_t held = FindChildLocked(parent, ns, path);
-  if (held == 0 && !in_parent) held = FindLocked(ns, path);
-  if (held == kRootIno) {
-    *changed = false;
-    return held;
-  }
-  if (held != 0) {
-    Entry* e = table_->Find(held);
-    *changed = (e->is_dir != 0) != is_dir;
-    e->lookups++;
-    e->is_dir = is_dir ? 1 : 0;
-    return held;
+  if (!IsParentLocked(parent, ns, path)) return AcquireLocked(ns, path, is_dir, 1, changed);
+  if (uint64_t held = FindChildLocked(parent, ns, path); held != 0) {
+    return HoldLocked(held, is_dir, 1, changed);
   }
   *changed = true;
-  if (!in_parent) return AcquireLocked(ns, path, is_dir, 1);
   return InsertLocked(parent, ns, path, is_dir, 1);
 }
 

@@ -50,7 +50,8 @@ class HeldInodes {
   // The kernel was given (ns, path) once more: its entry, made on first sight (with its parent's,
   // which it holds), counts one more lookup. A path that turned from file to folder keeps its
   // number. REQUIRES: a namespace root is acquired (or the path is one) before paths below it.
-  uint64_t Acquire(uint32_t ns, std::string_view path, bool is_dir);
+  // *changed (when given) says whether the table changed: a new entry, or a new type.
+  uint64_t Acquire(uint32_t ns, std::string_view path, bool is_dir, bool* changed = nullptr);
   // Acquire of an entry of held folder `parent` (a listing's, sent by readdirplus): one probe
   // instead of one per component of `path` when `parent` is the folder `path` is in (it is
   // checked; a folder renamed since it was listed takes the path's way). *changed says whether
@@ -95,8 +96,10 @@ class HeldInodes {
                         uint32_t count) REQUIRES(mu_);
   // The first free number from (ns, path)'s hash on.
   uint64_t FreeNumberLocked(uint32_t ns, std::string_view path) const REQUIRES_SHARED(mu_);
-  uint64_t AcquireLocked(uint32_t ns, std::string_view path, bool is_dir, uint32_t count)
-      REQUIRES(mu_);
+  uint64_t AcquireLocked(uint32_t ns, std::string_view path, bool is_dir, uint32_t count,
+                         bool* changed = nullptr) REQUIRES(mu_);
+  // Held entry `held` counts `count` lookups more, of a file or a folder as `is_dir` says.
+  uint64_t HoldLocked(uint64_t held, bool is_dir, uint32_t count, bool* changed) REQUIRES(mu_);
   void ReleaseLocked(uint64_t ino) REQUIRES(mu_);
   bool SpellLocked(uint64_t ino, std::string* path) const REQUIRES_SHARED(mu_);
 

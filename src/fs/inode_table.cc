@@ -15,12 +15,7 @@ uint32_t InodeTable::IndexOf(Namespace* ns) const {
 }
 
 uint64_t InodeTable::Acquire(Namespace* ns, const std::string& path, bool is_dir, bool* changed) {
-  uint32_t index = IndexOf(ns);
-  if (changed == nullptr) return held_.Acquire(index, path, is_dir);
-  std::optional<HeldInodes::Info> before = held_.Get(held_.NumberOf(index, path));
-  uint64_t ino = held_.Acquire(index, path, is_dir);
-  *changed = ino != kRootIno && (!before || before->path != path || before->is_dir != is_dir);
-  return ino;
+  return held_.Acquire(IndexOf(ns), path, is_dir, changed);
 }
 
 uint64_t InodeTable::NumberOf(Namespace* ns, const std::string& path) const {
