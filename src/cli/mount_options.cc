@@ -38,6 +38,9 @@ constexpr MountOptionSpec kMountOptions[] = {
     {"fuse_descriptors", "N",
      "descriptors of the FUSE connection read in parallel (default 4; for measuring)"},
     {"nosplice", "", "copy cached bytes into FUSE replies instead of splicing (for measuring)"},
+    {"readdirplus", "MODE",
+     "which listed entries come with their attributes: adaptive (the default: whole folders once "
+     "listed files are being looked up), always, never"},
     {"noresend", "",
      "on a takeover, answer EINTR to what the previous server left unanswered, as on a kernel "
      "before 6.9 (for tests)"},
@@ -66,6 +69,10 @@ Status ApplyOne(const std::string& opt, MountOptions* out) {
     out->fuse.splice = false;
   } else if (name == "noresend" && eq == std::string::npos) {
     out->fuse.kernel_resend = false;
+  } else if (name == "readdirplus") {
+    Result<ReaddirplusMode> mode = ParseReaddirplusMode(value);
+    if (!mode.ok()) return Status::InvalidArgument("-o " + opt + ": " + mode.status().message());
+    out->fuse.readdirplus = *mode;
   } else if (name == "fuse_descriptors") {
     LC_ASSIGN_OR_RETURN(uint32_t n, ParseNumber(opt, value, 10));
     if (n < 1 || n >= 64) return Status::InvalidArgument("-o " + opt + ": from 1 to 63");

@@ -24,6 +24,7 @@
 #include "common/scoped_fd.h"
 #include "common/status.h"
 #include "fs/file_system.h"
+#include "fuse/readdirplus_policy.h"
 
 struct fuse_session;
 struct fuse_lowlevel_ops;
@@ -50,6 +51,8 @@ struct FuseMountOptions {
   // A takeover asks the kernel to resend what the previous server left unanswered where the
   // kernel can (6.9 and later); false: serves as on an older kernel (`-o noresend`, for tests).
   bool kernel_resend = true;
+  // Which entries of a listing go with their attributes (readdirplus_policy.h; `-o readdirplus=`).
+  ReaddirplusMode readdirplus = ReaddirplusMode::kAdaptive;
 };
 
 // The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."; "rw,..." when

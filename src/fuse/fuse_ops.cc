@@ -109,6 +109,9 @@ void OnInit(void* userdata, fuse_conn_info* conn) {
   if (ctx.splice && (conn->capable & FUSE_CAP_SPLICE_WRITE) != 0) {
     conn->want |= FUSE_CAP_SPLICE_WRITE;
   }
+  if (ctx.readdirplus.mode() == ReaddirplusMode::kNever) {
+    conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+  }
 }
 
 void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -116,6 +119,7 @@ void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   FileSystem& fs = Fs(req);
   auto attr = fs.Lookup(parent, name);
   if (!attr.ok()) return ReplyError(req, attr.status(), "lookup");
+  if (!attr->is_dir) Ctx(req).readdirplus.LookedUpFile();
   fuse_entry_param e = ToEntry(fs, *attr);
   // An interrupted lookup's answer never reached the kernel, which then keeps no count of it.
   if (fuse_reply_entry(req, &e) != 0) fs.Forget(attr->ino, 1);
@@ -337,21 +341,29 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   // sixth of the server's time on a metadata walk).
   std::unique_ptr<char[]> buf(new char[size]);
   size_t used = 0;
-  // Every entry but "." and ".." that readdirplus returns counts as a lookup for the kernel.
+  // Every entry but "." and ".." that readdirplus returns with its attributes counts as a lookup
+  // for the kernel; the policy says how many go so (the rest go bare: node 0, which the kernel
+  // lists without making an inode of it).
   std::vector<uint64_t> acquired;
   std::string scratch, name;  // reused from entry to entry
+  ReaddirplusPolicy& policy = Ctx(req).readdirplus;
+  const bool whole = policy.Whole(static_cast<uint64_t>(std::max<off_t>(off, 2)) - 2);
+  uint64_t bare = 0;
   // Offsets 0 and 1 are "." and ".."; item i is at offset i + 2.
   for (size_t i = static_cast<size_t>(off); i < folder.size() + 2; ++i) {
     FileSystem::ListedItem item{i == 0 ? "." : "..", FileAttr{ino, true, 0, 0, S_IFDIR, 0, 0}};
+    const bool with_attributes = plus && i >= 2 && policy.WithAttributes(i - 2, whole);
     if (i >= 2) {
-      Result<FileSystem::ListedItem> listed_item = fs.Listed(ino, folder, i - 2, plus, &scratch);
+      Result<FileSystem::ListedItem> listed_item =
+          fs.Listed(ino, folder, i - 2, with_attributes, &scratch);
       if (!listed_item.ok()) break;
       item = *listed_item;
     }
-    const bool held = plus && i >= 2 && !FileSystem::IsControl(item.attr.ino);
+    const bool held = with_attributes && !FileSystem::IsControl(item.attr.ino);
     if (held) acquired.push_back(item.attr.ino);
     name.assign(item.name);  // fuse_add_direntry* take a NUL-terminated name
     fuse_entry_param e = ToEntry(fs, item.attr);
+    if (plus && i >= 2 && !with_attributes) e.ino = 0;
     size_t n = plus ? fuse_add_direntry_plus(req, buf.get() + used, size - used, name.c_str(), &e,
                                              static_cast<off_t>(i + 1))
                     : fuse_add_direntry(req, buf.get() + used, size - used, name.c_str(), &e.attr,
@@ -364,7 +376,9 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
       break;
     }
     used += n;
+    bare += i >= 2 && !with_attributes ? 1 : 0;
   }
+  if (bare > 0) policy.SentBare(bare);
   if (fuse_reply_buf(req, buf.get(), used) != 0) {
     for (uint64_t held : acquired) fs.Forget(held, 1);
   }
@@ -445,7 +459,7 @@ fuse_lowlevel_ops MakeFuseOps() {
 }
 
 std::unique_ptr<FuseContext> NewFuseContext(FileSystem* fs, const FuseMountOptions& options) {
-  auto context = std::make_unique<FuseContext>();
+  auto context = std::make_unique<FuseContext>(options.readdirplus);
   context->fs = fs;
   context->registry = options.metrics;
   context->splice = options.splice;

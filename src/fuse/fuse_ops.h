@@ -17,6 +17,7 @@
 #include "common/metrics.h"
 #include "fs/file_system.h"
 #include "fuse/fuse_mount.h"
+#include "fuse/readdirplus_policy.h"
 
 namespace lakecache {
 
@@ -29,6 +30,7 @@ inline constexpr size_t kTimedFuseOps = 17;
 // What every request's handler reaches through fuse_req_userdata: the file system and the
 // mount's metrics (cells that record nothing when metrics are off).
 struct FuseContext {
+  explicit FuseContext(ReaddirplusMode mode) : readdirplus(mode) {}
   FileSystem* fs = nullptr;
   metrics::Registry* registry = nullptr;
   std::array<metrics::Histogram, kTimedFuseOps> durations;
@@ -44,6 +46,8 @@ struct FuseContext {
   std::string read_ahead_file;
   uint64_t read_ahead_kib = 0;
   std::once_flag read_ahead_once;
+  // Which listed entries go with their attributes (FuseMountOptions::readdirplus).
+  ReaddirplusPolicy readdirplus;
 };
 
 // A context for `fs` with the metrics and settings of `options`.

@@ -1,0 +1,147 @@
+// Which listed entries come with their attributes (-o readdirplus=, src/fuse/readdirplus_policy.h),
+// on real mounts of a synthetic:// tree of 20 folders of 1,000 files: a find makes the kernel hold
+// no more than each folder's first entries, a stat of every file then turns the mount to whole
+// folders after the first ones (its lookups tell it), "always" gives every entry and "never" none.
+// What holds is read from the mount's /metrics: its held inodes and its lookups.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/fuse_mounts.h"
+#include "support/process.h"
+#include "support/test_servers.h"
+#include "support/wait_for.h"
+
+namespace lakecache::readdirplus_test {
+namespace {
+
+using testing::RunCommand;
+using testing::RunResult;
+
+constexpr int kFolders = 20;
+constexpr int kFiles = 1000;  // per folder
+constexpr int kFirstEntries = 128;
+
+class ReaddirplusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::make_unique<testing::TempDir>("readdirplus");
+    mountpoint_ = dir_->path() + "/mnt";
+    RunCommand({"mkdir", "-p", mountpoint_});
+  }
+  void TearDown() override {
+    if (mount_) {
+      EXPECT_TRUE(testing::UnmountForTest(mountpoint_).ok());
+      mount_->Stop();
+    }
+  }
+
+  // Mounts synthetic://20k with -o readdirplus=`mode` (nothing held in the kernel yet).
+  void Mount(const std::string& mode) {
+    port_ = testing::FreeLoopbackPort();
+    std::vector<std::string> argv = {LAKECACHE_BINARY,
+                                     "mount",
+                                     "synthetic://" + std::to_string(kFolders * kFiles),
+                                     mountpoint_,
+                                     "-o",
+                                     "namespaces.synthetic.immutable=yes",
+                                     "-o",
+                                     "readdirplus=" + mode,
+                                     "--metrics-listen",
+                                     "127.0.0.1:" + std::to_string(port_)};
+    auto started = testing::ChildProcess::Start(argv, dir_->path() + "/mount.log");
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    mount_ = std::move(started).value();
+    ASSERT_TRUE(testing::WaitFor([&] { return testing::IsMounted(mountpoint_); }))
+        << mount_->LogTail();
+    ASSERT_TRUE(testing::WaitFor([&] { return Metric("lakecache_mount_held_inodes") >= 0; }));
+  }
+
+  // A sample of the mount's /metrics; -1 when there is none.
+  double Metric(const std::string& sample) {
+    RunResult r =
+        RunCommand({"curl", "-sf", "http://127.0.0.1:" + std::to_string(port_) + "/metrics"}, {},
+                   std::chrono::seconds(20));
+    if (r.exit_code != 0) return -1;
+    for (size_t at = 0; at < r.out.size();) {
+      size_t end = r.out.find('\n', at);
+      std::string line = r.out.substr(at, end - at);
+      if (line.starts_with(sample + " ")) return std::stod(line.substr(sample.size() + 1));
+      at = end == std::string::npos ? end : end + 1;
+    }
+    return -1;
+  }
+  double Held() { return Metric("lakecache_mount_held_inodes"); }
+  double Lookups() {
+    return Metric("lakecache_fuse_operation_duration_seconds_count{op=\"lookup\"}");
+  }
+
+  // find over the mount (with -printf '%s', a stat of every file); the files it printed.
+  int Find(bool stat) {
+    std::vector<std::string> argv = {"find", mountpoint_, "-type", "f"};
+    if (stat) argv.insert(argv.end(), {"-printf", "%s\n"});
+    RunResult r = RunCommand(argv, {}, std::chrono::seconds(120));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    int lines = 0;
+    for (char c : r.out) lines += c == '\n' ? 1 : 0;
+    return lines;
+  }
+
+  std::unique_ptr<testing::TempDir> dir_;
+  std::string mountpoint_;
+  std::unique_ptr<testing::ChildProcess> mount_;
+  int port_ = 0;
+};
+
+TEST_F(ReaddirplusTest, AFindHoldsFolderHeadsAndStatsTurnTheMountToWholeFolders) {
+  Mount("adaptive");
+  ASSERT_EQ(Find(false), kFolders * kFiles);
+  // The kernel holds each folder, and each folder's first entries: the rest came bare.
+  const double folders_and_heads = kFolders * (kFirstEntries + 1);
+  EXPECT_LE(Held(), folders_and_heads + 10);
+  EXPECT_GE(Held(), folders_and_heads);
+  const double lookups_of_find = Lookups();
+
+  // A stat of every file: the first folder's bare entries are looked up, and from then on
+  // folders come whole but for one entry in 32 (the probes); all of it still a stat of each file.
+  ASSERT_EQ(Find(true), kFolders * kFiles);
+  const double lookups = Lookups() - lookups_of_find;
+  const double bare_per_folder = kFiles - kFirstEntries;
+  EXPECT_GE(lookups, bare_per_folder) << "the first folder's bare entries were looked up";
+  EXPECT_LE(lookups, 3 * bare_per_folder + kFolders * (bare_per_folder / 32 + 1))
+      << "the folders after the first ones should have come with their attributes";
+  EXPECT_GE(Held(), kFolders * kFiles);
+}
+
+TEST_F(ReaddirplusTest, AlwaysGivesEveryEntryAndNeverNone) {
+  Mount("always");
+  ASSERT_EQ(Find(false), kFolders * kFiles);
+  EXPECT_GE(Held(), kFolders * kFiles);
+  ASSERT_TRUE(testing::UnmountForTest(mountpoint_).ok());
+  mount_->Stop();
+
+  Mount("never");
+  ASSERT_EQ(Find(false), kFolders * kFiles);
+  EXPECT_LE(Held(), kFolders + 10);
+  const double lookups_of_find = Lookups();
+  ASSERT_EQ(Find(true), kFolders * kFiles);
+  EXPECT_GE(Lookups() - lookups_of_find, kFolders * kFiles);
+}
+
+TEST_F(ReaddirplusTest, AnUnknownModeIsRefusedWithTheModesNamed) {
+  RunResult r = RunCommand(
+      {LAKECACHE_BINARY, "mount", "synthetic://1k", mountpoint_, "-o", "readdirplus=sometimes"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("readdirplus is adaptive, always or never, not 'sometimes'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(testing::IsMounted(mountpoint_));
+}
+
+}  // namespace
+}  // namespace lakecache::readdirplus_test
