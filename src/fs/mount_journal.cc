@@ -1,5 +1,6 @@
 #include "fs/mount_journal.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -238,10 +239,12 @@ void MountJournal::Unmap() {
   capacity_ = 0;
 }
 
-void MountJournal::SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes) {
+void MountJournal::SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes,
+                                 std::string dir) {
   MutexLock lock(&mu_);
   hand_over_ = std::move(hand_over);
   min_compaction_bytes_ = min_bytes;
+  dir_ = std::move(dir);
   if (!compactor_.joinable()) compactor_ = std::thread([this] { CompactLoop(); });
 }
 
@@ -279,6 +282,19 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
   return out + files;
 }
 
+Result<int> MountJournal::NewLogLocked() {
+  if (!dir_.empty()) {
+    int fd = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    spdlog::warn("mount journal: no unnamed file in {} ({}); it stays in memory", dir_,
+                 std::strerror(errno));
+    dir_.clear();
+  }
+  int fd = ::memfd_create("lakecache-mount-journal", MFD_CLOEXEC);
+  if (fd < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+  return fd;
+}
+
 Status MountJournal::SwapLocked(std::string snapshot, uint64_t upto) {
   // The records appended while the snapshot was made follow it, as they were.
   std::string since(end_ - upto, '\0');
@@ -287,8 +303,7 @@ Status MountJournal::SwapLocked(std::string snapshot, uint64_t upto) {
     return Status::IoError(std::string("mount journal: read: ") + std::strerror(errno));
   }
   snapshot += since;
-  int fd = ::memfd_create("lakecache-mount-journal", MFD_CLOEXEC);
-  if (fd < 0) return Status::IoError(std::string("memfd_create: ") + std::strerror(errno));
+  LC_ASSIGN_OR_RETURN(int fd, NewLogLocked());
   Status s = WriteAll(fd, snapshot, 0);
   int handed = s.ok() ? ::dup(fd) : -1;
   if (s.ok() && handed < 0) s = Status::IoError(std::string("dup: ") + std::strerror(errno));
@@ -372,8 +387,20 @@ Status MountJournal::CopyLocked(std::string_view record) {
   if (map_ == nullptr || end_ + record.size() > kMapSize) return WriteAll(fd_, record, end_);
   if (end_ + record.size() > capacity_) {
     uint64_t grown = (end_ + record.size() + kGrowth - 1) / kGrowth * kGrowth;
-    if (::ftruncate(fd_, static_cast<off_t>(grown)) != 0) {
-      return Status::IoError(std::string("mount journal: ftruncate: ") + std::strerror(errno));
+    // The log's blocks (or a memfd's pages) are allocated now: a store into a hole of a full
+    // disk would be a SIGBUS, this is an error of the append.
+    int err = ::posix_fallocate(fd_, static_cast<off_t>(capacity_),
+                                static_cast<off_t>(grown - capacity_));
+    if (err != 0 && !dir_.empty()) {
+      // A full disk: the log moves to memory, whole, and stays there.
+      spdlog::warn("mount journal: {} is full ({}); the journal moves to memory", dir_,
+                   std::strerror(err));
+      dir_.clear();
+      LC_RETURN_IF_ERROR(SwapLocked("", 0));
+      return CopyLocked(record);
+    }
+    if (err != 0) {
+      return Status::IoError(std::string("mount journal: growing the log: ") + std::strerror(err));
     }
     capacity_ = grown;
   }

@@ -3,8 +3,9 @@
 // files open (handle, inode, object version, size). The kernel keeps using both across a restart
 // of the server, so the next one replays the journal before it serves.
 //
-// An append-only log in a file the mount's holder keeps open (a memfd: no disk write per lookup
-// or open), appended to through a shared mapping (a copy, no system call). Each record carries its
+// An append-only log in a file the mount's holder keeps open (a memfd, or once compacted an
+// unnamed file on the cache's disk: see SetCompaction), appended to through a shared mapping (a
+// copy, no system call). Each record carries its
 // length and an XXH32 of its bytes; a record cut short by a server killed while writing it, or the
 // zeros after the last, end the log. Thread-safe: appends are serialized.
 #pragma once
@@ -59,11 +60,17 @@ class MountJournal {
   // Lookups, forgets, opens and releases grow the log without end: once it is `min_bytes` and
   // about twice what it would hold compacted (what it says of inodes still held and files still
   // open), a thread of the journal's writes what it says
-  // to a new memfd, which `hand_over` gives the holder to keep (taking the descriptor) before this
+  // to a new log, which `hand_over` gives the holder to keep (taking the descriptor) before this
   // journal moves to it. The thread reads the log with no lock held (appends go on meanwhile) and
-  // takes the lock only to add the records that came since and move to the new memfd.
-  void SetCompaction(std::function<Status(int fd)> hand_over, uint64_t min_bytes = 16 << 20)
-      EXCLUDES(mu_);
+  // takes the lock only to add the records that came since and move to the new log.
+  // With `dir` (a disk's folder, beside the cache) the new log is an unnamed file there
+  // (O_TMPFILE): its pages are the page cache's, which the kernel writes back and reclaims, where
+  // a memfd's stay in memory for as long as the mount lives (10M inodes held: ~600 MiB). Its
+  // space is allocated before it is written; when the disk is full the log moves to a memfd, whole
+  // (a fault of a store into a hole cannot happen). Where `dir` takes no such file, a memfd.
+  static constexpr uint64_t kMinCompactionBytes = 16 << 20;
+  void SetCompaction(std::function<Status(int fd)> hand_over,
+                     uint64_t min_bytes = kMinCompactionBytes, std::string dir = "") EXCLUDES(mu_);
   uint64_t compactions() const EXCLUDES(mu_);
   // Waits for a compaction under way, if any, to end (tests).
   void WaitForCompaction() EXCLUDES(mu_);
@@ -78,7 +85,9 @@ class MountJournal {
   // What the first `upto` bytes of log `fd` say, as records: the inodes still held, in the order
   // of their latest records, then the files still open.
   static Result<std::string> Snapshot(int fd, uint64_t upto);
-  // Moves to a new memfd holding `snapshot` (of the log up to `upto`) and the records since.
+  // A new, empty log: in dir_ if it can, else a memfd.
+  Result<int> NewLogLocked() REQUIRES(mu_);
+  // Moves to a new log holding `snapshot` (of the log up to `upto`) and the records since.
   Status SwapLocked(std::string snapshot, uint64_t upto) REQUIRES(mu_);
   Status MapLocked() REQUIRES(mu_);
   void Unmap() REQUIRES(mu_);
@@ -89,7 +98,8 @@ class MountJournal {
 
   int fd_ GUARDED_BY(mu_);
   char* map_ GUARDED_BY(mu_) = nullptr;
-  uint64_t capacity_ GUARDED_BY(mu_) = 0;  // the memfd's size: where the mapping is backed
+  uint64_t capacity_ GUARDED_BY(mu_) = 0;  // the log's size: where the mapping is backed
+  std::string dir_ GUARDED_BY(mu_);        // where compacted logs go (SetCompaction)
   std::vector<Inode> inodes_;
   std::vector<OpenFile> open_files_;
   uint64_t max_fh_ = 0;

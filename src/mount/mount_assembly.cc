@@ -118,7 +118,9 @@ Status OpenJournal(const MountSpec& spec, FileSystemOptions* fs_options) {
   if (!journal.ok()) return journal.status().WithContext("the mount's journal");
   fs_options->journal = std::move(*journal);
   if (link != nullptr) {
-    fs_options->journal->SetCompaction([link](int fd) { return link->SendJournal(fd); });
+    // Compacted logs go beside the disk cache, if there is one (see SetCompaction).
+    fs_options->journal->SetCompaction([link](int fd) { return link->SendJournal(fd); },
+                                       MountJournal::kMinCompactionBytes, fs_options->stage_dir);
   }
   return Status::Ok();
 }

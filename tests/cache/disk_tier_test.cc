@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "cache/block_file.h"
+#include "support/scoped_tmpfs.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -105,34 +105,7 @@ uint64_t FreeBytes(const std::string& path) {
   return ::statvfs(path.c_str(), &st) == 0 ? st.f_bavail * st.f_frsize : 0;
 }
 
-// A tmpfs of `bytes` mounted on `dir` for the life of the object. Needs root (as in CI).
-class ScopedTmpfs {
- public:
-  ScopedTmpfs(const std::string& dir, uint64_t bytes) : dir_(dir) {
-    fs::create_directories(dir);
-    std::string options = "size=" + std::to_string(bytes);
-    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, options.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      error_ = std::strerror(errno);
-    }
-  }
-  ~ScopedTmpfs() {
-    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& error() const { return error_; }
-
- private:
-  std::string dir_;
-  bool mounted_ = false;
-  std::string error_;
-};
-
-#define ASSERT_MOUNTED(tmpfs)                                                             \
-  ASSERT_TRUE((tmpfs).mounted()) << "cannot mount a tmpfs (" << (tmpfs).error()           \
-                                 << "): this test needs root (CAP_SYS_ADMIN) to build a " \
-                                    "small file system; run it as root, as CI does"
+using testing::ScopedTmpfs;
 
 class DiskTierTest : public ::testing::Test {
  protected:

@@ -1,5 +1,6 @@
 // MountJournal: what one server records, the next reads back; a torn tail ends the log; opens and
-// releases are compacted into a new memfd the holder is handed, and that one reads back the same.
+// releases are compacted into a new log the holder is handed (a memfd, or an unnamed file in the
+// folder given), and that one reads back the same; a full disk stops the journal, never the mount.
 #include "fs/mount_journal.h"
 
 #include <gtest/gtest.h>
@@ -7,10 +8,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "support/scoped_tmpfs.h"
+#include "support/test_servers.h"
+
 namespace lakecache {
 namespace {
 
 int NewMemfd() { return ::memfd_create("journal-test", MFD_CLOEXEC); }
+
+// A hand-over as the holder's: it keeps the new log in *held, closing the one it had.
+std::function<Status(int)> KeptIn(int* held) {
+  return [held](int fd) {
+    ::close(*held);
+    *held = fd;
+    return Status::Ok();
+  };
+}
 
 off_t SizeOf(int fd) {
   struct stat st;
@@ -108,13 +125,7 @@ TEST(MountJournalTest, ForgettingWhatItHeldCompactsItToWhatIsLeft) {
   int held = NewMemfd();
   auto journal = MountJournal::Open(::dup(held));
   ASSERT_TRUE(journal.ok());
-  (*journal)->SetCompaction(
-      [&](int fd) {
-        ::close(held);
-        held = fd;
-        return Status::Ok();
-      },
-      4096);
+  (*journal)->SetCompaction(KeptIn(&held), 4096);
   for (uint64_t ino = 2; ino < 2002; ++ino) {
     (*journal)->AddInode({ino, false, "ds", "folder/file-" + std::to_string(ino)});
   }
@@ -153,6 +164,74 @@ TEST(MountJournalTest, AFailedHandOverKeepsTheOldJournalWhole) {
   ASSERT_TRUE(next.ok());
   ASSERT_EQ((*next)->open_files().size(), 1u);
   EXPECT_EQ((*next)->open_files()[0].fh, 100u);
+}
+
+// Forgets most of 2,000 inodes held, so that the log is compacted; returns when it has been.
+void HoldAndForget(MountJournal& journal, uint64_t first_ino) {
+  for (uint64_t ino = first_ino; ino < first_ino + 2000; ++ino) {
+    journal.AddInode({ino, false, "ds", "folder/file-" + std::to_string(ino)});
+  }
+  for (uint64_t ino = first_ino; ino < first_ino + 1990; ++ino) journal.AddForget(ino);
+  journal.WaitForCompaction();
+}
+
+TEST(MountJournalTest, CompactedLogsGoToAnUnnamedFileInTheFolderGiven) {
+  testing::TempDir dir("journal-dir");
+  int held = NewMemfd();
+  auto journal = MountJournal::Open(::dup(held));
+  ASSERT_TRUE(journal.ok());
+  (*journal)->SetCompaction(KeptIn(&held), 4096, dir.path());
+  HoldAndForget(**journal, 2);
+  ASSERT_GT((*journal)->compactions(), 0u);
+  // The holder's log is now a file of that folder's file system that has no name: nothing is
+  // left there when the mount goes, and its pages are the page cache's.
+  struct stat st, folder;
+  ASSERT_EQ(::fstat(held, &st), 0);
+  ASSERT_EQ(::stat(dir.path().c_str(), &folder), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_nlink, 0u);
+  EXPECT_EQ(st.st_dev, folder.st_dev);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  // Appends go on in the file on disk, past what the compaction wrote.
+  for (uint64_t ino = 5000; ino < 7000; ++ino) {
+    (*journal)->AddInode({ino, false, "ds", "more/file-" + std::to_string(ino)});
+  }
+  journal->reset();
+  auto next = MountJournal::Open(held);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ((*next)->inodes().size(), 10u + 2000u);
+  EXPECT_EQ((*next)->inodes()[0].path, "folder/file-1992");
+  EXPECT_EQ((*next)->inodes().back().path, "more/file-6999");
+}
+
+TEST(MountJournalTest, WhenTheDiskIsFullTheLogMovesToMemoryWhole) {
+  testing::TempDir dir("journal-full");
+  // Room for a compacted log, not for the 1 MiB it grows by after.
+  testing::ScopedTmpfs tmpfs(dir.path(), 512 * 1024);
+  ASSERT_MOUNTED(tmpfs);
+  int held = NewMemfd();
+  auto journal = MountJournal::Open(::dup(held));
+  ASSERT_TRUE(journal.ok());
+  (*journal)->SetCompaction(KeptIn(&held), 4096, dir.path());
+  HoldAndForget(**journal, 2);
+  const uint64_t compactions = (*journal)->compactions();
+  ASSERT_GT(compactions, 0u);
+  // The next append must grow the log, which the disk has no room for: the log moves to a memfd
+  // (one more log handed over), and nothing is lost.
+  for (uint64_t ino = 5000; ino < 7000; ++ino) {
+    (*journal)->AddInode({ino, false, "ds", "more/file-" + std::to_string(ino)});
+  }
+  EXPECT_EQ((*journal)->compactions(), compactions + 1);
+  struct stat st, folder;
+  ASSERT_EQ(::fstat(held, &st), 0);
+  ASSERT_EQ(::stat(dir.path().c_str(), &folder), 0);
+  EXPECT_NE(st.st_dev, folder.st_dev) << "the log should have left the full disk";
+  journal->reset();
+  auto next = MountJournal::Open(held);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_EQ((*next)->inodes().size(), 10u + 2000u);
+  EXPECT_EQ((*next)->inodes()[0].path, "folder/file-1992");
+  EXPECT_EQ((*next)->inodes().back().path, "more/file-6999");
 }
 
 }  // namespace
