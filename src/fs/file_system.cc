@@ -183,9 +183,13 @@ Result<std::vector<DirItem>> FileSystem::ListRoot() {
   return items;
 }
 
-size_t OpenFolder::size() const { return listing != nullptr ? listing->size() : fixed.size(); }
+size_t OpenFolder::size() const {
+  if (stream != nullptr) return stream->size();
+  return listing != nullptr ? listing->size() : fixed.size();
+}
 
-Result<std::shared_ptr<const OpenFolder>> FileSystem::ListFolder(uint64_t ino) {
+Result<std::shared_ptr<const OpenFolder>> FileSystem::ListFolder(uint64_t ino,
+                                                                 const FolderHook& on_stream) {
   auto folder = std::make_shared<OpenFolder>();
   if (IsControl(ino)) {
     LC_ASSIGN_OR_RETURN(FileAttr dir, ControlAttr(ino));
@@ -203,7 +207,17 @@ Result<std::shared_ptr<const OpenFolder>> FileSystem::ListFolder(uint64_t ino) {
     LC_ASSIGN_OR_RETURN(folder->fixed, ListRoot());
     return std::shared_ptr<const OpenFolder>(std::move(folder));
   }
-  LC_ASSIGN_OR_RETURN(folder->listing, info->ns->meta->List(info->path));
+  MetadataCache::StreamHook pages;
+  if (on_stream) {
+    pages = [&](std::shared_ptr<const ListingStream> stream) {
+      auto streamed = std::make_shared<OpenFolder>();
+      streamed->ns = info->ns;
+      streamed->path = info->path;
+      streamed->stream = std::move(stream);
+      on_stream(std::move(streamed));
+    };
+  }
+  LC_ASSIGN_OR_RETURN(folder->listing, info->ns->meta->List(info->path, pages));
   if (!info->path.empty() && !folder->listing->exists()) {
     return Status::NotFound(info->ns->name + "/" + info->path + ": folder no longer exists");
   }
@@ -213,8 +227,14 @@ Result<std::shared_ptr<const OpenFolder>> FileSystem::ListFolder(uint64_t ino) {
 }
 
 DirItem FileSystem::ItemOf(const OpenFolder& folder, size_t i) const {
-  if (folder.listing == nullptr) return folder.fixed[i];
-  DirEntry e = folder.listing->at(i);
+  const DirListing* page = folder.listing.get();
+  if (folder.stream != nullptr) {  // i < folder.size(): it came
+    std::optional<ListingStream::Entry> entry = folder.stream->Wait(i);
+    page = entry->page.get();
+    i = entry->index;
+  }
+  if (page == nullptr) return folder.fixed[i];
+  DirEntry e = page->at(i);
   uint64_t child = inodes_.NumberOf(folder.ns, JoinPath(folder.path, e.name));
   FileAttr attr = FileAttrOf(child, folder.ns, e);
   return DirItem{std::move(e.name), attr};
@@ -222,7 +242,7 @@ DirItem FileSystem::ItemOf(const OpenFolder& folder, size_t i) const {
 
 Result<FileSystem::ListedItem> FileSystem::Listed(uint64_t dir, const OpenFolder& folder, size_t i,
                                                   bool acquire, std::string* scratch) {
-  if (folder.listing == nullptr) {  // the mount's root, or a control folder
+  if (folder.listing == nullptr && folder.stream == nullptr) {  // the root, or a control folder
     const DirItem& item = folder.fixed[i];
     ListedItem out{item.name, item.attr};
     if (acquire && !IsControl(item.attr.ino)) {  // a namespace: control inodes are never held
@@ -232,7 +252,14 @@ Result<FileSystem::ListedItem> FileSystem::Listed(uint64_t dir, const OpenFolder
     }
     return out;
   }
-  const DirListing& listing = *folder.listing;
+  const DirListing* page = folder.listing.get();
+  if (folder.stream != nullptr) {  // entry i of the pages that came (the stream keeps them)
+    std::optional<ListingStream::Entry> entry = folder.stream->Wait(i);
+    if (!entry) return Status::NotFound("past the folder's last entry");
+    page = entry->page.get();
+    i = entry->index;
+  }
+  const DirListing& listing = *page;
   std::string& path = *scratch;
   std::string_view name = listing.name_at(i);
   path.assign(folder.path);
@@ -310,10 +337,31 @@ void FileSystem::Release(uint64_t fh) {
 
 Result<uint64_t> FileSystem::OpenDir(uint64_t ino) {
   LC_ASSIGN_OR_RETURN(std::shared_ptr<const OpenFolder> folder, ListFolder(ino));
+  return KeepDir(std::move(folder));
+}
+
+void FileSystem::OpenDir(uint64_t ino, const std::function<void(Result<uint64_t>)>& opened) {
+  bool handed = false;
+  Result<std::shared_ptr<const OpenFolder>> folder =
+      ListFolder(ino, [&](std::shared_ptr<const OpenFolder> streamed) {
+        handed = true;
+        opened(KeepDir(std::move(streamed)));
+      });
+  if (handed) return;  // a listing that failed since ends its stream so
+  if (!folder.ok()) return opened(folder.status());
+  opened(KeepDir(std::move(*folder)));
+}
+
+uint64_t FileSystem::KeepDir(std::shared_ptr<const OpenFolder> folder) {
   WriterMutexLock lock(&handles_mu_);
   uint64_t fh = next_fh_++;
   dirs_.emplace(fh, std::move(folder));
   return fh;
+}
+
+Status FileSystem::WaitForEntry(const OpenFolder& folder, size_t i) const {
+  if (folder.stream == nullptr || folder.stream->Wait(i)) return Status::Ok();
+  return folder.stream->status();
 }
 
 Result<std::shared_ptr<const OpenFolder>> FileSystem::DirItems(uint64_t fh, uint64_t ino) {

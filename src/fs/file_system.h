@@ -125,11 +125,15 @@ struct DirItem {
 // An open folder: its entries as they were at opendir, numbered and given attributes a page at a
 // time (FileSystem::ItemOf), so a folder of a million entries costs its listing, shared with the
 // metadata cache, and nothing per entry.
+// A folder of more than one page of the store's listing is opened as its first page comes: it is
+// then served from the pages as they come (`stream`), in the order they came, and size() is what
+// came so far.
 struct OpenFolder {
   Namespace* ns = nullptr;
   std::string path;
-  std::shared_ptr<const DirListing> listing;  // a namespace's folder
-  std::vector<DirItem> fixed;                 // else: the mount's root, or a control folder
+  std::shared_ptr<const DirListing> listing;    // a namespace's folder
+  std::shared_ptr<const ListingStream> stream;  // or its pages as they come
+  std::vector<DirItem> fixed;                   // else: the mount's root, or a control folder
   size_t size() const;
 };
 
@@ -169,8 +173,12 @@ class FileSystem {
   Result<FileAttr> GetAttr(uint64_t ino);
   // Every entry of folder `ino` (tests, small folders: FUSE reads pages of OpenFolder).
   Result<std::vector<DirItem>> ReadDir(uint64_t ino);
-  // Folder `ino` as it is now.
-  Result<std::shared_ptr<const OpenFolder>> ListFolder(uint64_t ino);
+  // Folder `ino` as it is now. With `on_stream`, a folder whose listing takes the store more than
+  // one page is also handed to it as its first page comes (MetadataCache::List), a folder
+  // served from its pages.
+  using FolderHook = std::function<void(std::shared_ptr<const OpenFolder>)>;
+  Result<std::shared_ptr<const OpenFolder>> ListFolder(uint64_t ino,
+                                                       const FolderHook& on_stream = nullptr);
   // Entry `i` (< folder.size()) of an open folder.
   DirItem ItemOf(const OpenFolder& folder, size_t i) const;
   // Entry `i` of open folder `dir` as readdir sends it: its name (valid while `folder` is) and
@@ -267,6 +275,13 @@ class FileSystem {
 
   // A folder's entries, listed once at opendir and served from the handle by offset.
   Result<uint64_t> OpenDir(uint64_t ino);
+  // The same, handing the handle to `opened` (once) as soon as it can be read: for a folder of
+  // many pages, when the first came, while this thread lists the rest (DirItems' readers wait for
+  // the entries they ask for).
+  void OpenDir(uint64_t ino, const std::function<void(Result<uint64_t>)>& opened);
+  // Waits until entry `i` of `folder` has come; an error if its listing failed before it.
+  // Immediate unless the folder is served as its pages come.
+  Status WaitForEntry(const OpenFolder& folder, size_t i) const;
   // The open folder `fh`; a handle not open here (kept by the kernel from before a restart of the
   // mount's server) is listed again from `ino` and kept under the same number.
   Result<std::shared_ptr<const OpenFolder>> DirItems(uint64_t fh, uint64_t ino);
@@ -387,6 +402,8 @@ class FileSystem {
   mutable SharedMutex handles_mu_;
   std::unordered_map<uint64_t, std::unique_ptr<Handle>> handles_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, std::shared_ptr<const OpenFolder>> dirs_ GUARDED_BY(handles_mu_);
+  // Keeps an open folder under a new handle.
+  uint64_t KeepDir(std::shared_ptr<const OpenFolder> folder) EXCLUDES(handles_mu_);
   std::unordered_map<uint64_t, std::shared_ptr<FileWriter>> writers_ GUARDED_BY(handles_mu_);
   std::unordered_map<uint64_t, ControlHandle> controls_ GUARDED_BY(handles_mu_);
   // Files being written when the previous server of the mount died (the journal's mark): their

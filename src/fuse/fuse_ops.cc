@@ -317,13 +317,16 @@ void OnRelease(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
 }
 
 // A folder's entries are listed once at opendir and served from there by offset.
+// A folder of many pages is answered as its first page comes: this thread lists the rest while
+// the reader reads what came (ServeDir waits for what it asks for).
 void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto timer = Timed(req, kOpendir);
-  auto fh = Fs(req).OpenDir(ino);
-  if (!fh.ok()) return ReplyError(req, fh.status(), "opendir");
-  fi->fh = *fh;
-  fi->cache_readdir = 0;
-  fuse_reply_open(req, fi);
+  Fs(req).OpenDir(ino, [req, fi](Result<uint64_t> fh) {
+    if (!fh.ok()) return ReplyError(req, fh.status(), "opendir");
+    fi->fh = *fh;
+    fi->cache_readdir = 0;
+    fuse_reply_open(req, fi);
+  });
 }
 
 void OnReleasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
@@ -337,6 +340,11 @@ void ServeDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_
   auto listed = fs.DirItems(fi->fh, ino);
   if (!listed.ok()) return ReplyError(req, listed.status(), "readdir");
   const OpenFolder& folder = **listed;
+  // A folder served as its pages come: the entry asked for, once it came (or the listing's end).
+  if (Status came = fs.WaitForEntry(folder, static_cast<size_t>(std::max<off_t>(off, 2)) - 2);
+      !came.ok()) {
+    return ReplyError(req, came, "readdir");
+  }
   // Not zeroed: the entries fill what is sent (zeroing the kernel's whole request size took a
   // sixth of the server's time on a metadata walk).
   std::unique_ptr<char[]> buf(new char[size]);

@@ -56,14 +56,16 @@ std::shared_ptr<MetadataCache::Slot> MetadataCache::SlotFor(const std::string& d
   return slot;
 }
 
-Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir) {
+Result<std::shared_ptr<const DirListing>> MetadataCache::List(const std::string& dir,
+                                                              const StreamHook& on_stream) {
   std::shared_ptr<Slot> slot = SlotFor(dir);
-  Listed listed = ListSlot(dir, std::move(slot));
+  Listed listed = ListSlot(dir, std::move(slot), on_stream);
   EnforceBudget();
   return listed;
 }
 
-MetadataCache::Listed MetadataCache::ListSlot(const std::string& dir, std::shared_ptr<Slot> slot) {
+MetadataCache::Listed MetadataCache::ListSlot(const std::string& dir, std::shared_ptr<Slot> slot,
+                                              const StreamHook& on_stream) {
   MutexLock lock(&slot->mu);
   Resident(dir, *slot);
   if (slot->listing && !slot->changed) {
@@ -92,7 +94,7 @@ MetadataCache::Listed MetadataCache::ListSlot(const std::string& dir, std::share
     bool within_stale_bound = now - slot->fetched < options_.ttl + options_.stale_if_error;
     if (slot->warned_stale && !retry_due && within_stale_bound) return slot->listing;
   }
-  return Settle(dir, *slot, Fetch(dir));
+  return Settle(dir, *slot, Fetch(dir, slot->notes.empty() ? on_stream : nullptr));
 }
 
 Result<std::shared_ptr<const DirListing>> MetadataCache::ListFresh(const std::string& dir) {
@@ -179,12 +181,24 @@ std::shared_ptr<const DirListing> MetadataCache::ApplyNotes(
   return std::make_shared<const DirListing>(std::move(out));
 }
 
-MetadataCache::Listed MetadataCache::Fetch(const std::string& dir) const {
+MetadataCache::Listed MetadataCache::Fetch(const std::string& dir,
+                                           const StreamHook& on_stream) const {
   std::string prefix = dir.empty() ? prefix_ : prefix_ + dir + "/";
   DirListingBuilder builder(prefix);
-  LC_RETURN_IF_ERROR(ListPages(
-      *store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout), Clock::duration::max(),
-      [&builder](ListPage& page) { builder.Add(page.objects, page.common_prefixes); }));
+  std::shared_ptr<ListingStream> stream;  // once a page said more are to come
+  Status listed = ListPages(*store_, prefix, "/", IoOptions::WithTimeout(options_.list_timeout),
+                            Clock::duration::max(), [&](ListPage& page) {
+                              builder.Add(page.objects, page.common_prefixes);
+                              if (!on_stream || (stream == nullptr && !page.truncated)) return;
+                              DirListingBuilder one(prefix);
+                              one.Add(page.objects, page.common_prefixes);
+                              const bool first = stream == nullptr;
+                              if (first) stream = std::make_shared<ListingStream>();
+                              stream->Add(std::move(one).Finish());
+                              if (first) on_stream(stream);
+                            });
+  if (stream != nullptr) stream->Finish(listed);
+  LC_RETURN_IF_ERROR(listed);
   return std::make_shared<const DirListing>(std::move(builder).Finish());
 }
 

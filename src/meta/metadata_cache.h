@@ -47,6 +47,7 @@
 #include "common/units.h"
 #include "meta/dir_listing.h"
 #include "meta/listing_index.h"
+#include "meta/listing_stream.h"
 #include "ufs/object_store.h"
 
 namespace lakecache {
@@ -79,8 +80,16 @@ class MetadataCache {
                 MetadataCacheOptions options);
   ~MetadataCache();
 
+  // Hands a listing being fetched to its reader as it comes (see List).
+  using StreamHook = std::function<void(std::shared_ptr<const ListingStream>)>;
+
   // The folder at relative path `dir` ("" is the namespace root; no leading or trailing '/').
-  Result<std::shared_ptr<const DirListing>> List(const std::string& dir);
+  // With `on_stream`, a listing fetched from the store that takes more than one page is also
+  // handed to it as a ListingStream once the first page came, on this thread, which goes on to
+  // list the rest (the call returns when the last came, or the listing failed: the stream ends
+  // so too). Not where this mount changed the folder lately: only the whole listing shows that.
+  Result<std::shared_ptr<const DirListing>> List(const std::string& dir,
+                                                 const StreamHook& on_stream = nullptr);
 
   // The folder as the store lists it now, whatever the TTL (an explicit load: a folder uploaded a
   // moment ago is there); kept as the folder's listing, its pin unchanged. When the store does
@@ -164,7 +173,8 @@ class MetadataCache {
   using Listed = Result<std::shared_ptr<const DirListing>>;
   std::shared_ptr<Slot> SlotFor(const std::string& dir);
   Result<std::shared_ptr<const DirListing>> ListSlot(const std::string& dir,
-                                                     std::shared_ptr<Slot> slot);
+                                                     std::shared_ptr<Slot> slot,
+                                                     const StreamHook& on_stream = nullptr);
   Result<std::shared_ptr<const DirListing>> ListFreshSlot(const std::string& dir,
                                                           std::shared_ptr<Slot> slot);
   // Sets `slot.listing`, keeping memory_used_ in step.
@@ -180,7 +190,7 @@ class MetadataCache {
   // over the budget. Called with no slot's lock held.
   void EnforceBudget() EXCLUDES(mu_);
   // Lists folder `dir` from the store.
-  Listed Fetch(const std::string& dir) const;
+  Listed Fetch(const std::string& dir, const StreamHook& on_stream = nullptr) const;
   // Takes `fetched` into `slot`: a listing replaces the cached one; after an error, the cached
   // listing where it may still be served (else the error).
   Listed Settle(const std::string& dir, Slot& slot, Listed fetched) REQUIRES(slot.mu);

@@ -1,5 +1,7 @@
-// Which listed entries come with their attributes (-o readdirplus=, src/fuse/readdirplus_policy.h),
-// on real mounts of a synthetic:// tree of 20 folders of 1,000 files: a find makes the kernel hold
+// Listings through real mounts of synthetic:// trees: a folder of many pages is listed whole and
+// each entry once (it is read as its pages come). Which listed entries come with their
+// attributes (-o readdirplus=, src/fuse/readdirplus_policy.h), on a tree of 20 folders of 1,000
+// files: a find makes the kernel hold
 // no more than each folder's first entries, a stat of every file then turns the mount to whole
 // folders after the first ones (its lookups tell it), "always" gives every entry and "never" none.
 // What holds is read from the mount's /metrics: its held inodes and its lookups.
@@ -7,7 +9,7 @@
 
 #include <chrono>
 #include <memory>
-#include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,12 +43,13 @@ class ReaddirplusTest : public ::testing::Test {
     }
   }
 
-  // Mounts synthetic://20k with -o readdirplus=`mode` (nothing held in the kernel yet).
-  void Mount(const std::string& mode) {
+  // Mounts synthetic://`spec` (20k: 20 folders of 1,000 files) with -o readdirplus=`mode`
+  // (nothing held in the kernel yet).
+  void Mount(const std::string& mode, const std::string& spec = std::to_string(kFolders * kFiles)) {
     port_ = testing::FreeLoopbackPort();
     std::vector<std::string> argv = {LAKECACHE_BINARY,
                                      "mount",
-                                     "synthetic://" + std::to_string(kFolders * kFiles),
+                                     "synthetic://" + spec,
                                      mountpoint_,
                                      "-o",
                                      "namespaces.synthetic.immutable=yes",
@@ -131,6 +134,26 @@ TEST_F(ReaddirplusTest, AlwaysGivesEveryEntryAndNeverNone) {
   const double lookups_of_find = Lookups();
   ASSERT_EQ(Find(true), kFolders * kFiles);
   EXPECT_GE(Lookups() - lookups_of_find, kFolders * kFiles);
+}
+
+TEST_F(ReaddirplusTest, AFolderOfManyPagesListsEveryEntryOnce) {
+  constexpr int kEntries = 4500;  // five pages of the store's listing
+  Mount("adaptive", std::to_string(kEntries) + ",fanout=" + std::to_string(kEntries));
+  RunResult ls = RunCommand({"ls", "-f", mountpoint_}, {}, std::chrono::seconds(60));
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  std::set<std::string> names;
+  int lines = 0;
+  for (size_t at = 0, end; (end = ls.out.find('\n', at)) != std::string::npos; at = end + 1) {
+    std::string name = ls.out.substr(at, end - at);
+    if (name == "." || name == "..") continue;
+    names.insert(name);
+    ++lines;
+  }
+  EXPECT_EQ(lines, kEntries);
+  EXPECT_EQ(names.size(), static_cast<size_t>(kEntries));
+  // Each is there to stat, in a fresh walk as in the one that listed it.
+  EXPECT_EQ(Find(true), kEntries);
+  EXPECT_EQ(Find(false), kEntries);
 }
 
 TEST_F(ReaddirplusTest, AnUnknownModeIsRefusedWithTheModesNamed) {
