@@ -331,7 +331,7 @@ void MountJournal::CompactLoop() {
       MutexLock lock(&mu_);
       while (!compacting_ && !stopping_) wake_.Wait(&mu_);
       if (stopping_) return;
-      fd = fd_;  // only this thread replaces it
+      fd = fd_;  // replaced by this thread, or while none runs (CopyLocked on a full disk)
       upto = end_;
     }
     Result<std::string> snapshot = Snapshot(fd, upto);
@@ -391,6 +391,12 @@ Status MountJournal::CopyLocked(std::string_view record) {
     // disk would be a SIGBUS, this is an error of the append.
     int err = ::posix_fallocate(fd_, static_cast<off_t>(capacity_),
                                 static_cast<off_t>(grown - capacity_));
+    if (err != 0 && !dir_.empty() && compacting_) {
+      // A compaction is replacing this log: wait for it (it takes the lock to end), then try
+      // again with what it left, perhaps a smaller log.
+      while (compacting_ && !stopping_) compacted_.Wait(&mu_);
+      if (!compacting_) return CopyLocked(record);
+    }
     if (err != 0 && !dir_.empty()) {
       // A full disk: the log moves to memory, whole, and stays there.
       spdlog::warn("mount journal: {} is full ({}); the journal moves to memory", dir_,
