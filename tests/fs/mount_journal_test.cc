@@ -166,28 +166,38 @@ TEST(MountJournalTest, AFailedHandOverKeepsTheOldJournalWhole) {
   EXPECT_EQ((*next)->open_files()[0].fh, 100u);
 }
 
-// Forgets most of 2,000 inodes held, so that the log is compacted; returns when it has been.
-void HoldAndForget(MountJournal& journal, uint64_t first_ino) {
-  for (uint64_t ino = first_ino; ino < first_ino + 2000; ++ino) {
-    journal.AddInode({ino, false, "ds", "folder/file-" + std::to_string(ino)});
+// A journal on a copy of *held, its compactions writing to `dir`: it holds 2,000 inodes and
+// forgets all but 10 (so that it compacts), then holds 2,000 more and is closed. *held is then
+// the holder's last log.
+void CompactAndGrow(int* held, const std::string& dir) {
+  auto journal = MountJournal::Open(::dup(*held));
+  ASSERT_TRUE(journal.ok());
+  (*journal)->SetCompaction(KeptIn(held), 4096, dir);
+  for (uint64_t ino = 2; ino < 2002; ++ino) {
+    (*journal)->AddInode({ino, false, "ds", "folder/file-" + std::to_string(ino)});
   }
-  for (uint64_t ino = first_ino; ino < first_ino + 1990; ++ino) journal.AddForget(ino);
-  journal.WaitForCompaction();
+  for (uint64_t ino = 2; ino < 1992; ++ino) (*journal)->AddForget(ino);
+  (*journal)->WaitForCompaction();
+  ASSERT_GT((*journal)->compactions(), 0u);
+  // Appends go on in the new log, past what the compaction wrote.
+  for (uint64_t ino = 5000; ino < 7000; ++ino) {
+    (*journal)->AddInode({ino, false, "ds", "more/file-" + std::to_string(ino)});
+  }
+}  // the journal is closed, its compactions over
+
+// The next server reads back what CompactAndGrow left: the 10 not forgotten, the 2,000 after.
+void ExpectCompactedAndGrown(int held) {
+  auto next = MountJournal::Open(held);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_EQ((*next)->inodes().size(), 10u + 2000u);
+  EXPECT_EQ((*next)->inodes()[0].path, "folder/file-1992");
+  EXPECT_EQ((*next)->inodes().back().path, "more/file-6999");
 }
 
 TEST(MountJournalTest, CompactedLogsGoToAnUnnamedFileInTheFolderGiven) {
   testing::TempDir dir("journal-dir");
   int held = NewMemfd();
-  auto journal = MountJournal::Open(::dup(held));
-  ASSERT_TRUE(journal.ok());
-  (*journal)->SetCompaction(KeptIn(&held), 4096, dir.path());
-  HoldAndForget(**journal, 2);
-  ASSERT_GT((*journal)->compactions(), 0u);
-  // Appends go on in the file on disk, past what the compaction wrote.
-  for (uint64_t ino = 5000; ino < 7000; ++ino) {
-    (*journal)->AddInode({ino, false, "ds", "more/file-" + std::to_string(ino)});
-  }
-  journal->reset();  // its compactions are over: `held` is the holder's last log
+  ASSERT_NO_FATAL_FAILURE(CompactAndGrow(&held, dir.path()));
   // The holder's log is a file of that folder's file system that has no name: nothing is left
   // there when the mount goes, and its pages are the page cache's.
   struct stat st, folder;
@@ -197,39 +207,23 @@ TEST(MountJournalTest, CompactedLogsGoToAnUnnamedFileInTheFolderGiven) {
   EXPECT_EQ(st.st_nlink, 0u);
   EXPECT_EQ(st.st_dev, folder.st_dev);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
-  auto next = MountJournal::Open(held);
-  ASSERT_TRUE(next.ok());
-  ASSERT_EQ((*next)->inodes().size(), 10u + 2000u);
-  EXPECT_EQ((*next)->inodes()[0].path, "folder/file-1992");
-  EXPECT_EQ((*next)->inodes().back().path, "more/file-6999");
+  ExpectCompactedAndGrown(held);
 }
 
 TEST(MountJournalTest, WhenTheDiskIsFullTheLogMovesToMemoryWhole) {
   testing::TempDir dir("journal-full");
-  // Room for a compacted log, not for the 1 MiB it grows by after.
+  // Room for a compacted log, not for the 1 MiB it grows by after: the log grows past what the
+  // disk has room for (when, depends on when the compactions ran), moves to a memfd then, and
+  // nothing is lost.
   testing::ScopedTmpfs tmpfs(dir.path(), 512 * 1024);
   ASSERT_MOUNTED(tmpfs);
   int held = NewMemfd();
-  auto journal = MountJournal::Open(::dup(held));
-  ASSERT_TRUE(journal.ok());
-  (*journal)->SetCompaction(KeptIn(&held), 4096, dir.path());
-  HoldAndForget(**journal, 2);
-  ASSERT_GT((*journal)->compactions(), 0u);
-  // The log must grow past what the disk has room for (when, depends on when the compactions
-  // ran): it moves to a memfd then, and nothing is lost.
-  for (uint64_t ino = 5000; ino < 7000; ++ino) {
-    (*journal)->AddInode({ino, false, "ds", "more/file-" + std::to_string(ino)});
-  }
-  journal->reset();  // its compactions are over: `held` is the holder's last log
+  ASSERT_NO_FATAL_FAILURE(CompactAndGrow(&held, dir.path()));
   struct stat st, folder;
   ASSERT_EQ(::fstat(held, &st), 0);
   ASSERT_EQ(::stat(dir.path().c_str(), &folder), 0);
   EXPECT_NE(st.st_dev, folder.st_dev) << "the log should have left the full disk";
-  auto next = MountJournal::Open(held);
-  ASSERT_TRUE(next.ok()) << next.status().ToString();
-  ASSERT_EQ((*next)->inodes().size(), 10u + 2000u);
-  EXPECT_EQ((*next)->inodes()[0].path, "folder/file-1992");
-  EXPECT_EQ((*next)->inodes().back().path, "more/file-6999");
+  ExpectCompactedAndGrown(held);
 }
 
 }  // namespace
