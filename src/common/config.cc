@@ -462,6 +462,7 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "metadata_memory" << YAML::Value
       << FormatByteSize(config.client.metadata_memory);
   out << YAML::Key << "metadata_dir" << YAML::Value << config.client.metadata_dir;
+  out << YAML::Key << "kernel_inodes" << YAML::Value << config.client.kernel_inodes;
   out << YAML::EndMap;
   out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "heartbeat_interval" << YAML::Value

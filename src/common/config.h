@@ -105,6 +105,10 @@ struct ClientConfig {
   // Listings and attributes kept in memory; beyond it they live in the on-disk index
   // (`metadata_dir`) and are read back on demand. > 0. Sized for the chart's FUSE pod.
   uint64_t metadata_memory = 256ull << 20;
+  // The most inodes the kernel may hold of the mount (each about 1.1 KB of the kernel's memory and
+  // 55 bytes of the mount's): beyond it the mount asks the kernel to forget the files it holds
+  // (fuse/inode_trimmer.h). 0: as many as the kernel keeps (until memory pressure).
+  uint32_t kernel_inodes = 4'000'000;
   // The on-disk index of listings (an absolute path): "" puts it beside the disk cache
   // (`<first cache disk>/metadata`), and a mount without a disk cache keeps every listing in
   // memory; "off": no index.

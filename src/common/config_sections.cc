@@ -169,6 +169,9 @@ Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::str
   if (name == "read_ahead_max") return ReadSize(ctx, key, v, &client->read_ahead_max);
   if (name == "order_hint_window") return ReadSize(ctx, key, v, &client->order_hint_window);
   if (name == "kernel_read_ahead") return ReadSize(ctx, key, v, &client->kernel_read_ahead);
+  if (name == "kernel_inodes") {
+    return ReadInteger(ctx, key, v, 0, 4'000'000'000u, "inode count", &client->kernel_inodes);
+  }
   if (name == "prefetch_threads") {
     return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
   }
@@ -243,9 +246,9 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
     return ctx.Error(
         "client",
         "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
-        "kernel_read_ahead, short_circuit, shm_prefault, native, transport, allow_uids, "
-        "write_budget, "
-        "write_per_file, upload_parts_in_flight");
+        "kernel_read_ahead, kernel_inodes, short_circuit, shm_prefault, native, transport, "
+        "allow_uids, write_budget, write_per_file, upload_parts_in_flight, metadata_memory, "
+        "metadata_dir");
   }
   LC_RETURN_IF_ERROR(
       ForEachEntry(ctx, "client", node,

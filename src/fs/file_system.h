@@ -170,6 +170,11 @@ class FileSystem {
   void Forget(uint64_t ino, uint64_t count);
   size_t held_inodes() const { return inodes_.held(); }
   size_t held_inode_bytes() const { return inodes_.held_bytes(); }
+  // Up to `n` held files the kernel may be asked to forget (InodeTable::FilesToRelease), for a
+  // mount that keeps what the kernel holds near a budget (fuse/inode_trimmer.h).
+  std::vector<HeldInodes::Releasable> HeldFilesToRelease(size_t n) const {
+    return inodes_.FilesToRelease(n);
+  }
   Result<FileAttr> GetAttr(uint64_t ino);
   // Every entry of folder `ino` (tests, small folders: FUSE reads pages of OpenFolder).
   Result<std::vector<DirItem>> ReadDir(uint64_t ino);

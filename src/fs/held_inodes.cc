@@ -141,6 +141,7 @@ class HeldInodes::Table {
   }
 
   size_t size() const { return count_; }
+  const Entry& EntryAt(size_t pos) const { return const_cast<Table*>(this)->At(pos); }
   size_t bytes() const { return chunks_.size() * kChunk * sizeof(Entry) + index_.size() * 4; }
 
  private:
@@ -393,6 +394,20 @@ std::optional<HeldInodes::Info> HeldInodes::Get(uint64_t ino) const {
   info.is_dir = e->is_dir != 0;
   if (!SpellLocked(ino, &info.path)) return std::nullopt;
   return info;
+}
+
+std::vector<HeldInodes::Releasable> HeldInodes::FilesToRelease(size_t n) const {
+  std::vector<Releasable> out;
+  // A writer's lock, for the cursor: the scan is short (it stops at n files).
+  WriterMutexLock lock(&mu_);
+  const size_t count = table_->size();
+  for (size_t seen = 0; seen < count && out.size() < n; ++seen) {
+    if (release_cursor_ >= count) release_cursor_ = 0;
+    const Entry& e = table_->EntryAt(release_cursor_++);
+    if (e.is_dir != 0 || e.lookups >= kRestoredLookups || e.ino == kRootIno) continue;
+    out.push_back({e.parent, std::string(e.name())});
+  }
+  return out;
 }
 
 size_t HeldInodes::size() const {

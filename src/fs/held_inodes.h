@@ -72,6 +72,16 @@ class HeldInodes {
   // name: the kernel replaced it). Returns its number, or 0 when `from` is not held.
   uint64_t Move(uint32_t ns, std::string_view from, std::string_view to);
 
+  // A held file to ask the kernel to forget: its folder's number and its name.
+  struct Releasable {
+    uint64_t parent = 0;
+    std::string name;
+  };
+  // Up to `n` held files for the kernel to forget (fuse/inode_trimmer.h), in the table's order
+  // from where the last call stopped, so that each call names others. Never a folder (it goes
+  // when nothing below it is held) or a restored entry (the kernel's count of it is unknown).
+  std::vector<Releasable> FilesToRelease(size_t n) const;
+
   std::optional<Info> Get(uint64_t ino) const;
   size_t size() const;             // held entries, the root included
   size_t bytes() const;            // the table's memory, names beyond the inline bytes aside
@@ -112,6 +122,7 @@ class HeldInodes {
   mutable SharedMutex mu_;
   std::unique_ptr<Table> table_ GUARDED_BY(mu_);
   std::unordered_map<std::string, uint64_t> aside_ GUARDED_BY(mu_);
+  mutable size_t release_cursor_ GUARDED_BY(mu_) = 0;  // FilesToRelease's next position
 };
 
 }  // namespace lakecache

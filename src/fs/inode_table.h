@@ -51,6 +51,10 @@ class InodeTable {
   uint64_t Move(Namespace* ns, const std::string& from, const std::string& to);
 
   std::optional<InodeInfo> Get(uint64_t ino) const;
+  // Held files for the kernel to forget (HeldInodes::FilesToRelease).
+  std::vector<HeldInodes::Releasable> FilesToRelease(size_t n) const {
+    return held_.FilesToRelease(n);
+  }
   size_t held() const { return held_.size(); }
   size_t held_bytes() const { return held_.bytes(); }
 

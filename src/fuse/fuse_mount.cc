@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/mount_table.h"
 #include "common/text_codec.h"
 #include "fuse/fuse_ops.h"
+#include "fuse/inode_trimmer.h"
 #include "fuse/session_pool.h"
 
 namespace lakecache {
@@ -190,6 +192,10 @@ Status FuseMount::Run() {
   if (stop_) return Status::Ok();
   if (adopted_) LC_RETURN_IF_ERROR(StartAdopted());
   if (stop_) return Status::Ok();
+  std::optional<InodeTrimmer> trimmer;  // stops before the connection is unmounted
+  if (options_.kernel_inodes > 0) {
+    trimmer.emplace(session_, fs_.get(), options_.kernel_inodes, options_.metrics);
+  }
   if (!clones_.empty()) return RunSessions();
   fuse_loop_config* config = fuse_loop_cfg_create();
   // A cloned descriptor dies with this process, and the requests read on it fail: a connection
@@ -198,6 +204,7 @@ Status FuseMount::Run() {
   fuse_loop_cfg_set_max_threads(config, options_.max_threads);
   int rc = fuse_session_loop_mt(session_, config);
   fuse_loop_cfg_destroy(config);
+  trimmer.reset();
   if (mounted_) fuse_session_unmount(session_);
   mounted_ = false;
   if (rc != 0 && rc != SIGTERM && rc != SIGINT && rc != SIGHUP) {

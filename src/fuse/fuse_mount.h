@@ -53,6 +53,9 @@ struct FuseMountOptions {
   bool kernel_resend = true;
   // Which entries of a listing go with their attributes (readdirplus_policy.h; `-o readdirplus=`).
   ReaddirplusMode readdirplus = ReaddirplusMode::kAdaptive;
+  // The most inodes the kernel may hold of this mount: beyond it, the mount asks the kernel to
+  // forget held files (inode_trimmer.h). 0: as many as the kernel keeps.
+  uint64_t kernel_inodes = 0;
 };
 
 // The mount options string FuseMount mounts with ("ro,fsname=...,max_read=..."; "rw,..." when

@@ -245,6 +245,7 @@ Result<AssembledMount> AssembleMount(MountSources sources, const MountSpec& spec
   auto fs = std::make_shared<FileSystem>(std::move(sources.namespaces), blocks, fs_options);
   FuseMountOptions fuse_options = spec.fuse;
   fuse_options.kernel_read_ahead = sources.config.client.kernel_read_ahead;
+  fuse_options.kernel_inodes = sources.config.client.kernel_inodes;
   fuse_options.read_only = spec.fs.read_only || (!fs->writable() && fs->order_hints() == nullptr);
   fuse_options.metrics = registry.get();
   auto mount = std::make_unique<FuseMount>(fs, fuse_options);

@@ -13,6 +13,30 @@ namespace {
 
 constexpr uint32_t kNs = 1;
 
+TEST(HeldInodesTest, FilesToReleaseNamesHeldFilesByFolderInTurn) {
+  HeldInodes inodes(kNs);
+  const uint64_t dir = inodes.Acquire(kNs, "d", true);
+  for (int i = 0; i < 10; ++i) inodes.Acquire(kNs, "d/f" + std::to_string(i), false);
+  inodes.Restore(inodes.NumberOf(kNs, "d/kept"), kNs, "d/kept", false);
+  std::map<std::string, int> named;
+  for (int call = 0; call < 5; ++call) {
+    for (const HeldInodes::Releasable& f : inodes.FilesToRelease(4)) {
+      EXPECT_EQ(f.parent, dir);
+      named[f.name]++;
+    }
+  }
+  // 20 names, each file twice: never the folder, the root or the restored file (its count is
+  // unknown, so the kernel's forget could not free it).
+  ASSERT_EQ(named.size(), 10u);
+  for (const auto& [name, times] : named) {
+    EXPECT_TRUE(name.starts_with("f")) << name;
+    EXPECT_EQ(times, 2) << name;
+  }
+  HeldInodes folders_only(kNs);
+  folders_only.Acquire(kNs, "a/b", true);
+  EXPECT_TRUE(folders_only.FilesToRelease(8).empty());
+}
+
 TEST(HeldInodesTest, ANumberIsThePathsWhetherHeldOrNot) {
   HeldInodes inodes(kNs);
   uint64_t before = inodes.NumberOf(kNs, "a/b.bin");

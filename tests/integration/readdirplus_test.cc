@@ -45,7 +45,8 @@ class ReaddirplusTest : public ::testing::Test {
 
   // Mounts synthetic://`spec` (20k: 20 folders of 1,000 files) with -o readdirplus=`mode`
   // (nothing held in the kernel yet).
-  void Mount(const std::string& mode, const std::string& spec = std::to_string(kFolders * kFiles)) {
+  void Mount(const std::string& mode, const std::string& spec = std::to_string(kFolders * kFiles),
+             const std::vector<std::string>& options = {}) {
     port_ = testing::FreeLoopbackPort();
     std::vector<std::string> argv = {LAKECACHE_BINARY,
                                      "mount",
@@ -57,6 +58,7 @@ class ReaddirplusTest : public ::testing::Test {
                                      "readdirplus=" + mode,
                                      "--metrics-listen",
                                      "127.0.0.1:" + std::to_string(port_)};
+    argv.insert(argv.end(), options.begin(), options.end());
     auto started = testing::ChildProcess::Start(argv, dir_->path() + "/mount.log");
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     mount_ = std::move(started).value();
@@ -134,6 +136,19 @@ TEST_F(ReaddirplusTest, AlwaysGivesEveryEntryAndNeverNone) {
   const double lookups_of_find = Lookups();
   ASSERT_EQ(Find(true), kFolders * kFiles);
   EXPECT_GE(Lookups() - lookups_of_find, kFolders * kFiles);
+}
+
+TEST_F(ReaddirplusTest, BeyondItsInodeBudgetTheMountHasTheKernelForgetFiles) {
+  constexpr double kBudget = 2000;
+  Mount("always", std::to_string(kFolders * kFiles), {"-o", "client.kernel_inodes=2000"});
+  // A stat of every file gives the kernel 20,000 files; the mount has it forget all but about
+  // the budget (down to 15/16 of it), and they stat again as before.
+  ASSERT_EQ(Find(true), kFolders * kFiles);
+  EXPECT_TRUE(testing::WaitFor([&] { return Held() <= kBudget; })) << Held() << " held";
+  EXPECT_GE(Metric("lakecache_mount_inodes_released_total"), kFolders * kFiles - kBudget);
+  ASSERT_EQ(Find(true), kFolders * kFiles);
+  RunResult cat = RunCommand({"cat", mountpoint_ + "/d000/f000.bin"});
+  EXPECT_EQ(cat.exit_code, 0) << cat.err;
 }
 
 TEST_F(ReaddirplusTest, AFolderOfManyPagesListsEveryEntryOnce) {
