@@ -1,9 +1,11 @@
 #include "fs/mount_journal.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -228,6 +230,9 @@ Status MountJournal::MapLocked() {
   if (map == MAP_FAILED)
     return Status::IoError(std::string("mount journal: mmap: ") + std::strerror(errno));
   map_ = static_cast<char*>(map);
+  unmapped_ = 0;
+  struct statfs fs;
+  on_disk_ = ::fstatfs(fd_, &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != HUGETLBFS_MAGIC;
   struct stat st;
   capacity_ = ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   return Status::Ok();
@@ -409,6 +414,11 @@ Status MountJournal::CopyLocked(std::string_view record) {
       return Status::IoError(std::string("mount journal: growing the log: ") + std::strerror(err));
     }
     capacity_ = grown;
+    if (on_disk_ && end_ > unmapped_ + 2 * kGrowth) {
+      const uint64_t behind = end_ / kGrowth * kGrowth - kGrowth;
+      ::madvise(map_ + unmapped_, behind - unmapped_, MADV_DONTNEED);
+      unmapped_ = behind;
+    }
   }
   std::memcpy(map_ + end_, record.data(), record.size());
   return Status::Ok();

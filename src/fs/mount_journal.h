@@ -100,6 +100,11 @@ class MountJournal {
   char* map_ GUARDED_BY(mu_) = nullptr;
   uint64_t capacity_ GUARDED_BY(mu_) = 0;  // the log's size: where the mapping is backed
   std::string dir_ GUARDED_BY(mu_);        // where compacted logs go (SetCompaction)
+  // The log is a file on disk (not a memfd, not tmpfs): the pages appended to, once behind, leave
+  // this process's page tables (the page cache writes them back and keeps or reclaims them), up
+  // to unmapped_. A memfd's pages are memory wherever they are mapped.
+  bool on_disk_ GUARDED_BY(mu_) = false;
+  uint64_t unmapped_ GUARDED_BY(mu_) = 0;
   std::vector<Inode> inodes_;
   std::vector<OpenFile> open_files_;
   uint64_t max_fh_ = 0;

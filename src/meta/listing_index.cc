@@ -2,10 +2,13 @@
 
 #include <lmdb.h>
 #include <spdlog/spdlog.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -184,7 +187,35 @@ bool ListingIndex::Put(std::string_view scope, std::string_view dir, const Index
     Failed(rc, "writing a listing");
     return false;
   }
+  Touched(value.size());
   return true;
+}
+
+void ListingIndex::Touched(size_t bytes) {
+  constexpr uint64_t kUnmapEvery = 64ull << 20;
+  const uint64_t before = touched_.fetch_add(bytes, std::memory_order_relaxed);
+  if (before / kUnmapEvery == (before + bytes) / kUnmapEvery) return;
+  MDB_envinfo info;
+  if (mdb_env_info(env_, &info) != MDB_SUCCESS) return;
+  MutexLock lock(&unmap_mu_);
+  // lmdb.h gives the map's address only for a fixed map: this process's maps name it.
+  if (map_ == nullptr) {
+    std::error_code ec;
+    const std::string file = std::filesystem::canonical(dir_ + "/data.mdb", ec).string();
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; !ec && std::getline(maps, line);) {
+      unsigned long lo = 0, hi = 0;
+      if (line.ends_with(" " + file) && std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2) {
+        map_ = reinterpret_cast<char*>(lo);
+        map_size_ = hi - lo;
+        break;
+      }
+    }
+    if (map_ == nullptr) return;
+  }
+  // Only the file's pages up to the last one used can be mapped.
+  const size_t used = std::min<size_t>((info.me_last_pgno + 1) * ::getpagesize(), map_size_);
+  ::madvise(map_, used, MADV_DONTNEED);
 }
 
 std::optional<IndexedListing> ListingIndex::Get(std::string_view scope, std::string_view dir) {
@@ -202,6 +233,7 @@ std::optional<IndexedListing> ListingIndex::Get(std::string_view scope, std::str
       bad_value = !out.has_value();
     }
     mdb_txn_abort(txn);
+    Touched(v.mv_size);
   }
   if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND) Failed(rc, "reading a listing");
   if (bad_value) {

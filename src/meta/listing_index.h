@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "common/result.h"
 #include "meta/dir_listing.h"
 
@@ -81,6 +82,11 @@ class ListingIndex {
   // Takes an LMDB error: full (MDB_MAP_FULL, ENOSPC) warns once, corruption marks the index
   // broken; logs either once.
   void Failed(int rc, std::string_view what);
+  // Counts `bytes` of listings read or written through the map; every kUnmapEvery of them, the
+  // map's pages are dropped from this process's page tables (MADV_DONTNEED): they stay in the
+  // page cache, which keeps or reclaims them, and are mapped again when read. Without it the
+  // process's RSS would count every page of the index it ever read (gigabytes at 100M objects).
+  void Touched(size_t bytes);
 
   const std::string dir_;
   MDB_env* const env_;
@@ -88,6 +94,11 @@ class ListingIndex {
   std::atomic<bool> full_{false};
   std::atomic<bool> broken_{false};
   std::atomic<bool> warned_{false};
+  std::atomic<uint64_t> touched_{0};
+  // The map of the data file, found by the first Touched that drops its pages.
+  Mutex unmap_mu_;
+  char* map_ GUARDED_BY(unmap_mu_) = nullptr;
+  size_t map_size_ GUARDED_BY(unmap_mu_) = 0;
 };
 
 }  // namespace lakecache

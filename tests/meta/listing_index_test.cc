@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/resident.h"
 #include "support/test_servers.h"
 
 namespace lakecache {
@@ -120,6 +121,24 @@ TEST_F(ListingIndexTest, PutGetEraseAndEraseBelow) {
   EXPECT_TRUE(index->Get("ns", "").has_value());
   EXPECT_EQ(index->EraseBelow("ns", ""), 2u);  // the root and a-x
   EXPECT_TRUE(index->Get("other", "a").has_value());
+}
+
+// Listings read through the index's map leave this process's pages as they are read: its RSS
+// does not grow with the index (a stat of 100M objects reads gigabytes of it).
+TEST_F(ListingIndexTest, ReadingListingsDoesNotKeepTheIndexMapped) {
+  auto index = Open();
+  const IndexedListing folder = Numbered(100000);
+  constexpr int kFolders = 48;  // about 3 MB each
+  for (int i = 0; i < kFolders; ++i) ASSERT_TRUE(index->Put("ns", "d" + std::to_string(i), folder));
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kFolders; ++i) ASSERT_TRUE(index->Get("ns", "d" + std::to_string(i)));
+  }
+  const std::string file = std::filesystem::canonical(path() + "/data.mdb").string();
+  const size_t file_kib = std::filesystem::file_size(file) / 1024;
+  ASSERT_GT(file_kib, 120u << 10) << "the folders should take more than the 64 MiB between drops";
+  EXPECT_LT(testing::MappedResidentKib([&](std::string_view path) { return path == file; }),
+            80u << 10)
+      << "of " << file_kib << " KiB";
 }
 
 // A new mount asks for an empty index: what the last one left is not served.
