@@ -398,10 +398,12 @@ std::optional<HeldInodes::Info> HeldInodes::Get(uint64_t ino) const {
 
 std::vector<HeldInodes::Releasable> HeldInodes::FilesToRelease(size_t n) const {
   std::vector<Releasable> out;
-  // A writer's lock, for the cursor: the scan is short (it stops at n files).
+  // A writer's lock, for the cursor: the scan is short (n files, or 8n + 1024 entries when most
+  // are folders or restored).
   WriterMutexLock lock(&mu_);
   const size_t count = table_->size();
-  for (size_t seen = 0; seen < count && out.size() < n; ++seen) {
+  const size_t scan = std::min(count, 8 * n + 1024);
+  for (size_t seen = 0; seen < scan && out.size() < n; ++seen) {
     if (release_cursor_ >= count) release_cursor_ = 0;
     const Entry& e = table_->EntryAt(release_cursor_++);
     if (e.is_dir != 0 || e.lookups >= kRestoredLookups || e.ino == kRootIno) continue;

@@ -78,8 +78,9 @@ class HeldInodes {
     std::string name;
   };
   // Up to `n` held files for the kernel to forget (fuse/inode_trimmer.h), in the table's order
-  // from where the last call stopped, so that each call names others. Never a folder (it goes
-  // when nothing below it is held) or a restored entry (the kernel's count of it is unknown).
+  // from where the last call stopped, so that each call names others; fewer when the next 8n +
+  // 1024 entries hold fewer. Never a folder (it goes when nothing below it is held) or a restored
+  // entry (the kernel's count of it is unknown).
   std::vector<Releasable> FilesToRelease(size_t n) const;
 
   std::optional<Info> Get(uint64_t ino) const;

@@ -35,6 +35,14 @@ TEST(HeldInodesTest, FilesToReleaseNamesHeldFilesByFolderInTurn) {
   HeldInodes folders_only(kNs);
   folders_only.Acquire(kNs, "a/b", true);
   EXPECT_TRUE(folders_only.FilesToRelease(8).empty());
+  // Among many folders a call looks at 8n + 1024 entries at most, and the calls go round.
+  HeldInodes mostly_folders(kNs);
+  for (int i = 0; i < 5000; ++i) mostly_folders.Acquire(kNs, "f" + std::to_string(i), true);
+  mostly_folders.Acquire(kNs, "f4999/file", false);
+  size_t calls = 0, found = 0;
+  for (; calls < 10 && found == 0; ++calls) found = mostly_folders.FilesToRelease(1).size();
+  EXPECT_EQ(found, 1u);
+  EXPECT_GE(calls, 4u) << "a call should not have looked at all 5,002 entries";
 }
 
 TEST(HeldInodesTest, ANumberIsThePathsWhetherHeldOrNot) {
