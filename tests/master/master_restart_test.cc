@@ -32,9 +32,10 @@ class MasterRestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(LocalStore(lake_.path()).Put("a.txt", "hello", {}).ok());
+    // The lake's listings outlive any walk (an hour: the one of 100M objects takes a minute).
     std::string yaml = "namespaces:\n  lake:\n    uri: file://" + lake_.path() +
-                       "\n  syn:\n    uri: synthetic://" + std::to_string(TreeSize()) +
-                       ",fanout=1000\n    immutable: true\n";
+                       "\n    metadata_ttl: 1h\n  syn:\n    uri: synthetic://" +
+                       std::to_string(TreeSize()) + ",fanout=1000\n    immutable: true\n";
     auto config = LoadConfigText(yaml, "the test", ConfigFormat::kYaml);
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config_ = *config;
