@@ -260,12 +260,23 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
     return Status::IoError(std::string("mount journal: mmap: ") + std::strerror(errno));
   }
   std::string_view log(static_cast<const char*>(map), upto);
+  // The pages read leave this process's page tables every 64 MiB (they stay the page cache's or
+  // the memfd's): a log of gigabytes is not counted in its RSS while it is compacted.
+  constexpr uint64_t kWindow = 64ull << 20;
+  uint64_t dropped = 0;
+  auto drop_behind = [&](uint64_t at) {
+    if (at < dropped + 2 * kWindow) return;
+    const uint64_t behind = at / kWindow * kWindow - kWindow;
+    ::madvise(static_cast<char*>(map) + dropped, behind - dropped, MADV_DONTNEED);
+    dropped = behind;
+  };
   // Where each inode's latest record is, and each open file's; then those records, copied as
   // they are (the log holds only whole records up to `upto`: appends end there).
   std::unordered_map<uint64_t, uint64_t> held;
   held.reserve(upto / 128);
   std::unordered_map<uint64_t, uint64_t> open;
   ForEachRecord(log, [&](uint8_t type, std::string_view body, uint64_t at) {
+    drop_behind(at);
     auto& latest = type == kInode || type == kForget ? held : open;
     if (type == kInode || type == kOpen) {
       latest[IdOf(body)] = at;
@@ -274,7 +285,9 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
     }
   });
   std::string out, files;
+  dropped = 0;
   ForEachRecord(log, [&](uint8_t type, std::string_view body, uint64_t at) {
+    drop_behind(at);
     const uint64_t id = IdOf(body);
     std::string_view record = log.substr(at, kHead + body.size());
     if (type == kInode) {
