@@ -82,6 +82,15 @@ std::string OpenRecord(const MountJournal::OpenFile& open) {
   return Framed(body);
 }
 
+// Drops from this process's page tables the pages of `map` from *dropped up to a `window` short
+// of `at` (whole windows), once `at` is two windows past *dropped: the pages stay the file's.
+void DropPagesBehind(char* map, uint64_t at, uint64_t window, uint64_t* dropped) {
+  if (at < *dropped + 2 * window) return;
+  const uint64_t behind = at / window * window - window;
+  ::madvise(map + *dropped, behind - *dropped, MADV_DONTNEED);
+  *dropped = behind;
+}
+
 // Calls fn(type, body, offset) for each whole record of `log` in order, up to the first that is
 // cut short or does not check (where the log ends); returns where that is.
 template <typename Fn>
@@ -265,10 +274,7 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
   constexpr uint64_t kWindow = 64ull << 20;
   uint64_t dropped = 0;
   auto drop_behind = [&](uint64_t at) {
-    if (at < dropped + 2 * kWindow) return;
-    const uint64_t behind = at / kWindow * kWindow - kWindow;
-    ::madvise(static_cast<char*>(map) + dropped, behind - dropped, MADV_DONTNEED);
-    dropped = behind;
+    DropPagesBehind(static_cast<char*>(map), at, kWindow, &dropped);
   };
   // Where each inode's latest record is, and each open file's; then those records, copied as
   // they are (the log holds only whole records up to `upto`: appends end there).
@@ -427,11 +433,7 @@ Status MountJournal::CopyLocked(std::string_view record) {
       return Status::IoError(std::string("mount journal: growing the log: ") + std::strerror(err));
     }
     capacity_ = grown;
-    if (on_disk_ && end_ > unmapped_ + 2 * kGrowth) {
-      const uint64_t behind = end_ / kGrowth * kGrowth - kGrowth;
-      ::madvise(map_ + unmapped_, behind - unmapped_, MADV_DONTNEED);
-      unmapped_ = behind;
-    }
+    if (on_disk_) DropPagesBehind(map_, end_, kGrowth, &unmapped_);
   }
   std::memcpy(map_ + end_, record.data(), record.size());
   return Status::Ok();
