@@ -38,6 +38,9 @@ AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 
 Teardown stops what is left in the namespaces (the bench stops its own processes first), deletes
 the namespaces (their veths go with them), then the blackhole route.
+
+BridgeLab (below): many hosts as namespaces on one bridge, each link shaped in both directions, on
+the same safety rules (bench/fanout).
 """
 import json
 import os
@@ -73,6 +76,59 @@ def _ip(*args, check=True):
     return r
 
 
+def claim_subnet():
+    """Blackholes the first free 10.200.S.0/24 of SUBNETS in the root namespace and returns its
+    base ("10.200.S."); first, before any namespace exists: nothing in the root namespace can then
+    reach (or leak out to) a lab address. Checks that the route took."""
+    for s in SUBNETS:
+        base = f"10.200.{s}."
+        routes = _ip("-o", "route", "show", "match", base + "1").stdout.splitlines()
+        addrs = _ip("-o", "addr", "show", "to", base + "0/24").stdout.splitlines()
+        if any(not r.startswith("default") for r in routes if r.strip()) or any(a.strip() for a in addrs):
+            continue  # in use: a network, or another bench or test lab
+        # `add`, not `replace`: never take over a route someone else owns.
+        if _ip("route", "add", "blackhole", base + "0/24", check=False).returncode == 0:
+            # `ip route get` fails for a blackholed address; an answer means a route out.
+            out = _ip("route", "get", base + "1", check=False)
+            if out.returncode == 0:
+                _ip("route", "del", "blackhole", base + "0/24", check=False)
+                raise RuntimeError(f"the root namespace would route {base}1 somewhere: {out.stdout.strip()}")
+            return base
+    raise RuntimeError("no free 10.200.S.0/24 for the blackhole route (see `ip route`)")
+
+
+def release_lab(namespaces, subnet):
+    """Stops whatever still runs in `namespaces` (the bench stops its own processes first), deletes
+    them (their veths and qdiscs go with them), then the blackhole route of `subnet`, last: no
+    namespace address is reachable any more."""
+    for ns in namespaces:
+        for _ in range(20):  # a stopped runner's children (Swift's servers) take a moment to go
+            pids = _ip("netns", "pids", ns, check=False).stdout.split()
+            if not pids:
+                break
+            time.sleep(0.1)
+        for pid in pids:
+            log(f"teardown: stopping pid {pid}, still running in {ns}")
+            try:
+                os.kill(int(pid), 9)
+            except (OSError, ValueError):
+                pass
+    for ns in reversed(namespaces):
+        r = _ip("netns", "del", ns, check=False)
+        if r.returncode != 0:
+            log(f"teardown: ip netns del {ns}: {r.stderr.strip()}")
+    if subnet:
+        r = _ip("route", "del", "blackhole", subnet, check=False)
+        if r.returncode != 0:
+            log(f"teardown: ip route del blackhole {subnet}: {r.stderr.strip()}")
+
+
+def tx_bytes(ns, dev):
+    """Bytes `dev` in namespace `ns` has sent (IP packets, headers included)."""
+    r = _ip("-n", ns, "-j", "-s", "link", "show", "dev", dev)
+    return json.loads(r.stdout)[0]["stats64"]["tx"]["bytes"]
+
+
 class RemoteStore:
     """s3rver (or Swift) behind a shaped veth, in namespaces; see the module docstring."""
 
@@ -104,30 +160,10 @@ class RemoteStore:
     def in_store(self, argv):
         return ["nsenter", f"--net=/run/netns/{self.store_ns}", *argv]
 
-    def _add_blackhole(self):
-        for s in SUBNETS:
-            base = f"10.200.{s}."
-            routes = _ip("-o", "route", "show", "match", base + "1").stdout.splitlines()
-            addrs = _ip("-o", "addr", "show", "to", base + "0/24").stdout.splitlines()
-            if any(not r.startswith("default") for r in routes if r.strip()) or any(a.strip() for a in addrs):
-                continue  # in use: a network, or another bench or test lab
-            # `add`, not `replace`: never take over a route someone else owns.
-            if _ip("route", "add", "blackhole", base + "0/24", check=False).returncode == 0:
-                self.subnet = base + "0/24"
-                self.store_ip, self.client_ip = base + "1", base + "2"
-                return
-        raise RuntimeError("no free 10.200.S.0/24 for the blackhole route (see `ip route`)")
-
-    def _check_blackholed(self, ip):
-        """`ip route get` fails for a blackholed address; an answer means a route out."""
-        out = _ip("route", "get", ip, check=False)
-        if out.returncode == 0:
-            raise RuntimeError(f"the root namespace would route {ip} somewhere: {out.stdout.strip()}")
-
     def start(self):
         t0 = time.monotonic()
-        self._add_blackhole()  # first: no namespace exists before the route does
-        self._check_blackholed(self.store_ip)
+        base = claim_subnet()  # first: no namespace exists before the route does
+        self.subnet, self.store_ip, self.client_ip = base + "0/24", base + "1", base + "2"
         for ns in (self.store_ns, self.client_ns):
             _ip("netns", "add", ns)
             self.namespaces.append(ns)
@@ -253,33 +289,95 @@ class RemoteStore:
 
     def link_bytes(self):
         """Bytes the store's end of the veth has sent (IP packets, headers included)."""
-        r = _ip("-n", self.store_ns, "-j", "-s", "link", "show", "dev", self.store_dev)
-        return json.loads(r.stdout)[0]["stats64"]["tx"]["bytes"]
+        return tx_bytes(self.store_ns, self.store_dev)
 
     # ---- teardown --------------------------------------------------------------------------------
     def teardown(self):
-        for ns in self.namespaces:  # whatever is still running there was started by this bench
-            for _ in range(20):  # a stopped runner's children (Swift's servers) take a moment to go
-                pids = _ip("netns", "pids", ns, check=False).stdout.split()
-                if not pids:
-                    break
-                time.sleep(0.1)
-            for pid in pids:
-                log(f"teardown: stopping pid {pid}, still running in {ns}")
-                try:
-                    os.kill(int(pid), 9)
-                except (OSError, ValueError):
-                    pass
-        for ns in reversed(self.namespaces):
-            r = _ip("netns", "del", ns, check=False)
-            if r.returncode != 0:
-                log(f"teardown: ip netns del {ns}: {r.stderr.strip()}")
+        release_lab(self.namespaces, self.subnet)
         self.namespaces = []
-        if self.subnet:  # last: no namespace address is reachable any more
-            r = _ip("route", "del", "blackhole", self.subnet, check=False)
-            if r.returncode != 0:
-                log(f"teardown: ip route del blackhole {self.subnet}: {r.stderr.strip()}")
-            self.subnet = None
+        self.subnet = None
+
+
+class BridgeLab:
+    """Hosts as network namespaces on one bridge, each link optionally shaped with tbf in both
+    directions (bench/fanout; bench/faults' HostLab is one with fixed hosts).
+
+        lab = BridgeLab(bench, ["store", "master", "host0", "host1"])  # bench: a lakebench.BenchBase
+        lab.start()                   # blackhole route, namespaces, the bridge, one veth per host
+        lab.shape("host0", 200)       # tbf 200 Mbit/s on host0's eth0 (egress) and its bridge port (ingress)
+        lab.run_in("host0", argv)     # argv run in host0's namespace (nsenter --net: mounts stay visible)
+        lab.ip_of("host0")            # "10.200.S.3": valid inside the lab's namespaces only
+        lab.tx_bytes("host0")         # bytes host0's eth0 has sent so far
+        lab.teardown()                # also registered with bench.add_cleanup(): idempotent
+
+    Before any namespace exists, `blackhole 10.200.S.0/24` goes into the root namespace's routing
+    table (S: the first free of SUBNETS), so nothing in the root namespace can reach (or leak out to)
+    a lab address. The bridge lives in a hub namespace of its own (NAME-hub, ports p0, p1, ...); host
+    h is namespace NAME-h with eth0 at 10.200.S.(i+1), i its position in `hosts`. Teardown stops
+    whatever still runs in the lab's namespaces (the bench stops its own processes first), deletes
+    the namespaces (veths and qdiscs go with them), then the blackhole route."""
+
+    def __init__(self, bench, hosts, name=None):
+        if len(hosts) > 250:
+            raise ValueError("at most 250 hosts on a /24")
+        self.bench = bench
+        self.hosts = list(hosts)
+        self.name = name or f"lcl{os.getpid()}"
+        self.namespaces = []
+        self.subnet = self.base = None
+        bench.add_cleanup(self.teardown)
+
+    def ns(self, host):
+        return f"{self.name}-{host}"
+
+    def run_in(self, host, argv):
+        return ["nsenter", f"--net=/run/netns/{self.ns(host)}", *argv]
+
+    def ip_of(self, host):
+        return self.base + str(self.hosts.index(host) + 1)
+
+    def port_of(self, host):
+        """The host's port on the bridge (in the hub namespace)."""
+        return f"p{self.hosts.index(host)}"
+
+    def start(self):
+        self.base = claim_subnet()
+        self.subnet = self.base + "0/24"
+        hub = self.ns("hub")
+        for host in ("hub", *self.hosts):
+            _ip("netns", "add", self.ns(host))
+            self.namespaces.append(self.ns(host))
+            _ip("-n", self.ns(host), "link", "set", "lo", "up")
+        _ip("-n", hub, "link", "add", "br0", "type", "bridge")
+        _ip("-n", hub, "link", "set", "br0", "up")
+        for host in self.hosts:  # both ends made inside their namespaces: nothing in the root one
+            port = self.port_of(host)
+            _ip("-n", hub, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", self.ns(host))
+            _ip("-n", hub, "link", "set", port, "master", "br0")
+            _ip("-n", hub, "link", "set", port, "up")
+            _ip("-n", self.ns(host), "addr", "add", self.ip_of(host) + "/24", "dev", "eth0")
+            _ip("-n", self.ns(host), "link", "set", "eth0", "up")
+
+    def shape(self, host, rate_mbit, burst="256kb", latency="50ms"):
+        """tbf at rate_mbit on the host's eth0 (what it sends) and on its bridge port (what it
+        receives); 0 or None removes the shaping."""
+        for ns, dev in ((self.ns(host), "eth0"), (self.ns("hub"), self.port_of(host))):
+            subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], capture_output=True)
+            if rate_mbit:
+                r = subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                                    f"{rate_mbit}mbit", "burst", burst, "latency", latency],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise RuntimeError(f"tc tbf on {ns} {dev} failed: {r.stderr.strip()}")
+
+    def tx_bytes(self, host):
+        """Bytes the host's eth0 has sent (IP packets, headers included)."""
+        return tx_bytes(self.ns(host), "eth0")
+
+    def teardown(self):
+        release_lab(self.namespaces, self.subnet)
+        self.namespaces = []
+        self.subnet = None
 
 
 # ---- the delay proxy (runs as a separate process in the store namespace) ---------------------------

@@ -264,6 +264,9 @@ Result<StartedServer> StartServer(const std::string& address,
 
 const std::string& HostId() {
   static const std::string id = [] {
+    if (const char* named = std::getenv("LAKECACHE_HOST_ID"); named != nullptr && *named != '\0') {
+      return std::string(named);
+    }
     std::ifstream in("/proc/sys/kernel/random/boot_id");
     std::string line;
     std::getline(in, line);

@@ -76,8 +76,9 @@ Result<StartedServer> StartServer(const std::string& address,
                                   std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
                                   const RpcMetrics& rpc_metrics = {});
 
-// This host's identity for short-circuit reads: the running kernel's boot id (the same for every
-// process and container on one kernel); empty if unreadable.
+// This host's identity for short-circuit reads and for where a block's replicas are: the running
+// kernel's boot id (the same for every process and container on one kernel), or LAKECACHE_HOST_ID
+// when set (hosts simulated as network namespaces of one kernel); empty if unreadable.
 const std::string& HostId();
 
 }  // namespace lakecache::rpc
