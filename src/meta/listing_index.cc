@@ -139,7 +139,8 @@ Result<std::unique_ptr<ListingIndex>> ListingIndex::Open(const std::string& dir,
     return Status::IoError("listing index " + dir + ": cannot open it: " + mdb_strerror(rc));
   }
   WriteState(dir, "open");
-  return std::unique_ptr<ListingIndex>(new ListingIndex(dir, env, dbi));
+  return std::unique_ptr<ListingIndex>(
+      new ListingIndex(dir, env, dbi, std::max<uint64_t>(options.unmap_every, 1)));
 }
 
 ListingIndex::~ListingIndex() {
@@ -192,9 +193,8 @@ bool ListingIndex::Put(std::string_view scope, std::string_view dir, const Index
 }
 
 void ListingIndex::Touched(size_t bytes) {
-  constexpr uint64_t kUnmapEvery = 64ull << 20;
   const uint64_t before = touched_.fetch_add(bytes, std::memory_order_relaxed);
-  if (before / kUnmapEvery == (before + bytes) / kUnmapEvery) return;
+  if (before / unmap_every_ == (before + bytes) / unmap_every_) return;
   MDB_envinfo info;
   if (mdb_env_info(env_, &info) != MDB_SUCCESS) return;
   MutexLock lock(&unmap_mu_);

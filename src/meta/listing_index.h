@@ -31,6 +31,8 @@ struct ListingIndexOptions {
   uint64_t map_size = 64ull << 30;
   // Start empty: what a previous process left is removed first.
   bool empty = false;
+  // Bytes of listings read or written between two drops of the map's pages (Touched).
+  uint64_t unmap_every = 64ull << 20;
 };
 
 // One folder as the index holds it.
@@ -77,12 +79,12 @@ class ListingIndex {
   static std::optional<IndexedListing> Decode(std::string_view bytes);
 
  private:
-  ListingIndex(std::string dir, MDB_env* env, unsigned dbi)
-      : dir_(std::move(dir)), env_(env), dbi_(dbi) {}
+  ListingIndex(std::string dir, MDB_env* env, unsigned dbi, uint64_t unmap_every)
+      : dir_(std::move(dir)), env_(env), dbi_(dbi), unmap_every_(unmap_every) {}
   // Takes an LMDB error: full (MDB_MAP_FULL, ENOSPC) warns once, corruption marks the index
   // broken; logs either once.
   void Failed(int rc, std::string_view what);
-  // Counts `bytes` of listings read or written through the map; every kUnmapEvery of them, the
+  // Counts `bytes` of listings read or written through the map; every unmap_every_ of them, the
   // map's pages are dropped from this process's page tables (MADV_DONTNEED): they stay in the
   // page cache, which keeps or reclaims them, and are mapped again when read. Without it the
   // process's RSS would count every page of the index it ever read (gigabytes at 100M objects).
@@ -91,6 +93,7 @@ class ListingIndex {
   const std::string dir_;
   MDB_env* const env_;
   const unsigned dbi_;  // MDB_dbi
+  const uint64_t unmap_every_;
   std::atomic<bool> full_{false};
   std::atomic<bool> broken_{false};
   std::atomic<bool> warned_{false};
