@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -269,9 +270,9 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
     return Status::IoError(std::string("mount journal: mmap: ") + std::strerror(errno));
   }
   std::string_view log(static_cast<const char*>(map), upto);
-  // The pages read leave this process's page tables every 64 MiB (they stay the page cache's or
+  // The pages read leave this process's page tables every 16 MiB (they stay the page cache's or
   // the memfd's): a log of gigabytes is not counted in its RSS while it is compacted.
-  constexpr uint64_t kWindow = 64ull << 20;
+  constexpr uint64_t kWindow = 16ull << 20;
   uint64_t dropped = 0;
   auto drop_behind = [&](uint64_t at) {
     DropPagesBehind(static_cast<char*>(map), at, kWindow, &dropped);
@@ -303,7 +304,10 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
     }
   });
   ::munmap(map, upto);
-  return out + files;
+  held = {};  // freed before the caller's copies, not after
+  open = {};
+  out.append(files);
+  return out;
 }
 
 Result<int> MountJournal::NewLogLocked() {
@@ -320,15 +324,16 @@ Result<int> MountJournal::NewLogLocked() {
 }
 
 Status MountJournal::SwapLocked(std::string snapshot, uint64_t upto) {
-  // The records appended while the snapshot was made follow it, as they were.
+  // The records appended while the snapshot was made follow it, as they were (written after
+  // it, not appended to it: no copy of a snapshot of hundreds of MB).
   std::string since(end_ - upto, '\0');
   if (!since.empty() && ::pread(fd_, since.data(), since.size(), static_cast<off_t>(upto)) !=
                             static_cast<ssize_t>(since.size())) {
     return Status::IoError(std::string("mount journal: read: ") + std::strerror(errno));
   }
-  snapshot += since;
   LC_ASSIGN_OR_RETURN(int fd, NewLogLocked());
   Status s = WriteAll(fd, snapshot, 0);
+  if (s.ok()) s = WriteAll(fd, since, snapshot.size());
   int handed = s.ok() ? ::dup(fd) : -1;
   if (s.ok() && handed < 0) s = Status::IoError(std::string("dup: ") + std::strerror(errno));
   // The holder keeps the old log until it has the new one whole: a kill in between loses nothing.
@@ -340,7 +345,7 @@ Status MountJournal::SwapLocked(std::string snapshot, uint64_t upto) {
   Unmap();
   ::close(fd_);
   fd_ = fd;
-  end_ = snapshot.size();
+  end_ = snapshot.size() + since.size();
   if (Status mapped = MapLocked(); !mapped.ok()) spdlog::warn("{}", mapped.message());
   live_bytes_ = end_;  // what the estimate missed (inodes looked up twice, say) is dropped now
   ++compactions_;
@@ -358,20 +363,26 @@ void MountJournal::CompactLoop() {
       fd = fd_;  // replaced by this thread, or while none runs (CopyLocked on a full disk)
       upto = end_;
     }
-    Result<std::string> snapshot = Snapshot(fd, upto);
-    MutexLock lock(&mu_);
-    uint64_t before = end_;
-    Status s = !snapshot.ok() ? snapshot.status()
-               : failed_      ? Status::Ok()
-                              : SwapLocked(std::move(*snapshot), upto);
-    if (!s.ok()) {
-      spdlog::warn("mount journal: compaction failed: {}", s.message());
-      live_bytes_ = end_;  // try again when it has grown as much again
-    } else {
-      spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
+    {
+      Result<std::string> snapshot = Snapshot(fd, upto);
+      MutexLock lock(&mu_);
+      uint64_t before = end_;
+      Status s = !snapshot.ok() ? snapshot.status()
+                 : failed_      ? Status::Ok()
+                                : SwapLocked(std::move(*snapshot), upto);
+      if (!s.ok()) {
+        spdlog::warn("mount journal: compaction failed: {}", s.message());
+        live_bytes_ = end_;  // try again when it has grown as much again
+      } else {
+        spdlog::debug("mount journal: compacted {} bytes to {}", before, end_);
+      }
+      compacting_ = false;
+      compacted_.SignalAll();
     }
-    compacting_ = false;
-    compacted_.SignalAll();
+    // The maps of millions of small nodes are free now, but below malloc's mmap threshold, so
+    // free() keeps their pages: hand them back now rather than at the next periodic trim
+    // (cli/main.cc), so a compaction's peak does not stay in the RSS.
+    ::malloc_trim(0);
   }
 }
 
