@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "support/fuse_mounts.h"
+#include "support/process.h"
 #include "support/test_servers.h"
 
 namespace lakecache::testing {
@@ -111,6 +112,16 @@ class CliFixture : public ::testing::Test {
     RunResult r = RunCommand(Argv(args), Env(env), timeout);
     EXPECT_FALSE(r.timed_out) << JoinArgv(Argv(args)) << "\n" << r.err;
     return r;
+  }
+
+  // `lakecache umount MNT`, which must succeed; on failure, what it said and the end of the
+  // mount's log (`log`, when it wrote one).
+  void Umount(const std::string& mnt, const std::string& log = "") {
+    RunResult down = Lc({"umount", mnt});
+    EXPECT_EQ(down.exit_code, 0) << down.err
+                                 << (log.empty()
+                                         ? ""
+                                         : "\nthe mount's log:\n" + ReadFileTail(log, 4096));
   }
 
   std::string WriteConfig(const std::string& name, const std::string& text) const {

@@ -86,14 +86,14 @@ TEST_F(CliMountTest, EmptyPrefixMountsWithAWarningAndMissingBucketExitsTwo) {
   EXPECT_TRUE(testing::IsMounted(mnt));
   EXPECT_EQ(Count(r.err, "lakecache: warning: s3://cli/nothere holds no objects"), 1u) << r.err;
   EXPECT_TRUE(fs::is_empty(mnt));
-  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+  Umount(mnt, log);
 
   // A prefix that holds objects: no warning.
   std::string data = Mountpoint();
   RunResult full = Lc({"--log-file", log, "mount", "s3://cli/data", data, "--background"});
   ASSERT_EQ(full.exit_code, 0) << full.err;
   EXPECT_EQ(full.err.find("warning"), std::string::npos) << full.err;
-  ASSERT_EQ(Lc({"umount", data}).exit_code, 0);
+  Umount(data, log);
 
   std::string other = Mountpoint();
   RunResult missing = Lc({"mount", "s3://no-such-bucket/x", other});
@@ -159,7 +159,7 @@ TEST_F(CliMountTest, ADeadMountIsClearedByTheNextMountAndItsSocketReplaced) {
   EXPECT_EQ(report.exit_code, 0) << report.err;
   EXPECT_EQ(Sockets().size(), 1u);
 
-  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+  Umount(mnt, log);
   EXPECT_TRUE(WaitFor([&] { return Sockets().empty(); }, std::chrono::seconds(10)))
       << "the socket outlived a clean unmount";
 }
@@ -239,8 +239,9 @@ TEST_F(CliMountTest, BackgroundMountSaysWhereItLogsInAFileOfItsOwn) {
 // tier once and the hit ratio once.
 TEST_F(CliMountTest, ReportShowsEachTierAndTheHitRatioOnceAndLoadSpeaksMiB) {
   std::string mnt = Mountpoint();
-  RunResult up = Lc({"--log-file", scratch_->path() + "/mount.log", "mount", "s3://cli", mnt,
-                     "--cache-dir", Folder("cache"), "--cache-size", "1GiB", "--background"});
+  std::string log = scratch_->path() + "/mount.log";
+  RunResult up = Lc({"--log-file", log, "mount", "s3://cli", mnt, "--cache-dir", Folder("cache"),
+                     "--cache-size", "1GiB", "--background"});
   ASSERT_EQ(up.exit_code, 0) << up.err;
 
   RunResult one = Lc({"load", mnt + "/data/a.txt"});
@@ -293,7 +294,7 @@ TEST_F(CliMountTest, ReportShowsEachTierAndTheHitRatioOnceAndLoadSpeaksMiB) {
   RunResult stat = Lc({"stat", mnt + "/data/big.bin"});
   ASSERT_EQ(stat.exit_code, 0) << stat.err;
   EXPECT_NE(stat.out.find("5.0 MiB"), std::string::npos) << stat.out;
-  ASSERT_EQ(Lc({"umount", mnt}).exit_code, 0);
+  Umount(mnt, log);
 }
 
 // At the default level the log holds events, never a line per read; `cache stats:` once at the
