@@ -12,6 +12,7 @@
 #include "cluster_client/owner_failover.h"
 #include "cluster_client/worker_prober.h"
 #include "cluster_client/worker_streams.h"
+#include "rpc/block_frame.h"
 #include "rpc/grpc_util.h"
 #include "rpc/node_socket.h"
 
@@ -211,6 +212,9 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   req.set_offset(offset);
   req.set_length(dst.size());
   size_t read = 0;
+  if (Result<size_t> replica = ReadThroughHost(*view, block, offset, dst, deadline); replica.ok()) {
+    return replica;
+  }
   Status s = failover_->Run(
       *view, StableKeyHash(BlockKey{content, block.index()}), OwnerCall{"read", "reading"},
       [&] { return block.key() + " block " + std::to_string(block.index()); }, deadline,
@@ -237,6 +241,36 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
       });
   if (!s.ok()) return s;
   return read;
+}
+
+Result<size_t> ClusterClient::ReadThroughHost(const ClientView& view, const rpc::BlockId& block,
+                                              uint64_t offset, std::span<char> dst,
+                                              Clock::time_point deadline) {
+  if (!options_.replicas || view.local.empty()) return Status::NotFound("no worker on this host");
+  const ViewWorker& host = view.workers[view.local.front()];
+  const int64_t now = SteadyNowMs();
+  if (host.peer->bulk == nullptr || !host.peer->up(now)) {
+    return Status::Unavailable("this host's worker is not reachable");
+  }
+  ContentId content = MakeContentId(block.ns(), block.key(), block.etag(), block.block_size());
+  std::vector<size_t> order =
+      RendezvousOrder(StableKeyHash(BlockKey{content, block.index()}), view.nodes);
+  auto owner = std::find_if(order.begin(), order.end(),
+                            [&](size_t i) { return view.workers[i].peer->up(now); });
+  if (owner == order.end() || view.workers[*owner].shm != nullptr) {
+    return Status::NotFound("owned on this host");  // its owner is asked as for any block
+  }
+  rpc::BlockReadRequest request;
+  request.block = block;
+  request.offset = offset;
+  request.length = dst.size();
+  request.flags = rpc::kReadAsReplica;
+  Result<rpc::BlockReplyHeader> got =
+      host.peer->bulk->Read(request, dst, std::min(deadline, Clock::now() + kMaxBlockAttemptTime));
+  if (!got.ok()) return got.status();
+  if (!got->status.ok()) return got->status;
+  replica_reads_.fetch_add(1, std::memory_order_relaxed);
+  return got->data_length;
 }
 
 uint64_t ClusterClient::Prefetch(const std::string& ns, const std::string& key,

@@ -450,6 +450,7 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "kernel_read_ahead" << YAML::Value
       << FormatByteSize(config.client.kernel_read_ahead);
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
+  out << YAML::Key << "replicas" << YAML::Value << config.client.replicas;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "native" << YAML::Value << config.client.native;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;

@@ -85,6 +85,9 @@ struct ClientConfig {
   // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
   // cache files).
   bool short_circuit = true;
+  // Cluster mode: a block another host's worker owns is read through this host's worker, which
+  // keeps it as a replica (cluster_client/client_options.h).
+  bool replicas = true;
   // Map a shared block's pages on first use rather than fault them in page by page. Off by
   // default: replies are spliced from the worker's memfd, which never touches the mapping.
   bool shm_prefault = false;

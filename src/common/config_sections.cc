@@ -176,12 +176,13 @@ Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::str
     return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
   }
   if (name == "allow_uids") return ReadUids(ctx, key, v, &client->allow_uids);
-  if (name == "short_circuit" || name == "shm_prefault" || name == "native") {
+  if (name == "short_circuit" || name == "shm_prefault" || name == "native" || name == "replicas") {
     std::optional<bool> value;
     LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
     if (value.has_value()) {
       (name == "short_circuit" ? client->short_circuit
        : name == "native"      ? client->native
+       : name == "replicas"    ? client->replicas
                                : client->shm_prefault) = *value;
     }
     return Status::Ok();
@@ -246,7 +247,8 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
     return ctx.Error(
         "client",
         "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
-        "kernel_read_ahead, kernel_inodes, short_circuit, shm_prefault, native, transport, "
+        "kernel_read_ahead, kernel_inodes, short_circuit, replicas, shm_prefault, native, "
+        "transport, "
         "allow_uids, write_budget, write_per_file, upload_parts_in_flight, metadata_memory, "
         "metadata_dir");
   }

@@ -36,15 +36,31 @@ std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::str
     size_t turn = entry.next++ % (others.size() + 1);
     if (turn > 0) from = *others[turn - 1];
   }
-  if (std::find(entry.holders.begin(), entry.holders.end(), requester) == entry.holders.end()) {
-    if (entry.holders.size() >= std::max<size_t>(options_.max_holders, 1)) {
-      entry.holders.erase(entry.holders.begin());
-    }
-    entry.holders.push_back(requester);
-  }
+  AddHolder(entry, requester);
   entry.tail = requester;
   entry.tail_at = now;
   return from;
+}
+
+void HolderBook::AddHolder(Entry& entry, const std::string& holder) {
+  if (std::find(entry.holders.begin(), entry.holders.end(), holder) != entry.holders.end()) return;
+  if (entry.holders.size() >= std::max<size_t>(options_.max_holders, 1)) {
+    entry.holders.erase(entry.holders.begin());
+  }
+  entry.holders.push_back(holder);
+}
+
+void HolderBook::Forget(const BlockKey& key) {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  it->second.holders.clear();
+  it->second.tail.clear();
+}
+
+void HolderBook::Note(const BlockKey& key, const std::string& holder) {
+  MutexLock lock(&mu_);
+  AddHolder(Touch(key), holder);
 }
 
 void HolderBook::Drop(const BlockKey& key, const std::string& holder) {

@@ -48,6 +48,10 @@ class HolderBook {
       std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) EXCLUDES(mu_);
   // `holder` did not have `key` when asked.
   void Drop(const BlockKey& key, const std::string& holder) EXCLUDES(mu_);
+  // A holder of `key` failed an asker, which did not say which: none is named until known again.
+  void Forget(const BlockKey& key) EXCLUDES(mu_);
+  // `holder` got `key` from the owner itself.
+  void Note(const BlockKey& key, const std::string& holder) EXCLUDES(mu_);
   // `worker` left the cluster: it holds nothing any more.
   void DropWorker(const std::string& worker) EXCLUDES(mu_);
 
@@ -68,6 +72,7 @@ class HolderBook {
     std::list<BlockKey>::iterator age;
   };
   Entry& Touch(const BlockKey& key) REQUIRES(mu_);
+  void AddHolder(Entry& entry, const std::string& holder) REQUIRES(mu_);
 
   const HolderBookOptions options_;
   mutable Mutex mu_;

@@ -153,6 +153,19 @@ void WorkerServer::MakeService() {
   read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
   load_pool_ = std::make_unique<ThreadPool>(kLoadThreads);
   reader_ = std::make_unique<BlockReader>(namespaces_.get(), blocks_);
+  PeerReadsOptions peer_options;
+  peer_options.self_id = id_;
+  peer_options.credentials = credentials_;
+  Result<std::unique_ptr<PeerReads>> peers = PeerReads::Make(std::move(peer_options));
+  if (peers.ok()) {
+    peers_ = std::move(*peers);
+    holders_ = std::make_unique<HolderBook>();
+    // Replicas hold at most a quarter of the memory tier: the rest stays the worker's own blocks.
+    replicas_ = std::make_unique<ReplicaLedger>(blocks_.get(), config_.cache.memory_capacity / 4);
+    reader_->EnableReplicas(holders_.get(), peers_.get(), replicas_.get());
+  } else {
+    spdlog::warn("worker {} keeps no replicas: {}", id_, peers.status().message());
+  }
   WorkerServiceDeps deps;
   deps.namespaces = namespaces_.get();
   deps.blocks = blocks_;
@@ -282,7 +295,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_capacity_bytes(capacity);
   info->set_used_bytes(used);
   info->set_start_time_ms(start_time_ms_);
-  info->set_host_id(rpc::HostId());
+  info->set_host_id(options_.host_id.empty() ? rpc::HostId() : options_.host_id);
   if (!node_path_.empty()) info->set_node_socket(node_path_);
   info->set_data_address(data_address_);
   info->set_insecure(options_.insecure);

@@ -466,7 +466,7 @@ TEST_F(ClusterTlsTest, ABulkClientOfAnotherCaIsRefused) {
 
 // A bulk connection must start with the client role's token: none, an unknown one and another
 // role's are refused with the role named, never the token; the client's own is accepted.
-TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
+TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientOrWorkerRolesToken) {
   auto deadline = [] {
     return std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
   };
@@ -485,6 +485,11 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
       *security::ClusterCredentials::Open(credentials_, security::Role::kClient, "t")
            .value()
            ->Token();
+  // A worker reads its peers' blocks for the replicas it keeps.
+  std::string worker =
+      *security::ClusterCredentials::Open(credentials_, security::Role::kWorker, "t")
+           .value()
+           ->Token();
   struct Case {
     std::string token;
     StatusCode code;
@@ -493,7 +498,7 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
   for (const Case& k : {Case{"", StatusCode::kUnauthenticated, "carried no token"},
                         Case{std::string(64, 'a'), StatusCode::kUnauthenticated, "not one of"},
                         Case{admin, StatusCode::kAccessDenied, "is the admin role's"},
-                        Case{client, StatusCode::kOk, ""}}) {
+                        Case{client, StatusCode::kOk, ""}, Case{worker, StatusCode::kOk, ""}}) {
     auto c = Connect(credentials_ + "/ca.crt");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     Status hello = rpc::CallHello(**c, k.token, deadline());
@@ -503,7 +508,7 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
       EXPECT_EQ(hello.message().find(k.token), std::string::npos);
     }
     if (!hello.ok()) {
-      EXPECT_NE(hello.message().find("needs the client role"), std::string::npos);
+      EXPECT_NE(hello.message().find("needs the worker or client role"), std::string::npos);
     }
   }
 }
