@@ -122,6 +122,11 @@ class WorkerServer {
   BlockStore& blocks() { return *blocks_; }
   // The shared memory of the memory tier, or null.
   const std::shared_ptr<ShmArena>& arena() const { return arena_; }
+  // Replicas: the blocks kept for mounts of this host, the blocks whose holders this worker (as
+  // their owner) knows, and the epoch of the view it has of its peers (0: none yet).
+  size_t replica_count() const { return replicas_ != nullptr ? replicas_->count() : 0; }
+  size_t holder_blocks() const { return holders_ != nullptr ? holders_->blocks() : 0; }
+  uint64_t peer_epoch() const { return peers_ != nullptr ? peers_->epoch() : 0; }
   // The node socket's path, empty without shared memory.
   std::string node_socket() const { return node_path_; }
   void Shutdown();  // idempotent
