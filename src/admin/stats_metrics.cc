@@ -104,6 +104,27 @@ void AddStatsMetrics(const WorkerStats& stats, bool worker, metrics::Sink& sink)
   sink.Gauge("lakecache_worker_shm_deferred_bytes",
              "Bytes let go of that a co-located mount still reads", {},
              D(stats.shm_deferred_bytes()));
+  sink.Gauge("lakecache_worker_replica_blocks",
+             "Blocks a worker keeps as replicas for the mounts of its host", {},
+             D(stats.replica_blocks()));
+  sink.Gauge("lakecache_worker_replica_bytes", "Bytes of the replicas a worker keeps", {},
+             D(stats.replica_bytes()));
+  sink.Counter("lakecache_worker_replicas_fetched_total",
+               "Replicas a worker got from other workers", {}, D(stats.replicas_fetched()));
+  sink.Counter("lakecache_worker_replicas_erased_total",
+               "Replicas a worker erased to stay in their share or make room for its own blocks",
+               {}, D(stats.replicas_erased()));
+  const char* replica_help =
+      "Replica reads by outcome: redirected (the owner named another holder), holder_missed (it "
+      "did not have the block: the owner was asked again), digest_mismatch (bytes refused)";
+  sink.Counter("lakecache_worker_replica_reads_total", replica_help, {{"outcome", "redirected"}},
+               D(stats.replica_redirects()));
+  sink.Counter("lakecache_worker_replica_reads_total", replica_help, {{"outcome", "holder_missed"}},
+               D(stats.replica_holder_misses()));
+  sink.Counter("lakecache_worker_replica_reads_total", replica_help,
+               {{"outcome", "digest_mismatch"}}, D(stats.replica_digest_mismatches()));
+  sink.Gauge("lakecache_worker_holder_blocks",
+             "Blocks a worker owns whose replica holders it knows", {}, D(stats.holder_blocks()));
 }
 
 }  // namespace lakecache::rpc

@@ -274,6 +274,17 @@ void WorkerServer::Shutdown() {
 }
 
 void WorkerServer::FillShmStats(rpc::WorkerStats* stats) const {
+  if (replicas_ != nullptr) {
+    stats->set_replica_blocks(replicas_->count());
+    stats->set_replica_bytes(replicas_->bytes());
+    stats->set_replicas_erased(replicas_->erased());
+    stats->set_holder_blocks(holders_->blocks());
+    PeerReadStats peer = peers_->Stats();
+    stats->set_replicas_fetched(peer.replicas_fetched);
+    stats->set_replica_redirects(peer.redirects);
+    stats->set_replica_holder_misses(peer.holder_misses);
+    stats->set_replica_digest_mismatches(peer.digest_mismatches);
+  }
   if (arena_ == nullptr) return;
   ShmArenaStats s = arena_->Stats();
   stats->set_shm_sessions(s.sessions);
