@@ -93,7 +93,13 @@ bool ClusterClient::LocalContains(const BlockKey& key) const {
 }
 
 bool ClusterClient::OwnedLocally(const BlockKey& key) const {
-  return OwnerIsMapped(*live_->Current(), key);
+  std::shared_ptr<const ClientView> view = live_->Current();
+  // Read through the host's worker, which keeps it as a replica (ReadThroughHost).
+  if (options_.replicas && !view->local.empty() &&
+      view->workers[view->local.front()].peer->bulk != nullptr) {
+    return true;
+  }
+  return OwnerIsMapped(*view, key);
 }
 
 size_t ClusterClient::local_sessions() const { return live_->Current()->local.size(); }

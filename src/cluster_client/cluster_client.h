@@ -125,8 +125,9 @@ class ClusterClient {
   // The node socket of the worker on this host whose memory `arena_fd` is (the fd() of a block
   // FindLocal gave), and its id in *id; "" when it is none of theirs.
   std::string LocalNodeSocketOf(int arena_fd, std::string* id) const;
-  // True when the block's owner is a worker on this host whose memory this client maps: the
-  // node's cache holds it, so this client need not keep a copy.
+  // True when a worker on this host whose memory this client maps keeps the block: its owner, or
+  // (with `replicas`) the worker it is read through, which keeps a replica. The node's cache
+  // holds it, so this client need not keep a copy.
   bool OwnedLocally(const BlockKey& key) const;
   // The cache file of the block at its owner, when the owner is on this host (one LocateBlock
   // call); kNotFound when it has none, or the owner is elsewhere.
