@@ -20,7 +20,7 @@
 #include "rpc/lakecache.pb.h"
 
 namespace lakecache {
-namespace {
+namespace peer_reads_test {
 
 struct Scripted {
   Status status;
@@ -248,5 +248,5 @@ TEST_F(PeerReadsTest, ABlockThisWorkerOwnsIsNotFetchedFromPeers) {
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
 }
 
-}  // namespace
+}  // namespace peer_reads_test
 }  // namespace lakecache

@@ -18,7 +18,7 @@
 #include "worker/worker_server.h"
 
 namespace lakecache {
-namespace {
+namespace replica_test {
 
 using testing::TempDir;
 using testing::WriteFile;
@@ -160,5 +160,5 @@ TEST_F(ReplicaTest, WithoutReplicasEveryBlockComesFromItsOwner) {
   EXPECT_EQ(HostWorker().replica_count(), 0u);
 }
 
-}  // namespace
+}  // namespace replica_test
 }  // namespace lakecache
