@@ -304,8 +304,6 @@ Result<std::string> MountJournal::Snapshot(int fd, uint64_t upto) {
     }
   });
   ::munmap(map, upto);
-  held = {};  // freed before the caller's copies, not after
-  open = {};
   out.append(files);
   return out;
 }
