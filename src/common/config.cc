@@ -393,6 +393,7 @@ void EmitCache(YAML::Emitter& out, const CacheConfig& cache) {
   }
   out << YAML::EndSeq;
   out << YAML::Key << "policy" << YAML::Value << cache.policy;
+  out << YAML::Key << "replica_share" << YAML::Value << std::to_string(cache.replica_percent) + "%";
   out << YAML::EndMap;
 }
 

@@ -139,6 +139,22 @@ Status ReadInteger(const ErrorContext& ctx, const std::string& key, const YAML::
   return Status::Ok();
 }
 
+// A whole percentage from 0% to `hi`% ("50%").
+Status ReadPercent(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                   uint32_t hi, uint32_t* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  uint32_t value = 0;
+  const char* last = text.data() + text.size() - (text.ends_with('%') ? 1 : 0);
+  auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (!text.ends_with('%') || ec != std::errc() || end != last || value > hi) {
+    return ctx.Error(key, "invalid share '" + text + "' (expected a percentage from 0% to " +
+                              std::to_string(hi) + "%)");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 // A list of uids ("[1000, 1001]"); -1 (4294967295) is no uid.
 Status ReadUids(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
                 std::vector<uint32_t>* out) {
@@ -230,13 +246,15 @@ Status CheckClientWrites(const ErrorContext& ctx, const ClientConfig& client) {
 
 Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
   if (node.IsNull()) return Status::Ok();
-  if (!node.IsMap()) return ctx.Error("cache", "expected a map of memory, disks and policy");
+  if (!node.IsMap())
+    return ctx.Error("cache", "expected a map of memory, disks, policy and replica_share");
   return ForEachEntry(
       ctx, "cache", node,
       [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
         if (name == "memory") return ReadMemory(ctx, v, cache);
         if (name == "disks") return ReadDisks(ctx, v, cache);
         if (name == "policy") return ReadPolicy(ctx, key, v, &cache->policy);
+        if (name == "replica_share") return ReadPercent(ctx, key, v, 90, &cache->replica_percent);
         return ctx.Error(key, "unknown key");
       });
 }

@@ -25,7 +25,12 @@ std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::str
   MutexLock lock(&mu_);
   Entry& entry = Touch(key);
   std::optional<std::string> from;
-  if (!entry.tail.empty() && entry.tail != requester && now - entry.tail_at < options_.in_flight) {
+  const bool again =
+      std::find(entry.holders.begin(), entry.holders.end(), requester) != entry.holders.end();
+  if (again) {
+    // It lost its copy (evicted, restarted). Those routed after it may be fetching from it: sent
+    // to one of them it could wait on itself, so the owner serves it.
+  } else if (!entry.tail.empty() && now - entry.tail_at < options_.in_flight) {
     from = entry.tail;  // still fetching it: the requester follows it in the chain
   } else {
     // The owner and the holders other than the requester, in turn.

@@ -9,7 +9,10 @@
 //    ago), the next one is sent to it: readers that arrive together form a chain, each fetching
 //    from the one before it as its bytes arrive there (the holder's single-flight), so every link
 //    carries the block once;
-//  - afterwards, askers go round the holders and the owner in turn.
+//  - afterwards, askers go round the holders and the owner in turn;
+//  - a worker that asks again for a block it was routed to before has lost its copy, and is
+//    served by the owner: those routed after it may be fetching from it, and sent to one of them
+//    it would wait on itself. So every worker waits only on one routed before it (no cycles).
 // Every worker routed is recorded as a holder; one that turns out not to hold the block (evicted,
 // restarted) is dropped when its asker comes back (Drop), and a worker that left the cluster with
 // DropWorker. Only block keys and worker ids are kept, for at most max_blocks blocks (the least

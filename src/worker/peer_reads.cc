@@ -1,11 +1,13 @@
 #include "worker/peer_reads.h"
 
+#include <spdlog/spdlog.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <span>
 
 #include "cluster_client/bulk_client.h"
+#include "common/units.h"
 #include "rpc/block_frame.h"
 #include "rpc/lakecache.pb.h"
 
@@ -16,10 +18,71 @@ Result<std::unique_ptr<PeerReads>> PeerReads::Make(PeerReadsOptions options) {
   if (options.credentials != nullptr) {
     LC_ASSIGN_OR_RETURN(tls, rpc::TlsContext::Client(options.credentials->ca_path()));
   }
-  return std::unique_ptr<PeerReads>(new PeerReads(std::move(options), std::move(tls)));
+  std::unique_ptr<PeerReads> reads(new PeerReads(std::move(options), std::move(tls)));
+  reads->watcher_ = std::thread([r = reads.get()] { r->WatchLoop(); });
+  return reads;
 }
 
-PeerReads::~PeerReads() = default;
+PeerReads::~PeerReads() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  stop_cv_.SignalAll();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void PeerReads::WatchLoop() {
+  const auto tick = std::max(std::chrono::milliseconds(50), options_.probe_after / 4);
+  while (true) {
+    {
+      auto until = Clock::now() + tick;
+      MutexLock lock(&mu_);
+      while (!stopping_ && stop_cv_.WaitUntil(&mu_, until)) continue;
+      if (stopping_) return;
+    }
+    ProbeWaited();
+  }
+}
+
+void PeerReads::ProbeWaited() {
+  std::vector<Peer> peers;
+  {
+    MutexLock lock(&mu_);
+    peers = peers_;
+  }
+  for (const Peer& peer : peers) {
+    const auto now = Clock::now();
+    const auto waited = now - std::min(now, peer.bulk->OldestRequest());
+    {
+      MutexLock lock(&mu_);
+      auto answered = answered_.find(peer.id);
+      // One ping per probe_after at most: a peer that answered is slow, not silent.
+      if (waited < options_.probe_after ||
+          (answered != answered_.end() && now - answered->second < options_.probe_after)) {
+        continue;
+      }
+    }
+    Status probe = peer.bulk->Probe(now + options_.probe_timeout);
+    {
+      MutexLock lock(&mu_);
+      if (probe.ok()) {
+        answered_[peer.id] = Clock::now();
+        continue;
+      }
+      // Before the reads fail: their retries must not pick it again.
+      silent_until_[peer.id] = Clock::now() + options_.silent_for;
+      ++stats_.silent_peers;
+    }
+    const size_t failed = peer.bulk->AbortRequests();
+    spdlog::warn(
+        "worker {} at {} did not answer a ping within {} while a replica read waited {} on it: "
+        "{}; its {} read(s) and the next {} go to the object store",
+        peer.id, peer.data_address, FormatDuration(options_.probe_timeout),
+        FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(waited)),
+        probe.message(), failed, FormatDuration(options_.silent_for));
+  }
+}
 
 void PeerReads::SetView(const rpc::ClusterView& view) {
   std::vector<Peer> peers;
@@ -66,6 +129,8 @@ std::string PeerReads::OwnerOf(const BlockKey& key) const {
 
 std::shared_ptr<BulkClient> PeerReads::PeerClient(const std::string& id) const {
   MutexLock lock(&mu_);
+  auto silent = silent_until_.find(id);
+  if (silent != silent_until_.end() && Clock::now() < silent->second) return nullptr;
   for (const Peer& p : peers_) {
     if (p.id == id) return p.bulk;
   }
@@ -77,7 +142,9 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
   const std::string owner = OwnerOf(key);
   if (owner.empty()) return Status::NotFound("no other worker owns the block");
   std::shared_ptr<BulkClient> owner_bulk = PeerClient(owner);
-  if (owner_bulk == nullptr) return Status::Unavailable("worker " + owner + " has no data address");
+  if (owner_bulk == nullptr) {
+    return Status::Unavailable("worker " + owner + " has no data address or was found silent");
+  }
   std::shared_ptr<Block> block = allocate(length);
   std::span<char> dst(block->mutable_data(), length);
 
@@ -101,11 +168,11 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
   if (!from_owner) {
     counted(&PeerReadStats::redirects);
     std::shared_ptr<BulkClient> holder = PeerClient(reply.redirect);
-    Result<rpc::BlockReplyHeader> held = Status::NotFound("not in the view");
+    Result<rpc::BlockReplyHeader> held = Status::NotFound("not in the view, or silent");
     if (holder != nullptr) {
       rpc::BlockReadRequest ask = request;
       ask.flags |= rpc::kReadHeldOnly;
-      held = holder->Read(ask, dst, deadline());
+      held = holder->Read(ask, dst, std::chrono::steady_clock::now() + options_.holder_timeout);
     }
     if (held.ok() && held->status.ok() && held->data_length == length &&
         XXH3_64bits(dst.data(), length) == digest) {

@@ -10,7 +10,12 @@
 // the holder fails it, the owner is asked again for the bytes themselves (kReadNoRedirect). Bytes
 // whose XXH3-64 is not the owner's digest are refused, wherever they came from: a replica never
 // spreads a corrupt or forged block. The connections present the worker role's token and verify
-// each peer's own certificate name, as a mount's do. Thread-safe.
+// each peer's own certificate name, as a mount's do.
+//
+// A peer that goes silent (hung, stopped, cut off) gives TCP no sign: once a read has waited
+// `probe_after` on it, a watcher pings it on a connection of its own; no answer within
+// `probe_timeout`, and its reads in flight fail at once and it is skipped for `silent_for`, so the
+// block comes from the store instead (the mount's read waits seconds, not a deadline). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -18,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/block.h"
@@ -43,6 +49,12 @@ struct PeerReadsOptions {
   std::shared_ptr<const security::ClusterCredentials> credentials;
   size_t connections = 4;  // per peer
   std::chrono::milliseconds attempt_timeout{30000};
+  // A holder the owner sent us to: it has the block, or fetches it and sends it on as it lands; no
+  // answer by then, and the owner is asked for the bytes themselves.
+  std::chrono::milliseconds holder_timeout{5000};
+  std::chrono::milliseconds probe_after{1000};
+  std::chrono::milliseconds probe_timeout{2000};
+  std::chrono::milliseconds silent_for{10000};
 };
 
 struct PeerReadStats {
@@ -50,6 +62,7 @@ struct PeerReadStats {
   uint64_t redirects = 0;         // answers that named another holder
   uint64_t holder_misses = 0;     // holders that did not have the block: asked the owner again
   uint64_t digest_mismatches = 0;
+  uint64_t silent_peers = 0;  // peers found silent by a ping
   uint64_t bytes = 0;
 };
 
@@ -81,9 +94,14 @@ class PeerReads {
     std::string data_address;
     std::shared_ptr<BulkClient> bulk;
   };
+  using Clock = std::chrono::steady_clock;
   explicit PeerReads(PeerReadsOptions options, std::shared_ptr<const rpc::TlsContext> tls)
       : options_(std::move(options)), tls_(std::move(tls)) {}
+  // The connections to worker `id`; null when it is not in the view, or was found silent lately.
   std::shared_ptr<BulkClient> PeerClient(const std::string& id) const EXCLUDES(mu_);
+  void WatchLoop() EXCLUDES(mu_);
+  // Pings the peers reads have waited on too long, as the header says.
+  void ProbeWaited() EXCLUDES(mu_);
 
   const PeerReadsOptions options_;
   const std::shared_ptr<const rpc::TlsContext> tls_;  // client TLS trusting ca.crt; or null
@@ -93,6 +111,11 @@ class PeerReads {
   std::vector<RendezvousNode> nodes_ GUARDED_BY(mu_);
   std::vector<std::string> node_ids_ GUARDED_BY(mu_);  // every worker of the view, this one too
   PeerReadStats stats_ GUARDED_BY(mu_);
+  std::map<std::string, Clock::time_point> answered_ GUARDED_BY(mu_);  // a ping's last answer
+  std::map<std::string, Clock::time_point> silent_until_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  CondVar stop_cv_;
+  std::thread watcher_;
 };
 
 }  // namespace lakecache

@@ -158,10 +158,11 @@ void WorkerServer::MakeService() {
   peer_options.credentials = credentials_;
   Result<std::unique_ptr<PeerReads>> peers = PeerReads::Make(std::move(peer_options));
   if (peers.ok()) {
+    // cache.replica_share 0%: a block read for a mount of this host is erased once it is served.
     peers_ = std::move(*peers);
     holders_ = std::make_unique<HolderBook>();
-    // Replicas hold at most a quarter of the memory tier: the rest stays the worker's own blocks.
-    replicas_ = std::make_unique<ReplicaLedger>(blocks_.get(), config_.cache.memory_capacity / 4);
+    replicas_ = std::make_unique<ReplicaLedger>(
+        blocks_.get(), config_.cache.memory_capacity / 100 * config_.cache.replica_percent);
     reader_->EnableReplicas(holders_.get(), peers_.get(), replicas_.get());
   } else {
     spdlog::warn("worker {} keeps no replicas: {}", id_, peers.status().message());
@@ -281,6 +282,7 @@ void WorkerServer::FillShmStats(rpc::WorkerStats* stats) const {
     stats->set_holder_blocks(holders_->blocks());
     PeerReadStats peer = peers_->Stats();
     stats->set_replicas_fetched(peer.replicas_fetched);
+    stats->set_replica_silent_peers(peer.silent_peers);
     stats->set_replica_redirects(peer.redirects);
     stats->set_replica_holder_misses(peer.holder_misses);
     stats->set_replica_digest_mismatches(peer.digest_mismatches);

@@ -127,6 +127,7 @@ class WorkerServer {
   size_t replica_count() const { return replicas_ != nullptr ? replicas_->count() : 0; }
   size_t holder_blocks() const { return holders_ != nullptr ? holders_->blocks() : 0; }
   uint64_t peer_epoch() const { return peers_ != nullptr ? peers_->epoch() : 0; }
+  PeerReadStats peer_reads() const { return peers_ != nullptr ? peers_->Stats() : PeerReadStats{}; }
   // The node socket's path, empty without shared memory.
   std::string node_socket() const { return node_path_; }
   void Shutdown();  // idempotent

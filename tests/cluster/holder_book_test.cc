@@ -42,6 +42,16 @@ TEST(HolderBookTest, LaterAskersGoRoundTheOwnerAndTheHolders) {
   EXPECT_EQ(from, (std::vector<std::string>{"a", "b", "x", "y", "z", "w"}));
 }
 
+TEST(HolderBookTest, AHolderThatAsksAgainIsServedByTheOwnerNotByOneAfterIt) {
+  HolderBook book;
+  const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(book.Route(Key(0), "a", t0), std::nullopt);
+  EXPECT_EQ(book.Route(Key(0), "b", t0 + milliseconds(1)), "a");
+  // a evicted its copy while b fetches from it: sent to b, it would wait on itself.
+  EXPECT_EQ(book.Route(Key(0), "a", t0 + milliseconds(2)), std::nullopt);
+  EXPECT_EQ(book.Route(Key(0), "c", t0 + milliseconds(3)), "a") << "the chain goes on from it";
+}
+
 TEST(HolderBookTest, ADroppedHolderIsNotRoutedTo) {
   HolderBook book;
   const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
