@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "cluster_client/cluster_view.h"
@@ -271,8 +272,24 @@ Result<size_t> ClusterClient::ReadThroughHost(const ClientView& view, const rpc:
   request.offset = offset;
   request.length = dst.size();
   request.flags = rpc::kReadAsReplica;
-  Result<rpc::BlockReplyHeader> got =
-      host.peer->bulk->Read(request, dst, std::min(deadline, Clock::now() + kMaxBlockAttemptTime));
+  auto attempt_deadline = [&] { return std::min(deadline, Clock::now() + kMaxBlockAttemptTime); };
+  if (host.shm != nullptr) {
+    // Its memory is mapped here: the worker only places the block there, and the bytes are copied
+    // from the mapping, not sent over a socket (and through TLS) within this host.
+    request.flags |= rpc::kReadPlaceOnly;
+    Result<rpc::BlockReplyHeader> placed = host.peer->bulk->Read(request, {}, attempt_deadline());
+    if (!placed.ok()) return placed.status();
+    if (!placed->status.ok()) return placed->status;
+    if (BlockRef mapped = host.shm->Find(BlockKey{content, block.index()}); mapped != nullptr) {
+      const size_t n = offset < mapped->size() ? std::min(dst.size(), mapped->size() - offset) : 0;
+      std::memcpy(dst.data(), mapped->data() + offset, n);
+      replica_reads_.fetch_add(1, std::memory_order_relaxed);
+      return n;
+    }
+    // Not kept (cache.replica_share 0%, or its tier declined it): the bytes themselves.
+    request.flags &= static_cast<uint8_t>(~rpc::kReadPlaceOnly);
+  }
+  Result<rpc::BlockReplyHeader> got = host.peer->bulk->Read(request, dst, attempt_deadline());
   if (!got.ok()) return got.status();
   if (!got->status.ok()) return got->status;
   replica_reads_.fetch_add(1, std::memory_order_relaxed);

@@ -127,10 +127,11 @@ Result<size_t> FrameBodyBytes(std::span<const char> header, FrameKind kind) {
   }
   const uint8_t flags = static_cast<uint8_t>(header[7]);
   const uint32_t tail = Get32(header.data() + 12);
-  const uint8_t known = kind == FrameKind::kReadRequest
-                            ? kReadForReplica | kReadNoRedirect | kReadHeldOnly | kReadAsReplica
-                        : kind == FrameKind::kReadReply ? kReplyDigest | kReplyRedirect
-                                                        : 0;
+  const uint8_t known =
+      kind == FrameKind::kReadRequest
+          ? kReadForReplica | kReadNoRedirect | kReadHeldOnly | kReadAsReplica | kReadPlaceOnly
+      : kind == FrameKind::kReadReply ? kReplyDigest | kReplyRedirect
+                                      : 0;
   if ((flags & ~known) != 0) return Malformed("unknown flags " + std::to_string(flags));
   if (kind != FrameKind::kReadRequest && tail != 0) return Malformed("reserved bytes set");
   if (tail > kMaxWorkerIdBytes)

@@ -49,6 +49,8 @@ inline constexpr uint8_t kReadHeldOnly = 4;    // from what the worker holds or 
                                                // NotFound: never a fetch (a redirected read)
 inline constexpr uint8_t kReadAsReplica = 8;   // a mount asks the worker of its host to get the
                                                // block from the cluster and keep it as a replica
+inline constexpr uint8_t kReadPlaceOnly = 16;  // with kReadAsReplica: an empty reply once the block
+                                               // is in the worker's memory, which the mount maps
 // Reply flags.
 inline constexpr uint8_t kReplyDigest = 1;    // `digest` is the owner's, of the whole block
 inline constexpr uint8_t kReplyRedirect = 2;  // no data: read it from the worker `redirect` names

@@ -71,8 +71,8 @@ Result<uint64_t> BlockReader::DigestOf(const BlockRequest& req, const BlockSourc
 }
 
 Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& request) {
-  constexpr uint8_t kReplicaFlags =
-      rpc::kReadForReplica | rpc::kReadNoRedirect | rpc::kReadHeldOnly | rpc::kReadAsReplica;
+  constexpr uint8_t kReplicaFlags = rpc::kReadForReplica | rpc::kReadNoRedirect |
+                                    rpc::kReadHeldOnly | rpc::kReadAsReplica | rpc::kReadPlaceOnly;
   if ((request.flags & kReplicaFlags) != 0 && book_ == nullptr) {
     return Status::Unimplemented("this worker keeps no replicas");
   }
@@ -117,6 +117,7 @@ Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& requ
     LC_ASSIGN_OR_RETURN(answer.digest, DigestOf(req, source));
   }
   LC_ASSIGN_OR_RETURN(answer.range, ReadWith(req, request.offset, request.length, source));
+  if ((request.flags & rpc::kReadPlaceOnly) != 0) answer.range = Range{};  // the mount maps it
   return answer;
 }
 

@@ -113,6 +113,12 @@ TEST(BlockFrameTest, ReplicaReadsRoundTripWithTheirRequesterDigestAndRedirect) {
   EXPECT_EQ(got->requester, "a1b2c3");
   EXPECT_EQ(got->block.SerializeAsString(), sent.block.SerializeAsString());
   EXPECT_EQ(got->length, sent.length);
+  // A mount asking its host's worker to place a block where the mount maps it.
+  sent.flags = kReadAsReplica | kReadPlaceOnly;
+  sent.requester.clear();
+  got = DecodeReadRequest(EncodeReadRequest(sent));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->flags, sent.flags);
 
   Result<BlockReplyHeader> data =
       DecodeReplyHeader(EncodeReplyHeader(Status::Ok(), 4096, 0x0123456789abcdefull), 4096);
