@@ -753,6 +753,7 @@ TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
 // Random reads in cluster mode move only the range read: the first touch of a block is a range
 // read from its worker (nothing cached in the mount); a block read again is fetched whole.
 TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
+  ConnectClient(/*replicas=*/false);  // each range from its owner, not through this host's worker
   FileSystemOptions options;
   options.range_reads_when_random = true;
   // The workers' memory not mapped: as a mount on another host reads them.
