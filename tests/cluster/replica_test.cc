@@ -13,6 +13,7 @@
 #include "cluster_client/cluster_store.h"
 #include "master/master_server.h"
 #include "support/slowdown.h"
+#include "support/test_data.h"
 #include "support/test_servers.h"
 #include "support/wait_for.h"
 #include "worker/worker_server.h"
@@ -24,20 +25,10 @@ using testing::TempDir;
 using testing::WriteFile;
 constexpr uint64_t kBlock = 4096;
 
-std::string Pattern(size_t n, uint64_t seed) {
-  std::string s(n, '\0');
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    s[i] = static_cast<char>(x);
-  }
-  return s;
-}
-
 class ReplicaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    data_text_ = Pattern(64 * kBlock, 3);
+    data_text_ = testing::MakeBytes(3, 64 * kBlock);
     ASSERT_TRUE(WriteFile(data_.path() + "/shard.bin", data_text_).ok());
     config_.namespaces["lake"] = testing::LocalNamespace("lake", data_.path(), kBlock);
     // Listings live a moment: a changed object is seen as such soon after.
@@ -136,7 +127,7 @@ TEST_F(ReplicaTest, AHostReadsOtherHostsBlocksThroughItsOwnWorkerWhichKeepsThem)
 TEST_F(ReplicaTest, ANewVersionOfTheObjectIsNeverServedFromTheOldOnesReplicas) {
   ClusterStore store(client_, Namespace());
   ASSERT_EQ(ReadAll(store, "shard.bin", data_text_.size()), data_text_);
-  const std::string changed = Pattern(64 * kBlock, 4);
+  const std::string changed = testing::MakeBytes(4, 64 * kBlock);
   ASSERT_TRUE(WriteFile(data_.path() + "/shard.bin", changed).ok());
   ClusterStore fresh(client_, Namespace());
   // The listing is the master's; once it shows the new version, its bytes are the new ones.
