@@ -105,6 +105,7 @@ faults: build bench-deps
 
 faults-quick: build bench-deps
 	@BUILD_DIR=$(BUILD_DIR) bench/faults --quick
+	@BUILD_DIR=$(BUILD_DIR) bench/fanout --quick
 
 bench-deps:
 	@scripts/install-bench-deps.sh

@@ -18,8 +18,8 @@ namespace lakecache::rpc {
 namespace {
 
 bool Same(const BlockReadRequest& a, const BlockReadRequest& b) {
-  return a.offset == b.offset && a.length == b.length &&
-         a.block.SerializeAsString() == b.block.SerializeAsString();
+  return a.offset == b.offset && a.length == b.length && a.flags == b.flags &&
+         a.requester == b.requester && a.block.SerializeAsString() == b.block.SerializeAsString();
 }
 
 // Decoding checks every field, so a frame that decodes is the encoding of what it decoded to.
@@ -28,7 +28,7 @@ void CheckDecode(std::span<const char> frame) {
   if (frame.size() >= kFrameHeaderBytes) {
     for (FrameKind kind : {FrameKind::kReadRequest, FrameKind::kReadReply, FrameKind::kHello}) {
       Result<size_t> body = FrameBodyBytes(frame.first(kFrameHeaderBytes), kind);
-      if (body.ok() && *body > kMaxBlockIdBytes) __builtin_trap();
+      if (body.ok() && *body > kMaxBlockIdBytes + kMaxWorkerIdBytes) __builtin_trap();
     }
   }
   if (Result<BlockReadRequest> request = DecodeReadRequest(frame); request.ok()) {
@@ -39,7 +39,10 @@ void CheckDecode(std::span<const char> frame) {
     if (EncodeHello(*token) != bytes) __builtin_trap();
   }
   if (Result<BlockReplyHeader> reply = DecodeReplyHeader(frame, UINT64_MAX); reply.ok()) {
-    if (EncodeReplyHeader(reply->status, reply->data_length) != bytes) __builtin_trap();
+    if (EncodeReplyHeader(reply->status, reply->data_length, reply->digest, reply->redirect) !=
+        bytes) {
+      __builtin_trap();
+    }
     Result<BlockReplyHeader> bounded = DecodeReplyHeader(frame, reply->data_length);
     if (!bounded.ok()) __builtin_trap();
     if (reply->data_length > 0 && DecodeReplyHeader(frame, reply->data_length - 1).ok()) {

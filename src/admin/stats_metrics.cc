@@ -41,6 +41,53 @@ void AddFetchLatency(const WorkerStats& stats, metrics::Sink& sink) {
                  {}, bounds, cumulative, count, D(stats.fetch_latency_us_total()) / 1e6);
 }
 
+void AddReplicaMetrics(const WorkerStats& stats, metrics::Sink& sink) {
+  sink.Gauge("lakecache_worker_replica_blocks",
+             "Blocks a worker keeps as replicas for the mounts of its host", {},
+             D(stats.replica_blocks()));
+  sink.Gauge("lakecache_worker_replica_bytes", "Bytes of the replicas a worker keeps", {},
+             D(stats.replica_bytes()));
+  sink.Counter("lakecache_worker_replicas_fetched_total",
+               "Replicas a worker got from other workers", {}, D(stats.replicas_fetched()));
+  sink.Counter("lakecache_worker_replicas_erased_total",
+               "Replicas a worker erased to stay in their share or make room for its own blocks",
+               {}, D(stats.replicas_erased()));
+  const char* replica_help =
+      "Replica reads by outcome: redirected (the owner named another holder), holder_missed (it "
+      "did not have the block: the owner was asked again), digest_mismatch (bytes refused)";
+  sink.Counter("lakecache_worker_replica_reads_total", replica_help, {{"outcome", "redirected"}},
+               D(stats.replica_redirects()));
+  sink.Counter("lakecache_worker_replica_reads_total", replica_help, {{"outcome", "holder_missed"}},
+               D(stats.replica_holder_misses()));
+  sink.Counter("lakecache_worker_replica_reads_total", replica_help,
+               {{"outcome", "digest_mismatch"}}, D(stats.replica_digest_mismatches()));
+  sink.Counter("lakecache_worker_replica_silent_peers_total",
+               "Peers a worker found silent (no answer to a ping) while a replica read waited on "
+               "them: their reads went to the object store",
+               {}, D(stats.replica_silent_peers()));
+  sink.Gauge("lakecache_worker_holder_blocks",
+             "Blocks a worker owns whose replica holders it knows", {}, D(stats.holder_blocks()));
+}
+
+void AddWorkerMetrics(const WorkerStats& stats, metrics::Sink& sink) {
+  sink.Counter("lakecache_worker_served_blocks_total",
+               "Block reads a worker answered (gRPC and the bulk data path)", {},
+               D(stats.blocks_served()));
+  sink.Counter("lakecache_worker_served_bytes_total", "Bytes a worker served to clients", {},
+               D(stats.bytes_served()));
+  sink.Counter("lakecache_worker_located_blocks_total",
+               "Blocks a worker told a co-located mount the cache file of", {},
+               D(stats.blocks_located()));
+  sink.Gauge("lakecache_worker_shm_sessions", "Mounts on this host mapping the worker's memory", {},
+             D(stats.shm_sessions()));
+  sink.Gauge("lakecache_worker_shm_published_bytes", "Bytes of blocks published in shared memory",
+             {}, D(stats.shm_published_bytes()));
+  sink.Gauge("lakecache_worker_shm_deferred_bytes",
+             "Bytes let go of that a co-located mount still reads", {},
+             D(stats.shm_deferred_bytes()));
+  AddReplicaMetrics(stats, sink);
+}
+
 }  // namespace
 
 void AddStatsMetrics(const WorkerStats& stats, bool worker, metrics::Sink& sink) {
@@ -88,22 +135,7 @@ void AddStatsMetrics(const WorkerStats& stats, bool worker, metrics::Sink& sink)
                D(stats.prefetch_dropped()));
   sink.Counter("lakecache_prefetch_blocks_total", prefetch_help, {{"outcome", "refused"}},
                D(stats.prefetch_refused()));
-  if (!worker) return;
-  sink.Counter("lakecache_worker_served_blocks_total",
-               "Block reads a worker answered (gRPC and the bulk data path)", {},
-               D(stats.blocks_served()));
-  sink.Counter("lakecache_worker_served_bytes_total", "Bytes a worker served to clients", {},
-               D(stats.bytes_served()));
-  sink.Counter("lakecache_worker_located_blocks_total",
-               "Blocks a worker told a co-located mount the cache file of", {},
-               D(stats.blocks_located()));
-  sink.Gauge("lakecache_worker_shm_sessions", "Mounts on this host mapping the worker's memory", {},
-             D(stats.shm_sessions()));
-  sink.Gauge("lakecache_worker_shm_published_bytes", "Bytes of blocks published in shared memory",
-             {}, D(stats.shm_published_bytes()));
-  sink.Gauge("lakecache_worker_shm_deferred_bytes",
-             "Bytes let go of that a co-located mount still reads", {},
-             D(stats.shm_deferred_bytes()));
+  if (worker) AddWorkerMetrics(stats, sink);
 }
 
 }  // namespace lakecache::rpc

@@ -15,6 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include "cache/shm_layout.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 #include "common/units.h"
 
 namespace lakecache {
@@ -299,6 +303,10 @@ std::shared_ptr<Block> ShmArena::NewBlock(size_t size) {
     fresh_bytes_ += e.bytes;
     ++fresh_blocks_;
   }
+  // A fetch or a peer's bytes fill it next: its pages are allocated and mapped in one call here
+  // instead of one fault per page as they are written (a fifth of a worker's time when it takes in
+  // replicas). Pages a freed block left are mapped already; before Linux 5.14 this does nothing.
+  (void)::madvise(arenas_[e.arena]->base + e.offset, e.bytes, MADV_POPULATE_WRITE);
   return ViewOf(e);
 }
 

@@ -54,8 +54,9 @@ std::vector<Subcommand> AddAdminCommands(CLI::App& app) {
   load->add_flag("-R,--recursive", s->load_cmd.recursive, "The whole tree below the folder");
   load->add_flag("--metadata-only", s->load_cmd.metadata_only,
                  "Cache the listings and attributes only, no data");
-  load->add_option("--replica", s->load_cmd.replicas,
-                   "Copies of each block, on the first N workers in placement order")
+  load->add_option("--replicas,--replica", s->load_cmd.replicas,
+                   "Copies of each block, on the first N workers in placement order (for data "
+                   "every host is about to read: a checkpoint, a model)")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   CLI::App* report = app.add_subcommand(

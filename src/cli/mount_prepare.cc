@@ -126,6 +126,7 @@ Result<std::unique_ptr<NamespaceTable>> ClusterNamespaces(const MountRequest& re
   if (req.cache_flags.mem_cache.empty()) config->cache.memory_capacity = kClusterMountMemCache;
   ClusterClientOptions client_options;
   client_options.short_circuit = config->client.short_circuit;
+  client_options.replicas = config->client.replicas;
   client_options.prefault = config->client.shm_prefault;
   client_options.transport = config->client.transport == "grpc"
                                  ? ClusterClientOptions::Transport::kGrpc

@@ -18,6 +18,18 @@ size_t BulkClient::open_connections() const {
 Result<size_t> BulkClient::ReadBlock(const rpc::BlockId& block, uint64_t offset,
                                      std::span<char> dst,
                                      std::chrono::steady_clock::time_point deadline) {
+  rpc::BlockReadRequest request;
+  request.block = block;
+  request.offset = offset;
+  request.length = dst.size();
+  LC_ASSIGN_OR_RETURN(rpc::BlockReplyHeader reply, Read(request, dst, deadline));
+  if (!reply.status.ok()) return reply.status;
+  return reply.data_length;
+}
+
+Result<rpc::BlockReplyHeader> BulkClient::Read(const rpc::BlockReadRequest& request,
+                                               std::span<char> dst,
+                                               std::chrono::steady_clock::time_point deadline) {
   uint64_t number = 0;
   uint64_t aborts = 0;
   {
@@ -40,7 +52,6 @@ Result<size_t> BulkClient::ReadBlock(const rpc::BlockId& block, uint64_t offset,
     if (aborts_ != aborts) (*connection)->Abort();  // aborted while it connected
     in_flight_[number].connection = connection->get();
   }
-  rpc::BlockReadRequest request{block, offset, dst.size()};
   Result<rpc::BlockReplyHeader> reply = rpc::CallRead(**connection, request, dst, deadline);
   done();  // before the connection goes: AbortRequests reaches it only while listed
   if (!reply.ok()) {
@@ -48,8 +59,8 @@ Result<size_t> BulkClient::ReadBlock(const rpc::BlockId& block, uint64_t offset,
     return reply.status();
   }
   GiveBack(std::move(*connection));
-  if (!reply->status.ok()) return reply->status.WithContext("worker " + address_);
-  return reply->data_length;
+  if (!reply->status.ok()) reply->status = reply->status.WithContext("worker " + address_);
+  return reply;
 }
 
 Status BulkClient::Probe(std::chrono::steady_clock::time_point deadline) {

@@ -30,6 +30,8 @@ namespace lakecache {
 
 namespace rpc {
 class BlockId;
+struct BlockReadRequest;
+struct BlockReplyHeader;
 }  // namespace rpc
 
 struct BulkClientOptions {
@@ -54,6 +56,11 @@ class BulkClient {
   // Returns the bytes read.
   Result<size_t> ReadBlock(const rpc::BlockId& block, uint64_t offset, std::span<char> dst,
                            std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
+
+  // The whole exchange: `request` (with its flags), the bytes into dst, and the worker's reply
+  // header (its answer, a digest or a redirect). Fails only on a transport or framing error.
+  Result<rpc::BlockReplyHeader> Read(const rpc::BlockReadRequest& request, std::span<char> dst,
+                                     std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
 
   // Whether the worker answers: a new connection (with its hello) and a ping, by `deadline`.
   Status Probe(std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);

@@ -19,6 +19,11 @@ struct ClusterClientOptions {
   bool short_circuit = true;
   // Map each shared block's pages on first use (see ShmReader::Map).
   bool prefault = false;
+  // A block that a worker of another host owns is read through this host's worker (one whose
+  // memory this client maps), which gets it from the cluster and keeps it as a replica
+  // (worker/block_reader.h: kReadAsReplica): the host's next readers find it in memory, and hosts
+  // that read the same data share the owner's link. False: always from the owner.
+  bool replicas = true;
   // How blocks are streamed: kBulk, the worker's bulk data path (framed TCP, see BulkClient) when
   // it advertises one, else gRPC; kGrpc: always ReadBlock over gRPC.
   enum class Transport { kBulk, kGrpc };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "cluster_client/cluster_view.h"
@@ -12,6 +13,7 @@
 #include "cluster_client/owner_failover.h"
 #include "cluster_client/worker_prober.h"
 #include "cluster_client/worker_streams.h"
+#include "rpc/block_frame.h"
 #include "rpc/grpc_util.h"
 #include "rpc/node_socket.h"
 
@@ -92,7 +94,13 @@ bool ClusterClient::LocalContains(const BlockKey& key) const {
 }
 
 bool ClusterClient::OwnedLocally(const BlockKey& key) const {
-  return OwnerIsMapped(*live_->Current(), key);
+  std::shared_ptr<const ClientView> view = live_->Current();
+  // Read through the host's worker, which keeps it as a replica (ReadThroughHost).
+  if (options_.replicas && !view->local.empty() &&
+      view->workers[view->local.front()].peer->bulk != nullptr) {
+    return true;
+  }
+  return OwnerIsMapped(*view, key);
 }
 
 size_t ClusterClient::local_sessions() const { return live_->Current()->local.size(); }
@@ -211,6 +219,9 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   req.set_offset(offset);
   req.set_length(dst.size());
   size_t read = 0;
+  if (Result<size_t> replica = ReadThroughHost(*view, block, offset, dst, deadline); replica.ok()) {
+    return replica;
+  }
   Status s = failover_->Run(
       *view, StableKeyHash(BlockKey{content, block.index()}), OwnerCall{"read", "reading"},
       [&] { return block.key() + " block " + std::to_string(block.index()); }, deadline,
@@ -237,6 +248,52 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
       });
   if (!s.ok()) return s;
   return read;
+}
+
+Result<size_t> ClusterClient::ReadThroughHost(const ClientView& view, const rpc::BlockId& block,
+                                              uint64_t offset, std::span<char> dst,
+                                              Clock::time_point deadline) {
+  if (!options_.replicas || view.local.empty()) return Status::NotFound("no worker on this host");
+  const ViewWorker& host = view.workers[view.local.front()];
+  const int64_t now = SteadyNowMs();
+  if (host.peer->bulk == nullptr || !host.peer->up(now)) {
+    return Status::Unavailable("this host's worker is not reachable");
+  }
+  ContentId content = MakeContentId(block.ns(), block.key(), block.etag(), block.block_size());
+  std::vector<size_t> order =
+      RendezvousOrder(StableKeyHash(BlockKey{content, block.index()}), view.nodes);
+  auto owner = std::find_if(order.begin(), order.end(),
+                            [&](size_t i) { return view.workers[i].peer->up(now); });
+  if (owner == order.end() || view.workers[*owner].shm != nullptr) {
+    return Status::NotFound("owned on this host");  // its owner is asked as for any block
+  }
+  rpc::BlockReadRequest request;
+  request.block = block;
+  request.offset = offset;
+  request.length = dst.size();
+  request.flags = rpc::kReadAsReplica;
+  auto attempt_deadline = [&] { return std::min(deadline, Clock::now() + kMaxBlockAttemptTime); };
+  if (host.shm != nullptr) {
+    // Its memory is mapped here: the worker only places the block there, and the bytes are copied
+    // from the mapping, not sent over a socket (and through TLS) within this host.
+    request.flags |= rpc::kReadPlaceOnly;
+    Result<rpc::BlockReplyHeader> placed = host.peer->bulk->Read(request, {}, attempt_deadline());
+    if (!placed.ok()) return placed.status();
+    if (!placed->status.ok()) return placed->status;
+    if (BlockRef mapped = host.shm->Find(BlockKey{content, block.index()}); mapped != nullptr) {
+      const size_t n = offset < mapped->size() ? std::min(dst.size(), mapped->size() - offset) : 0;
+      std::memcpy(dst.data(), mapped->data() + offset, n);
+      replica_reads_.fetch_add(1, std::memory_order_relaxed);
+      return n;
+    }
+    // Not kept (cache.replica_share 0%, or its tier declined it): the bytes themselves.
+    request.flags &= static_cast<uint8_t>(~rpc::kReadPlaceOnly);
+  }
+  Result<rpc::BlockReplyHeader> got = host.peer->bulk->Read(request, dst, attempt_deadline());
+  if (!got.ok()) return got.status();
+  if (!got->status.ok()) return got->status;
+  replica_reads_.fetch_add(1, std::memory_order_relaxed);
+  return got->data_length;
 }
 
 uint64_t ClusterClient::Prefetch(const std::string& ns, const std::string& key,

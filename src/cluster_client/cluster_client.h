@@ -50,6 +50,7 @@ class WriteCallResponse;
 class WrittenObject;
 }  // namespace rpc
 
+struct ClientView;
 class LiveView;
 class OwnerFailover;
 class WorkerProber;
@@ -124,8 +125,9 @@ class ClusterClient {
   // The node socket of the worker on this host whose memory `arena_fd` is (the fd() of a block
   // FindLocal gave), and its id in *id; "" when it is none of theirs.
   std::string LocalNodeSocketOf(int arena_fd, std::string* id) const;
-  // True when the block's owner is a worker on this host whose memory this client maps: the
-  // node's cache holds it, so this client need not keep a copy.
+  // True when a worker on this host whose memory this client maps keeps the block: its owner, or
+  // (with `replicas`) the worker it is read through, which keeps a replica. The node's cache
+  // holds it, so this client need not keep a copy.
   bool OwnedLocally(const BlockKey& key) const;
   // The cache file of the block at its owner, when the owner is on this host (one LocateBlock
   // call); kNotFound when it has none, or the owner is elsewhere.
@@ -138,6 +140,8 @@ class ClusterClient {
   // ranges streamed over gRPC; every call made to a worker (ReadBlock over gRPC or the bulk path,
   // LocateBlock); ranges read over the bulk data path.
   uint64_t local_memory_hits() const { return local_memory_hits_.load(); }
+  // Blocks read through this host's worker, which keeps them as replicas.
+  uint64_t replica_reads() const { return replica_reads_.load(); }
   uint64_t short_circuit_reads() const { return short_circuit_reads_.load(); }
   void CountShortCircuitRead(const std::string& what);
   uint64_t streamed_reads() const { return streamed_reads_.load(); }
@@ -163,6 +167,10 @@ class ClusterClient {
   void WatchLoop() EXCLUDES(stop_mu_);
   // Whether the client is stopping, after waiting up to `period` for it.
   bool WaitForStop(std::chrono::milliseconds period) EXCLUDES(stop_mu_);
+  // ReadBlock of a block a worker of another host owns, through the worker of this host (which
+  // keeps it as a replica); fails when there is none or it fails: the owner is asked then.
+  Result<size_t> ReadThroughHost(const ClientView& view, const rpc::BlockId& block, uint64_t offset,
+                                 std::span<char> dst, Clock::time_point deadline);
 
   const std::string master_;
   const ClusterClientOptions options_;
@@ -184,6 +192,7 @@ class ClusterClient {
   mutable std::atomic<uint64_t> local_memory_hits_{0};
   std::atomic<uint64_t> streamed_reads_{0};
   std::atomic<uint64_t> bulk_reads_{0};
+  std::atomic<uint64_t> replica_reads_{0};
 };
 
 }  // namespace lakecache

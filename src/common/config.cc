@@ -393,6 +393,7 @@ void EmitCache(YAML::Emitter& out, const CacheConfig& cache) {
   }
   out << YAML::EndSeq;
   out << YAML::Key << "policy" << YAML::Value << cache.policy;
+  out << YAML::Key << "replica_share" << YAML::Value << std::to_string(cache.replica_percent) + "%";
   out << YAML::EndMap;
 }
 
@@ -450,6 +451,7 @@ std::string RenderConfig(const Config& config) {
   out << YAML::Key << "kernel_read_ahead" << YAML::Value
       << FormatByteSize(config.client.kernel_read_ahead);
   out << YAML::Key << "short_circuit" << YAML::Value << config.client.short_circuit;
+  out << YAML::Key << "replicas" << YAML::Value << config.client.replicas;
   out << YAML::Key << "shm_prefault" << YAML::Value << config.client.shm_prefault;
   out << YAML::Key << "native" << YAML::Value << config.client.native;
   out << YAML::Key << "transport" << YAML::Value << config.client.transport;

@@ -66,6 +66,10 @@ struct CacheConfig {
   std::string huge_pages = "auto";
   std::vector<DiskCacheConfig> disks;  // empty: memory only
   std::string policy = "tinylfu";      // eviction policy of every tier: "tinylfu" or "lru"
+  // A worker: the share of its memory tier the replicas it keeps for the mounts of its host may
+  // hold, in percent (worker/replica_ledger.h); they go first when its own blocks need the room.
+  // 0: it keeps none (it still gets blocks for them from its peers).
+  uint32_t replica_percent = 50;
 };
 
 // How a mount reads (`client` section): adaptive read-ahead and the memory it may hold outside
@@ -85,6 +89,9 @@ struct ClientConfig {
   // Cluster mode: read blocks of a worker on this host where they lie (its shared memory, its
   // cache files).
   bool short_circuit = true;
+  // Cluster mode: a block another host's worker owns is read through this host's worker, which
+  // keeps it as a replica (cluster_client/client_options.h).
+  bool replicas = true;
   // Map a shared block's pages on first use rather than fault them in page by page. Off by
   // default: replies are spliced from the worker's memfd, which never touches the mapping.
   bool shm_prefault = false;

@@ -139,6 +139,22 @@ Status ReadInteger(const ErrorContext& ctx, const std::string& key, const YAML::
   return Status::Ok();
 }
 
+// A whole percentage from 0% to `hi`% ("50%").
+Status ReadPercent(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
+                   uint32_t hi, uint32_t* out) {
+  std::string text;
+  LC_RETURN_IF_ERROR(ReadScalar(ctx, key, node, &text));
+  uint32_t value = 0;
+  const char* last = text.data() + text.size() - (text.ends_with('%') ? 1 : 0);
+  auto [end, ec] = std::from_chars(text.data(), last, value);
+  if (!text.ends_with('%') || ec != std::errc() || end != last || value > hi) {
+    return ctx.Error(key, "invalid share '" + text + "' (expected a percentage from 0% to " +
+                              std::to_string(hi) + "%)");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 // A list of uids ("[1000, 1001]"); -1 (4294967295) is no uid.
 Status ReadUids(const ErrorContext& ctx, const std::string& key, const YAML::Node& node,
                 std::vector<uint32_t>* out) {
@@ -176,12 +192,13 @@ Status ReadClientField(const ErrorContext& ctx, const std::string& key, std::str
     return ReadInteger(ctx, key, v, 1, 1024, "thread count", &client->prefetch_threads);
   }
   if (name == "allow_uids") return ReadUids(ctx, key, v, &client->allow_uids);
-  if (name == "short_circuit" || name == "shm_prefault" || name == "native") {
+  if (name == "short_circuit" || name == "shm_prefault" || name == "native" || name == "replicas") {
     std::optional<bool> value;
     LC_RETURN_IF_ERROR(ReadBool(ctx, key, v, &value));
     if (value.has_value()) {
       (name == "short_circuit" ? client->short_circuit
        : name == "native"      ? client->native
+       : name == "replicas"    ? client->replicas
                                : client->shm_prefault) = *value;
     }
     return Status::Ok();
@@ -229,13 +246,15 @@ Status CheckClientWrites(const ErrorContext& ctx, const ClientConfig& client) {
 
 Status ReadCache(const ErrorContext& ctx, const YAML::Node& node, CacheConfig* cache) {
   if (node.IsNull()) return Status::Ok();
-  if (!node.IsMap()) return ctx.Error("cache", "expected a map of memory, disks and policy");
+  if (!node.IsMap())
+    return ctx.Error("cache", "expected a map of memory, disks, policy and replica_share");
   return ForEachEntry(
       ctx, "cache", node,
       [&](const std::string& name, const std::string& key, const YAML::Node& v) -> Status {
         if (name == "memory") return ReadMemory(ctx, v, cache);
         if (name == "disks") return ReadDisks(ctx, v, cache);
         if (name == "policy") return ReadPolicy(ctx, key, v, &cache->policy);
+        if (name == "replica_share") return ReadPercent(ctx, key, v, 90, &cache->replica_percent);
         return ctx.Error(key, "unknown key");
       });
 }
@@ -246,7 +265,8 @@ Status ReadClient(const ErrorContext& ctx, const YAML::Node& node, ClientConfig*
     return ctx.Error(
         "client",
         "expected a map of read_ahead_max, memory_budget, prefetch_threads, order_hint_window, "
-        "kernel_read_ahead, kernel_inodes, short_circuit, shm_prefault, native, transport, "
+        "kernel_read_ahead, kernel_inodes, short_circuit, replicas, shm_prefault, native, "
+        "transport, "
         "allow_uids, write_budget, write_per_file, upload_parts_in_flight, metadata_memory, "
         "metadata_dir");
   }

@@ -126,7 +126,10 @@ grpc::Status MasterServiceImpl::IssueCertificate(grpc::ServerContext* ctx,
 grpc::Status MasterServiceImpl::GetClusterView(grpc::ServerContext* ctx,
                                                const rpc::ClusterViewRequest* req,
                                                rpc::ClusterView* resp) {
-  if (grpc::Status denied = Allow(ctx, kReaders, "MasterService/GetClusterView"); !denied.ok()) {
+  // Workers too: the view names their peers, from whom they get the replicas they keep.
+  if (grpc::Status denied = Allow(ctx, kReaders | security::Roles(security::Role::kWorker),
+                                  "MasterService/GetClusterView");
+      !denied.ok()) {
     return denied;
   }
   if (req->has_client()) deps_.clients->Note(req->client());

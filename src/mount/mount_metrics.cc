@@ -72,7 +72,8 @@ void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const Cluste
   if (client != nullptr) {
     const char* help =
         "Blocks read from the cluster's workers, by path: shm (a co-located worker's memory), "
-        "file (its cache files), grpc and bulk (over the network)";
+        "file (its cache files), grpc and bulk (over the network), replica (through the worker "
+        "of this host, which keeps a replica)";
     sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "shm"}},
                  D(client->local_memory_hits()));
     sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "file"}},
@@ -81,6 +82,8 @@ void AddMountMetrics(FileSystem& fs, const std::string& mountpoint, const Cluste
                  D(client->streamed_reads()));
     sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "bulk"}},
                  D(client->bulk_reads()));
+    sink.Counter("lakecache_client_worker_reads_total", help, {{"path", "replica"}},
+                 D(client->replica_reads()));
     sink.Counter("lakecache_client_worker_calls_total", "Calls made to workers", {},
                  D(client->worker_calls()));
   }

@@ -72,8 +72,10 @@ Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection:
 }
 
 Status SendReply(BulkConnection& connection, const Status& status, std::span<const char> data,
-                 BulkConnection::Deadline deadline, int fd, uint64_t fd_offset) {
-  std::string header = EncodeReplyHeader(status, status.ok() ? data.size() : 0);
+                 BulkConnection::Deadline deadline, int fd, uint64_t fd_offset,
+                 std::optional<uint64_t> digest, std::string_view redirect) {
+  if (!redirect.empty()) data = {};
+  std::string header = EncodeReplyHeader(status, status.ok() ? data.size() : 0, digest, redirect);
   // sendfile spares the sender's copy only for bytes that leave through a network device: to a
   // peer on this host the receiver copies them either way, and receiving spliced 4 KiB pages
   // costs both ends more than one copy into the socket's large buffers (bench/native: 0.6 against

@@ -4,7 +4,9 @@
 // answers each with a reply header and the bytes, sent from wherever they lie (no copy).
 #pragma once
 
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "common/result.h"
 #include "rpc/block_frame.h"
@@ -44,7 +46,9 @@ Result<BlockReadRequest> NextRequest(BulkConnection& connection, BulkConnection:
 // Answers a request: `status`, and when it is OK the `data` bytes. With `fd` (a file that holds
 // the same bytes at `fd_offset`) a plain connection sends them with sendfile: then the caller
 // keeps the bytes unchanged until the peer has read them (its next request, or its hang-up).
+// `digest` and `redirect`: as EncodeReplyHeader's (a redirect sends no data).
 Status SendReply(BulkConnection& connection, const Status& status, std::span<const char> data,
-                 BulkConnection::Deadline deadline, int fd = -1, uint64_t fd_offset = 0);
+                 BulkConnection::Deadline deadline, int fd = -1, uint64_t fd_offset = 0,
+                 std::optional<uint64_t> digest = std::nullopt, std::string_view redirect = {});
 
 }  // namespace lakecache::rpc

@@ -3,9 +3,15 @@
 #include <algorithm>
 #include <string>
 
+#include <xxhash.h>
+
 #include "cache/block_key.h"
 #include "fetch/block_fetch.h"
+#include "rpc/block_frame.h"
 #include "rpc/lakecache.pb.h"
+#include "worker/holder_book.h"
+#include "worker/peer_reads.h"
+#include "worker/replica_ledger.h"
 
 namespace lakecache {
 namespace {
@@ -19,20 +25,24 @@ Result<BlockReader::Range> BlockReader::Read(const rpc::BlockId& id, uint64_t of
   Namespace* ns = nullptr;
   BlockRequest req;
   LC_RETURN_IF_ERROR(Resolve(id, &ns, &req));
+  ObjectStore& store = *ns->store;
+  return ReadWith(req, offset, length, [&store, this](const BlockRequest& r) {
+    return FetchBlock(store, r, blocks_->Allocator());
+  });
+}
+
+Result<BlockReader::Range> BlockReader::ReadWith(const BlockRequest& req, uint64_t offset,
+                                                 uint64_t length, const BlockSource& source) {
   offset = std::min<uint64_t>(offset, req.length);
   length = std::min<uint64_t>(length, req.length - offset);
   Range range;
   if (length == 0) return range;
-  ObjectStore& store = *ns->store;
   // A memory hit (or a fresh fetch) comes back pinned; a disk hit is copied into a block of its
   // own, which then pins the range the same way.
   std::shared_ptr<Block> scratch = Block::Allocate(length);
   LC_ASSIGN_OR_RETURN(
       BlockStore::PinnedRead read,
-      blocks_->ReadPinned(req, offset, std::span<char>(scratch->mutable_data(), length),
-                          [&store, this](const BlockRequest& r) {
-                            return FetchBlock(store, r, blocks_->Allocator());
-                          }));
+      blocks_->ReadPinned(req, offset, std::span<char>(scratch->mutable_data(), length), source));
   if (read.block != nullptr) {
     range.owner = std::move(read.block);
     range.data = range.owner->data() + offset;
@@ -45,6 +55,70 @@ Result<BlockReader::Range> BlockReader::Read(const rpc::BlockId& id, uint64_t of
   blocks_served_.fetch_add(1, std::memory_order_relaxed);
   bytes_served_.fetch_add(range.length, std::memory_order_relaxed);
   return range;
+}
+
+Result<uint64_t> BlockReader::DigestOf(const BlockRequest& req, const BlockSource& source) {
+  if (std::optional<uint64_t> known = book_->Digest(req.key)) return *known;
+  LC_ASSIGN_OR_RETURN(Range whole, ReadWith(req, 0, req.length, source));
+  if (whole.length != req.length) {
+    return Status::Corruption("block " + req.key.ToString() + " has " +
+                              std::to_string(whole.length) + " of its " +
+                              std::to_string(req.length) + " bytes");
+  }
+  const uint64_t digest = XXH3_64bits(whole.data, whole.length);
+  book_->SetDigest(req.key, digest);
+  return digest;
+}
+
+Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& request) {
+  constexpr uint8_t kReplicaFlags = rpc::kReadForReplica | rpc::kReadNoRedirect |
+                                    rpc::kReadHeldOnly | rpc::kReadAsReplica | rpc::kReadPlaceOnly;
+  if ((request.flags & kReplicaFlags) != 0 && book_ == nullptr) {
+    return Status::Unimplemented("this worker keeps no replicas");
+  }
+  Namespace* ns = nullptr;
+  BlockRequest req;
+  LC_RETURN_IF_ERROR(Resolve(request.block, &ns, &req));
+  ObjectStore& store = *ns->store;
+  BlockSource from_store = [&store, this](const BlockRequest& r) {
+    // A block of this worker's own goes before the replicas it keeps for others.
+    if (ledger_ != nullptr) ledger_->MakeRoom(r.length);
+    return FetchBlock(store, r, blocks_->Allocator());
+  };
+  BlockSource source = from_store;
+  if ((request.flags & rpc::kReadHeldOnly) != 0) {
+    source = [](const BlockRequest& r) -> Result<BlockRef> {
+      return Status::NotFound("block " + r.key.ToString() + " is not held here");
+    };
+  } else if ((request.flags & rpc::kReadAsReplica) != 0) {
+    source = [&](const BlockRequest& r) -> Result<BlockRef> {
+      Result<std::shared_ptr<Block>> got =
+          peers_->Fetch(request.block, r.key, r.length, blocks_->Allocator());
+      if (got.ok()) {
+        ledger_->Add(r.key, r.length);
+        return BlockRef(std::move(*got));
+      }
+      // This worker owns it, or the peers failed it: the store, as for any miss.
+      return from_store(r);
+    };
+  }
+  Answer answer;
+  const bool owner =
+      (request.flags & rpc::kReadForReplica) != 0 && (request.flags & rpc::kReadHeldOnly) == 0;
+  if (owner) {
+    if ((request.flags & rpc::kReadNoRedirect) != 0) {
+      book_->Forget(req.key);  // a holder it named failed the asker: name none until known again
+      book_->Note(req.key, request.requester);
+    } else if (std::optional<std::string> from = book_->Route(req.key, request.requester)) {
+      LC_ASSIGN_OR_RETURN(answer.digest, DigestOf(req, source));
+      answer.redirect = std::move(*from);
+      return answer;
+    }
+    LC_ASSIGN_OR_RETURN(answer.digest, DigestOf(req, source));
+  }
+  LC_ASSIGN_OR_RETURN(answer.range, ReadWith(req, request.offset, request.length, source));
+  if ((request.flags & rpc::kReadPlaceOnly) != 0) answer.range = Range{};  // the mount maps it
+  return answer;
 }
 
 Status BlockReader::Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest* req) {

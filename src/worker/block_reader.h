@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <memory>
 
+#include <optional>
+#include <string>
+
 #include "cache/block_store.h"
 #include "cache/content_index.h"
 #include "common/result.h"
@@ -18,7 +21,12 @@ namespace lakecache {
 
 namespace rpc {
 class BlockId;
+struct BlockReadRequest;
 }  // namespace rpc
+
+class HolderBook;
+class PeerReads;
+class ReplicaLedger;
 
 class BlockReader {
  public:
@@ -36,6 +44,28 @@ class BlockReader {
   // is the cached block itself; a disk hit is one verified copy of the range.
   Result<Range> Read(const rpc::BlockId& id, uint64_t offset, uint64_t length);
 
+  // A read as the bulk path receives it, with its flags (rpc/block_frame.h):
+  //  - kReadAsReplica (from a mount of this host): a miss is got from the block's owner among the
+  //    other workers (PeerReads) and kept as a replica (ReplicaLedger); from the store when this
+  //    worker owns it or the peers fail;
+  //  - kReadForReplica (from a worker, to this one as the owner): the answer carries the block's
+  //    digest, and may be a redirect to another holder (HolderBook) unless kReadNoRedirect;
+  //  - kReadHeldOnly: from what this worker holds or is fetching; NotFound otherwise, never a
+  //    fetch.
+  // Without EnableReplicas the replica flags are refused.
+  struct Answer {
+    Range range;
+    std::optional<uint64_t> digest;  // XXH3-64 of the whole block
+    std::string redirect;            // not empty: no range; the asker reads from this worker
+  };
+  Result<Answer> Serve(const rpc::BlockReadRequest& request);
+  // REQUIRES: each outlives the reader; called before serving.
+  void EnableReplicas(HolderBook* book, PeerReads* peers, ReplicaLedger* ledger) {
+    book_ = book;
+    peers_ = peers;
+    ledger_ = ledger;
+  }
+
   // The namespace and block request `id` names, checked.
   Status Resolve(const rpc::BlockId& id, Namespace** ns, BlockRequest* req);
 
@@ -44,8 +74,17 @@ class BlockReader {
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
 
  private:
+  // Read's steps with the source a miss calls.
+  Result<Range> ReadWith(const BlockRequest& req, uint64_t offset, uint64_t length,
+                         const BlockSource& source);
+  // The owner's digest of the whole block (memoized in the book), reading the block if needed.
+  Result<uint64_t> DigestOf(const BlockRequest& req, const BlockSource& source);
+
   NamespaceTable* const namespaces_;
   const std::shared_ptr<BlockStore> blocks_;
+  HolderBook* book_ = nullptr;
+  PeerReads* peers_ = nullptr;
+  ReplicaLedger* ledger_ = nullptr;
   ContentIndex index_;
   std::atomic<uint64_t> blocks_served_{0};
   std::atomic<uint64_t> bytes_served_{0};

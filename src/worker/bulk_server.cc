@@ -115,11 +115,14 @@ bool BulkServer::Admitted(rpc::BulkConnection& connection) {
   }
   if (options_.authorizer == nullptr) return true;
   Result<std::string> token = rpc::NextHello(connection, deadline);
-  Status verdict = token.ok() ? options_.authorizer->CheckToken(
-                                    *token, security::Roles(security::Role::kClient), "a bulk read")
-                              : Status::Unauthenticated(
-                                    "a bulk read needs the client role; the "
-                                    "connection did not start with a hello");
+  // Mounts read; so do workers, for the replicas they keep (worker/peer_reads.h).
+  Status verdict =
+      token.ok() ? options_.authorizer->CheckToken(
+                       *token, security::Roles(security::Role::kClient, security::Role::kWorker),
+                       "a bulk read")
+                 : Status::Unauthenticated(
+                       "a bulk read needs the worker or client role; the "
+                       "connection did not start with a hello");
   (void)rpc::SendReply(connection, verdict, {}, deadline);
   if (!verdict.ok()) {
     spdlog::warn("bulk server {}: refused {}: {}", address_, connection.peer(), verdict.message());
@@ -169,19 +172,19 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
       continue;
     }
     metrics::ScopedTimer timer(options_.request_duration);
-    Result<BlockReader::Range> range =
-        reader_->Read(request->block, request->offset, request->length);
+    Result<BlockReader::Answer> answer = reader_->Serve(*request);
     Status sent;
-    if (range.ok()) {
-      const BlockRef& owner = range->owner;
+    if (answer.ok()) {
+      const BlockReader::Range& range = answer->range;
+      const BlockRef& owner = range.owner;
       int fd = owner != nullptr ? owner->fd() : -1;
-      uint64_t at = fd >= 0 ? owner->fd_offset() + (range->data - owner->data()) : 0;
-      sent = rpc::SendReply(connection, Status::Ok(),
-                            std::span<const char>(range->data, range->length),
-                            Clock::now() + kReplyTime, fd, at);
-      last = range->owner;
+      uint64_t at = fd >= 0 ? owner->fd_offset() + (range.data - owner->data()) : 0;
+      sent =
+          rpc::SendReply(connection, Status::Ok(), std::span<const char>(range.data, range.length),
+                         Clock::now() + kReplyTime, fd, at, answer->digest, answer->redirect);
+      last = range.owner;
     } else {
-      sent = rpc::SendReply(connection, range.status(), {}, Clock::now() + kReplyTime);
+      sent = rpc::SendReply(connection, answer.status(), {}, Clock::now() + kReplyTime);
     }
     if (!sent.ok()) return;
   }

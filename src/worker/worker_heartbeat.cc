@@ -101,7 +101,23 @@ grpc::Status WorkerServer::RegisterWith(const std::string& master,
     interval_ms_ = interval->count();
   }
   spdlog::info("worker {} registered with master {} (epoch {})", id_, master, resp.epoch());
+  RefreshPeers(channel, resp.epoch(), *interval);
   return status;
+}
+
+void WorkerServer::RefreshPeers(const std::shared_ptr<grpc::Channel>& channel, uint64_t epoch,
+                                std::chrono::milliseconds interval) {
+  if (peers_ == nullptr || epoch == peers_->epoch()) return;
+  grpc::ClientContext ctx;
+  WaitForMaster(&ctx, interval);
+  rpc::ClusterViewRequest req;
+  rpc::ClusterView view;
+  grpc::Status status = rpc::MasterService::NewStub(channel)->GetClusterView(&ctx, req, &view);
+  if (!status.ok()) {
+    spdlog::debug("worker {}: the cluster's view: {}", id_, status.error_message());
+    return;  // asked again at the next heartbeat
+  }
+  peers_->SetView(view);
 }
 
 grpc::Status WorkerServer::HeartbeatTo(const std::string& master,
@@ -119,6 +135,7 @@ grpc::Status WorkerServer::HeartbeatTo(const std::string& master,
     *known = false;
     spdlog::info("master {} does not know worker {}: registering again", master, id_);
   }
+  if (status.ok() && resp.registered()) RefreshPeers(channel, resp.epoch(), interval);
   return status;
 }
 

@@ -153,6 +153,20 @@ void WorkerServer::MakeService() {
   read_pool_ = std::make_unique<ThreadPool>(kReadThreads);
   load_pool_ = std::make_unique<ThreadPool>(kLoadThreads);
   reader_ = std::make_unique<BlockReader>(namespaces_.get(), blocks_);
+  PeerReadsOptions peer_options;
+  peer_options.self_id = id_;
+  peer_options.credentials = credentials_;
+  Result<std::unique_ptr<PeerReads>> peers = PeerReads::Make(std::move(peer_options));
+  if (peers.ok()) {
+    // cache.replica_share 0%: a block read for a mount of this host is erased once it is served.
+    peers_ = std::move(*peers);
+    holders_ = std::make_unique<HolderBook>();
+    replicas_ = std::make_unique<ReplicaLedger>(
+        blocks_.get(), config_.cache.memory_capacity / 100 * config_.cache.replica_percent);
+    reader_->EnableReplicas(holders_.get(), peers_.get(), replicas_.get());
+  } else {
+    spdlog::warn("worker {} keeps no replicas: {}", id_, peers.status().message());
+  }
   WorkerServiceDeps deps;
   deps.namespaces = namespaces_.get();
   deps.blocks = blocks_;
@@ -261,6 +275,18 @@ void WorkerServer::Shutdown() {
 }
 
 void WorkerServer::FillShmStats(rpc::WorkerStats* stats) const {
+  if (replicas_ != nullptr) {
+    stats->set_replica_blocks(replicas_->count());
+    stats->set_replica_bytes(replicas_->bytes());
+    stats->set_replicas_erased(replicas_->erased());
+    stats->set_holder_blocks(holders_->blocks());
+    PeerReadStats peer = peers_->Stats();
+    stats->set_replicas_fetched(peer.replicas_fetched);
+    stats->set_replica_silent_peers(peer.silent_peers);
+    stats->set_replica_redirects(peer.redirects);
+    stats->set_replica_holder_misses(peer.holder_misses);
+    stats->set_replica_digest_mismatches(peer.digest_mismatches);
+  }
   if (arena_ == nullptr) return;
   ShmArenaStats s = arena_->Stats();
   stats->set_shm_sessions(s.sessions);
@@ -282,7 +308,7 @@ void WorkerServer::FillInfo(rpc::WorkerInfo* info) const {
   info->set_capacity_bytes(capacity);
   info->set_used_bytes(used);
   info->set_start_time_ms(start_time_ms_);
-  info->set_host_id(rpc::HostId());
+  info->set_host_id(options_.host_id.empty() ? rpc::HostId() : options_.host_id);
   if (!node_path_.empty()) info->set_node_socket(node_path_);
   info->set_data_address(data_address_);
   info->set_insecure(options_.insecure);

@@ -38,7 +38,10 @@
 #include "ufs/store_factory.h"
 #include "worker/block_reader.h"
 #include "worker/bulk_server.h"
+#include "worker/holder_book.h"
 #include "worker/node_server.h"
+#include "worker/peer_reads.h"
+#include "worker/replica_ledger.h"
 
 namespace grpc {
 class Channel;
@@ -78,6 +81,9 @@ struct WorkerOptions {
   bool insecure = false;  // serves plain text beyond loopback (--insecure): registered as such
   // With credentials: how long a starting worker waits for the master to issue its certificate.
   std::chrono::milliseconds bootstrap_wait{30000};
+  // The host it says it is on (WorkerInfo.host_id); empty: rpc::HostId(). For tests that make
+  // workers of several hosts in one process.
+  std::string host_id;
   // A Unix socket for the local health check (rpc/health.h); empty: none.
   std::string health_socket;
   // Non-null: the worker's counters (as Stats reports them) are read there at every scrape, and
@@ -116,6 +122,12 @@ class WorkerServer {
   BlockStore& blocks() { return *blocks_; }
   // The shared memory of the memory tier, or null.
   const std::shared_ptr<ShmArena>& arena() const { return arena_; }
+  // Replicas: the blocks kept for mounts of this host, the blocks whose holders this worker (as
+  // their owner) knows, and the epoch of the view it has of its peers (0: none yet).
+  size_t replica_count() const { return replicas_ != nullptr ? replicas_->count() : 0; }
+  size_t holder_blocks() const { return holders_ != nullptr ? holders_->blocks() : 0; }
+  uint64_t peer_epoch() const { return peers_ != nullptr ? peers_->epoch() : 0; }
+  PeerReadStats peer_reads() const { return peers_ != nullptr ? peers_->Stats() : PeerReadStats{}; }
   // The node socket's path, empty without shared memory.
   std::string node_socket() const { return node_path_; }
   void Shutdown();  // idempotent
@@ -141,6 +153,10 @@ class WorkerServer {
   grpc::Status HeartbeatTo(const std::string& master, const std::shared_ptr<grpc::Channel>& channel,
                            grpc::ClientContext* ctx, std::chrono::milliseconds interval,
                            bool* known);
+  // The other workers, for the replicas this one keeps: the master's view when its epoch is not
+  // the one the peers have (a failure waits for the next heartbeat).
+  void RefreshPeers(const std::shared_ptr<grpc::Channel>& channel, uint64_t epoch,
+                    std::chrono::milliseconds interval);
   // With credentials: a certificate for the worker's key from the master, written to
   // identity_.cert_path; sets renew_at_. Waits for a master that is down until `deadline`.
   Status ObtainCertificate(std::chrono::system_clock::time_point deadline);
@@ -174,7 +190,12 @@ class WorkerServer {
   std::unique_ptr<ThreadPool> prefetch_pool_;
   std::unique_ptr<ThreadPool> read_pool_;  // serves ReadBlock (see worker_service.cc)
   std::unique_ptr<ThreadPool> load_pool_;  // fetches LoadBlocks batches
-  std::unique_ptr<BlockReader> reader_;    // serves ReadBlock (and the bulk path)
+  // Replicas (worker/block_reader.h): whom this worker, as an owner, sent where; its reads from
+  // the other workers; the replicas it keeps. Made before the reader serves.
+  std::unique_ptr<HolderBook> holders_;
+  std::unique_ptr<PeerReads> peers_;
+  std::unique_ptr<ReplicaLedger> replicas_;
+  std::unique_ptr<BlockReader> reader_;  // serves ReadBlock (and the bulk path)
   std::unique_ptr<WorkerServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<ShmArena> arena_;  // null without shared memory

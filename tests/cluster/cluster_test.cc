@@ -78,7 +78,15 @@ class ClusterTest : public ::testing::Test {
     master_ = std::move(*master);
     // Capacities 16, 16 and 32 MiB: the third worker should own half of the blocks.
     for (uint64_t mib : {16, 16, 32}) StartWorker(mib << 20);
+    ConnectClient(/*replicas=*/true);
+    WaitForWorkers(3);
+  }
+
+  // The test's client; without `replicas` it reads each block from its owner, never through the
+  // worker of its host (which all the in-process workers are).
+  void ConnectClient(bool replicas) {
     ClusterClientOptions client_options;
+    client_options.replicas = replicas;
     if (!credentials_.empty()) {
       auto opened =
           security::ClusterCredentials::Open(credentials_, security::Role::kClient, "the test");
@@ -88,7 +96,6 @@ class ClusterTest : public ::testing::Test {
     auto client = ClusterClient::Connect(master_->address(), client_options);
     ASSERT_TRUE(client.ok()) << client.status().ToString();
     client_ = *client;
-    WaitForWorkers(3);
   }
 
   void StartWorker(uint64_t memory, const std::string& disk = "", bool shared_memory = true) {
@@ -349,6 +356,7 @@ class DyingBulkWorker {
 };
 
 TEST_F(ClusterTest, AWorkerDyingMidBlockOnTheBulkPathFailsOverWithCorrectBytes) {
+  ConnectClient(/*replicas=*/false);  // the client itself meets the failing owner
   DyingBulkWorker dying(master_->address(), DyingBulkWorker::Mode::kDieMidBlock);
   WaitForWorkers(4);
   ClusterStore store(client_, Namespace());
@@ -361,6 +369,7 @@ TEST_F(ClusterTest, AWorkerDyingMidBlockOnTheBulkPathFailsOverWithCorrectBytes) 
 }
 
 TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
+  ConnectClient(/*replicas=*/false);  // the client itself meets the failing owner
   DyingBulkWorker stuck(master_->address(), DyingBulkWorker::Mode::kStallMidBlock);
   WaitForWorkers(4);
   ClusterStore store(client_, Namespace());
@@ -392,6 +401,7 @@ TEST_F(ClusterTest, AStuckWorkerCostsAReaderNoMoreThanItsDeadline) {
 // sees its heartbeats: the first read waiting on it pings it, gets no answer and fails over, so
 // the reader waits seconds, not its deadline; every byte is right and the worker is marked down.
 TEST_F(ClusterTest, ASilentWorkerIsPingedAndItsReadsFailOverWithinSeconds) {
+  ConnectClient(/*replicas=*/false);  // the client itself meets the silent owner
   DyingBulkWorker silent(master_->address(), DyingBulkWorker::Mode::kSilent);
   WaitForWorkers(4);
   ClusterStore store(client_, Namespace());
@@ -408,6 +418,41 @@ TEST_F(ClusterTest, ASilentWorkerIsPingedAndItsReadsFailOverWithinSeconds) {
   bool down = false;
   for (const ClusterWorker& w : client_->Workers()) down |= w.id == "dying" && w.down;
   EXPECT_TRUE(down) << "the client did not mark the silent worker down";
+}
+
+// Read through the host's worker (replicas), which asks the owner: an owner that fails mid-block
+// or goes silent costs the read seconds at most, and the host's worker gets the block from the
+// store, every byte right.
+TEST_F(ClusterTest, AReplicaReadWhoseOwnerDiesMidBlockGetsTheBlockFromTheStore) {
+  DyingBulkWorker dying(master_->address(), DyingBulkWorker::Mode::kDieMidBlock);
+  WaitForWorkers(4);
+  for (const auto& w : workers_) {
+    ASSERT_TRUE(testing::WaitFor([&] { return w->peer_epoch() > 0; })) << "no view of its peers";
+  }
+  ClusterStore store(client_, Namespace());
+  const std::string& big = files_["big.bin"];
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  EXPECT_GE(dying.requests(), 1) << "no worker asked the dying owner";
+  EXPECT_GE(client_->replica_reads(), 1u);
+}
+
+TEST_F(ClusterTest, AReplicaReadWhoseOwnerIsSilentGetsTheBlockFromTheStoreWithinSeconds) {
+  DyingBulkWorker silent(master_->address(), DyingBulkWorker::Mode::kSilent);
+  WaitForWorkers(4);
+  for (const auto& w : workers_) {
+    ASSERT_TRUE(testing::WaitFor([&] { return w->peer_epoch() > 0; })) << "no view of its peers";
+  }
+  ClusterStore store(client_, Namespace());
+  const std::string& big = files_["big.bin"];
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(silent.requests(), 1) << "no worker asked the silent owner";
+  uint64_t found_silent = 0;
+  for (const auto& w : workers_) found_silent += w->peer_reads().silent_peers;
+  EXPECT_GE(found_silent, 1u);
+  EXPECT_LT(took, std::chrono::seconds(8) * testing::kSlowdown)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
 }
 
 // A credentials folder of a new CA (ca.crt, ca.key, the master's certificate, role tokens).
@@ -466,7 +511,7 @@ TEST_F(ClusterTlsTest, ABulkClientOfAnotherCaIsRefused) {
 
 // A bulk connection must start with the client role's token: none, an unknown one and another
 // role's are refused with the role named, never the token; the client's own is accepted.
-TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
+TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientOrWorkerRolesToken) {
   auto deadline = [] {
     return std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
   };
@@ -485,6 +530,11 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
       *security::ClusterCredentials::Open(credentials_, security::Role::kClient, "t")
            .value()
            ->Token();
+  // A worker reads its peers' blocks for the replicas it keeps.
+  std::string worker =
+      *security::ClusterCredentials::Open(credentials_, security::Role::kWorker, "t")
+           .value()
+           ->Token();
   struct Case {
     std::string token;
     StatusCode code;
@@ -493,7 +543,7 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
   for (const Case& k : {Case{"", StatusCode::kUnauthenticated, "carried no token"},
                         Case{std::string(64, 'a'), StatusCode::kUnauthenticated, "not one of"},
                         Case{admin, StatusCode::kAccessDenied, "is the admin role's"},
-                        Case{client, StatusCode::kOk, ""}}) {
+                        Case{client, StatusCode::kOk, ""}, Case{worker, StatusCode::kOk, ""}}) {
     auto c = Connect(credentials_ + "/ca.crt");
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     Status hello = rpc::CallHello(**c, k.token, deadline());
@@ -503,7 +553,7 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientRolesToken) {
       EXPECT_EQ(hello.message().find(k.token), std::string::npos);
     }
     if (!hello.ok()) {
-      EXPECT_NE(hello.message().find("needs the client role"), std::string::npos);
+      EXPECT_NE(hello.message().find("needs the worker or client role"), std::string::npos);
     }
   }
 }
@@ -703,6 +753,7 @@ TEST_F(ClusterTest, FileSystemReadsThroughTheCluster) {
 // Random reads in cluster mode move only the range read: the first touch of a block is a range
 // read from its worker (nothing cached in the mount); a block read again is fetched whole.
 TEST_F(ClusterTest, RandomReadersReadRangesUntilABlockIsReadAgain) {
+  ConnectClient(/*replicas=*/false);  // each range from its owner, not through this host's worker
   FileSystemOptions options;
   options.range_reads_when_random = true;
   // The workers' memory not mapped: as a mount on another host reads them.

@@ -531,6 +531,7 @@ TEST(ConfigCacheTest, Defaults) {
     EXPECT_EQ(config->cache.memory_capacity, 1ull << 30);
     EXPECT_TRUE(config->cache.disks.empty());
     EXPECT_EQ(config->cache.policy, "tinylfu");
+    EXPECT_EQ(config->cache.replica_percent, 50u);
     EXPECT_EQ(config->namespaces.at("test").block_size, 4u << 20);
   }
   Result<Config> disk = LoadYaml("cache:\n  disks:\n    - {path: /c, capacity: 1GiB}\n");
@@ -573,6 +574,19 @@ TEST(ConfigCacheErrorTest, PolicyAndMemory) {
   ExpectContains(ErrorOf(LoadYaml("cache:\n  memory: 1GiB\n")),
                  "lake.yaml: cache.memory: expected a map");
   ExpectContains(ErrorOf(LoadYaml("cache: [a]\n")), "lake.yaml: cache: expected a map");
+}
+
+TEST(ConfigCacheTest, ReplicaShareIsAPercentageUpTo90) {
+  for (auto [text, percent] : {std::pair{"0%", 0u}, {"25%", 25u}, {"90%", 90u}}) {
+    Result<Config> config = LoadYaml("cache:\n  replica_share: " + std::string(text) + "\n");
+    ASSERT_TRUE(config.ok()) << text << ": " << config.status().ToString();
+    EXPECT_EQ(config->cache.replica_percent, percent) << text;
+  }
+  for (std::string_view bad : {"91%", "50", "half", "-5%", "12.5%", "%"}) {
+    EXPECT_EQ(ErrorOf(LoadYaml("cache:\n  replica_share: \"" + std::string(bad) + "\"\n")),
+              "lake.yaml: cache.replica_share: invalid share '" + std::string(bad) +
+                  "' (expected a percentage from 0% to 90%)");
+  }
 }
 
 // The error of a config with one disk entry `disk` (a flow map).

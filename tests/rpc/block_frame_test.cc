@@ -84,8 +84,14 @@ TEST(BlockFrameTest, MalformedRequestsAreRefused) {
   bad[5] = static_cast<char>(FrameKind::kReadReply);
   ExpectRefused(DecodeReadRequest(bad), "unexpected frame kind");
   bad = good;
-  bad[13] = 1;
-  ExpectRefused(DecodeReadRequest(bad), "reserved");
+  bad[14] = 1;  // a requester id of 64 KiB
+  ExpectRefused(DecodeReadRequest(bad), "requester id of 65536 bytes");
+  bad = good;
+  bad[7] = static_cast<char>(0x80);
+  ExpectRefused(DecodeReadRequest(bad), "unknown flags 128");
+  bad = good;
+  bad[7] = kReadForReplica;  // and no requester
+  ExpectRefused(DecodeReadRequest(bad), "without the requester");
   bad = good;
   bad[8] = bad[9] = bad[10] = bad[11] = '\xff';  // a 4 GiB body
   ExpectRefused(DecodeReadRequest(bad), "at most");
@@ -93,6 +99,48 @@ TEST(BlockFrameTest, MalformedRequestsAreRefused) {
   bad = good;
   bad.replace(kFrameHeaderBytes, 4, "\xff\xff\xff\xff");  // not a BlockId any more
   ExpectRefused(DecodeReadRequest(bad), "unparsable block id");
+}
+
+// A worker reading to keep a replica names itself; the owner answers with the block's digest, or
+// with the worker to read it from instead.
+TEST(BlockFrameTest, ReplicaReadsRoundTripWithTheirRequesterDigestAndRedirect) {
+  BlockReadRequest sent = SampleRequest();
+  sent.flags = kReadForReplica | kReadNoRedirect;
+  sent.requester = "a1b2c3";
+  Result<BlockReadRequest> got = DecodeReadRequest(EncodeReadRequest(sent));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->flags, sent.flags);
+  EXPECT_EQ(got->requester, "a1b2c3");
+  EXPECT_EQ(got->block.SerializeAsString(), sent.block.SerializeAsString());
+  EXPECT_EQ(got->length, sent.length);
+  // A mount asking its host's worker to place a block where the mount maps it.
+  sent.flags = kReadAsReplica | kReadPlaceOnly;
+  sent.requester.clear();
+  got = DecodeReadRequest(EncodeReadRequest(sent));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->flags, sent.flags);
+
+  Result<BlockReplyHeader> data =
+      DecodeReplyHeader(EncodeReplyHeader(Status::Ok(), 4096, 0x0123456789abcdefull), 4096);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_EQ(data->data_length, 4096u);
+  EXPECT_EQ(data->digest, 0x0123456789abcdefull);
+  EXPECT_TRUE(data->redirect.empty());
+
+  std::string frame = EncodeReplyHeader(Status::Ok(), 4096, 42, "worker-9");
+  Result<BlockReplyHeader> moved = DecodeReplyHeader(frame, 4096);
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(moved->redirect, "worker-9");
+  EXPECT_EQ(moved->data_length, 0u) << "a redirect carries no data";
+  EXPECT_EQ(moved->digest, 42u);
+  EXPECT_EQ(frame.size(), kFrameHeaderBytes + 8);
+
+  Result<BlockReplyHeader> error =
+      DecodeReplyHeader(EncodeReplyHeader(Status::NotFound("gone"), 0, 42, "worker-9"), 0);
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ(error->status.code(), StatusCode::kNotFound);
+  EXPECT_FALSE(error->digest.has_value()) << "an error says nothing else";
+  EXPECT_TRUE(error->redirect.empty());
 }
 
 TEST(BlockFrameTest, MalformedRepliesAreRefused) {
@@ -110,6 +158,24 @@ TEST(BlockFrameTest, MalformedRepliesAreRefused) {
   EXPECT_FALSE(DecodeReplyHeader(error.substr(0, error.size() - 1), 0).ok());
   EXPECT_FALSE(DecodeReplyHeader(EncodeReadRequest(SampleRequest()), 1000).ok());
   EXPECT_FALSE(FrameBodyBytes(Header(ok), FrameKind::kReadRequest).ok());
+  bad = ok;
+  bad[24] = 1;  // a digest without its flag
+  EXPECT_FALSE(DecodeReplyHeader(bad, 1000).ok());
+  bad = error;
+  bad[7] = kReplyDigest;  // flags in an error
+  EXPECT_FALSE(DecodeReplyHeader(bad, 1000).ok());
+  std::string moved = EncodeReplyHeader(Status::Ok(), 0, std::nullopt, "w");
+  bad = moved;
+  bad[16] = 5;  // data after a redirect
+  EXPECT_FALSE(DecodeReplyHeader(bad, 1000).ok());
+  bad = ok;
+  bad[7] = kReplyRedirect;  // naming no worker
+  bad[16] = 0;
+  bad[17] = 0;
+  EXPECT_FALSE(DecodeReplyHeader(bad, 1000).ok());
+  bad = ok;
+  bad[12] = 1;  // field 12 is a request's
+  EXPECT_FALSE(DecodeReplyHeader(bad, 1000).ok());
 }
 
 }  // namespace

@@ -1,0 +1,252 @@
+// PeerReads against scripted workers on the bulk path: the owner's answer (bytes or a redirect,
+// with its digest), a holder that has the block, misses it or sends other bytes.
+#include "worker/peer_reads.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "rpc/block_frame.h"
+#include "rpc/bulk_connection.h"
+#include "rpc/bulk_protocol.h"
+#include "rpc/lakecache.pb.h"
+
+namespace lakecache {
+namespace peer_reads_test {
+
+struct Scripted {
+  Status status;
+  std::string data;
+  std::optional<uint64_t> digest;
+  std::string redirect;
+};
+
+// A worker's bulk path that answers each read as `answer` says, and records the requests.
+class ScriptedWorker {
+ public:
+  explicit ScriptedWorker(std::function<Scripted(const rpc::BlockReadRequest&)> answer)
+      : answer_(std::move(answer)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(listen_fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~ScriptedWorker() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    acceptor_.join();
+    for (std::thread& t : served_) t.join();
+    ::close(listen_fd_);
+  }
+  const std::string& address() const { return address_; }
+  std::vector<rpc::BlockReadRequest> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+ private:
+  void Accept() {
+    for (;;) {
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      served_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+  void Serve(int fd) {
+    auto forever = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    auto conn = rpc::BulkConnection::Accept(fd, "peer", nullptr, forever);
+    if (!conn.ok()) return;
+    for (;;) {
+      bool closed = false;
+      auto request = rpc::NextRequest(**conn, forever, &closed);
+      if (!request.ok()) return;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        requests_.push_back(*request);
+      }
+      Scripted reply = answer_(*request);
+      if (!rpc::SendReply(**conn, reply.status, reply.data, forever, -1, 0, reply.digest,
+                          reply.redirect)
+               .ok()) {
+        return;
+      }
+    }
+  }
+
+  std::function<Scripted(const rpc::BlockReadRequest&)> answer_;
+  int listen_fd_ = -1;
+  std::string address_;
+  std::thread acceptor_;
+  std::vector<std::thread> served_;
+  mutable std::mutex mu_;
+  std::vector<rpc::BlockReadRequest> requests_;
+};
+
+constexpr uint64_t kBlock = 64 << 10;
+
+class PeerReadsTest : public ::testing::Test {
+ protected:
+  PeerReadsTest() {
+    good_.resize(kBlock);
+    for (size_t i = 0; i < good_.size(); ++i) good_[i] = static_cast<char>(i * 7 + 1);
+    digest_ = XXH3_64bits(good_.data(), good_.size());
+    id_.set_ns("ns");
+    id_.set_key("model.safetensors");
+    id_.set_etag("e1");
+    id_.set_object_size(kBlock);
+    id_.set_block_size(kBlock);
+    id_.set_index(0);
+    key_ = BlockKey{ContentId{7, 9}, 0};
+    // Of two workers "p" and "q", the owner of the key is the one rendezvous picks.
+    std::vector<RendezvousNode> nodes = {PlacementNode("p", 1 << 30), PlacementNode("q", 1 << 30)};
+    const bool p_owns = RendezvousPick(StableKeyHash(key_), nodes) == 0;
+    owner_id_ = p_owns ? "p" : "q";
+    holder_id_ = p_owns ? "q" : "p";
+  }
+
+  // PeerReads of worker "self", with the owner and the holder in its view.
+  std::unique_ptr<PeerReads> Reads(const ScriptedWorker& owner, const ScriptedWorker& holder) {
+    PeerReadsOptions options;
+    options.self_id = "self";
+    options.attempt_timeout = std::chrono::seconds(10);
+    auto reads = PeerReads::Make(options);
+    EXPECT_TRUE(reads.ok());
+    rpc::ClusterView view;
+    view.set_epoch(1);
+    for (const auto& [id, address] :
+         {std::pair{owner_id_, owner.address()}, std::pair{holder_id_, holder.address()}}) {
+      rpc::WorkerInfo* w = view.add_workers();
+      w->set_id(id);
+      w->set_address(address);
+      w->set_data_address(address);
+      w->set_capacity_bytes(1 << 30);
+    }
+    (*reads)->SetView(view);
+    EXPECT_EQ((*reads)->OwnerOf(key_), owner_id_);
+    return std::move(*reads);
+  }
+
+  Result<std::shared_ptr<Block>> Fetch(PeerReads& reads) {
+    return reads.Fetch(id_, key_, kBlock, [](size_t n) { return Block::Allocate(n); });
+  }
+
+  std::string good_;
+  uint64_t digest_ = 0;
+  rpc::BlockId id_;
+  BlockKey key_;
+  std::string owner_id_, holder_id_;
+};
+
+TEST_F(PeerReadsTest, TheOwnersBytesAreTakenWhenTheyMatchItsDigest) {
+  ScriptedWorker owner([&](const rpc::BlockReadRequest&) {
+    return Scripted{{}, good_, digest_, ""};
+  });
+  ScriptedWorker holder([](const rpc::BlockReadRequest&) { return Scripted{}; });
+  auto reads = Reads(owner, holder);
+  auto got = Fetch(*reads);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(std::string((*got)->data(), (*got)->size()), good_);
+  ASSERT_EQ(owner.requests().size(), 1u);
+  const rpc::BlockReadRequest& asked = owner.requests()[0];
+  EXPECT_EQ(asked.flags, rpc::kReadForReplica);
+  EXPECT_EQ(asked.requester, "self");
+  EXPECT_TRUE(holder.requests().empty());
+  EXPECT_EQ(reads->Stats().replicas_fetched, 1u);
+}
+
+TEST_F(PeerReadsTest, ARedirectIsFollowedToTheHolderForWhatItHolds) {
+  ScriptedWorker owner([&](const rpc::BlockReadRequest&) {
+    return Scripted{{}, "", digest_, holder_id_};
+  });
+  ScriptedWorker holder([&](const rpc::BlockReadRequest&) { return Scripted{{}, good_, {}, ""}; });
+  auto reads = Reads(owner, holder);
+  auto got = Fetch(*reads);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(std::string((*got)->data(), (*got)->size()), good_);
+  ASSERT_EQ(holder.requests().size(), 1u);
+  EXPECT_EQ(holder.requests()[0].flags, rpc::kReadForReplica | rpc::kReadHeldOnly)
+      << "a holder is never made to fetch";
+  EXPECT_EQ(owner.requests().size(), 1u);
+  EXPECT_EQ(reads->Stats().redirects, 1u);
+}
+
+// A holder that sends other bytes than the owner's digest (corrupt, or forged) is not believed:
+// the owner is asked again for the bytes themselves.
+TEST_F(PeerReadsTest, ATamperedReplicaIsRefusedAndTheOwnerAskedAgain) {
+  ScriptedWorker owner([&](const rpc::BlockReadRequest& r) {
+    if ((r.flags & rpc::kReadNoRedirect) != 0) return Scripted{{}, good_, digest_, ""};
+    return Scripted{{}, "", digest_, holder_id_};
+  });
+  std::string tampered = good_;
+  tampered[kBlock / 2] ^= 1;
+  ScriptedWorker holder([&](const rpc::BlockReadRequest&) {
+    return Scripted{{}, tampered, {}, ""};
+  });
+  auto reads = Reads(owner, holder);
+  auto got = Fetch(*reads);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(std::string((*got)->data(), (*got)->size()), good_) << "never the holder's bytes";
+  ASSERT_EQ(owner.requests().size(), 2u);
+  EXPECT_NE(owner.requests()[1].flags & rpc::kReadNoRedirect, 0);
+  EXPECT_EQ(reads->Stats().digest_mismatches, 1u);
+  EXPECT_EQ(reads->Stats().holder_misses, 1u);
+}
+
+TEST_F(PeerReadsTest, AHolderThatMissesSendsTheReaderBackToTheOwner) {
+  ScriptedWorker owner([&](const rpc::BlockReadRequest& r) {
+    if ((r.flags & rpc::kReadNoRedirect) != 0) return Scripted{{}, good_, digest_, ""};
+    return Scripted{{}, "", digest_, holder_id_};
+  });
+  ScriptedWorker holder([](const rpc::BlockReadRequest&) {
+    return Scripted{Status::NotFound("not held"), "", {}, ""};
+  });
+  auto reads = Reads(owner, holder);
+  auto got = Fetch(*reads);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(std::string((*got)->data(), (*got)->size()), good_);
+  EXPECT_EQ(reads->Stats().holder_misses, 1u);
+  EXPECT_EQ(reads->Stats().digest_mismatches, 0u);
+}
+
+TEST_F(PeerReadsTest, BytesThatDoNotMatchTheOwnersOwnDigestAreRefused) {
+  ScriptedWorker owner([&](const rpc::BlockReadRequest&) {
+    return Scripted{{}, good_, digest_ + 1, ""};
+  });
+  ScriptedWorker holder([](const rpc::BlockReadRequest&) { return Scripted{}; });
+  auto reads = Reads(owner, holder);
+  auto got = Fetch(*reads);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kCorruption) << got.status().ToString();
+}
+
+TEST_F(PeerReadsTest, ABlockThisWorkerOwnsIsNotFetchedFromPeers) {
+  PeerReadsOptions options;
+  options.self_id = "self";
+  auto reads = PeerReads::Make(options);
+  ASSERT_TRUE(reads.ok());
+  rpc::ClusterView view;
+  view.set_epoch(1);
+  rpc::WorkerInfo* w = view.add_workers();
+  w->set_id("self");
+  w->set_capacity_bytes(1 << 30);
+  (*reads)->SetView(view);
+  EXPECT_EQ((*reads)->OwnerOf(key_), "");
+  auto got = (*reads)->Fetch(id_, key_, kBlock, [](size_t n) { return Block::Allocate(n); });
+  EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace peer_reads_test
+}  // namespace lakecache
