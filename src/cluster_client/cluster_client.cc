@@ -93,11 +93,17 @@ bool ClusterClient::LocalContains(const BlockKey& key) const {
   return NodeMemoryContains(*live_->Current(), key);
 }
 
+namespace {
+constexpr uint32_t kHostFailuresToSkip = 3;
+constexpr int64_t kHostSkipMs = 60'000;
+}  // namespace
+
 bool ClusterClient::OwnedLocally(const BlockKey& key) const {
   std::shared_ptr<const ClientView> view = live_->Current();
   // Read through the host's worker, which keeps it as a replica (ReadThroughHost).
   if (options_.replicas && !view->local.empty() &&
-      view->workers[view->local.front()].peer->bulk != nullptr) {
+      view->workers[view->local.front()].peer->bulk != nullptr &&
+      SteadyNowMs() >= host_skip_until_ms_.load(std::memory_order_relaxed)) {
     return true;
   }
   return OwnerIsMapped(*view, key);
@@ -219,8 +225,25 @@ Result<size_t> ClusterClient::ReadBlock(const rpc::BlockId& block, uint64_t offs
   req.set_offset(offset);
   req.set_length(dst.size());
   size_t read = 0;
-  if (Result<size_t> replica = ReadThroughHost(*view, block, offset, dst, deadline); replica.ok()) {
-    return replica;
+  if (SteadyNowMs() >= host_skip_until_ms_.load(std::memory_order_relaxed)) {
+    Result<size_t> replica = ReadThroughHost(*view, block, offset, dst, deadline);
+    if (replica.ok()) {
+      host_failures_.store(0, std::memory_order_relaxed);
+      return replica;
+    }
+    const StatusCode code = replica.status().code();
+    // Three failures in a row (or a worker that keeps no replicas): every block from its owner
+    // for a while, the host's worker included.
+    if (code == StatusCode::kUnimplemented ||
+        (code != StatusCode::kNotFound &&
+         host_failures_.fetch_add(1, std::memory_order_relaxed) + 1 >= kHostFailuresToSkip)) {
+      host_failures_.store(0, std::memory_order_relaxed);
+      host_skip_until_ms_.store(SteadyNowMs() + kHostSkipMs, std::memory_order_relaxed);
+      spdlog::warn(
+          "reading blocks of other hosts from their owners for {} s, not through this "
+          "host's worker: {}",
+          kHostSkipMs / 1000, replica.status().ToString());
+    }
   }
   Status s = failover_->Run(
       *view, StableKeyHash(BlockKey{content, block.index()}), OwnerCall{"read", "reading"},
@@ -277,16 +300,20 @@ Result<size_t> ClusterClient::ReadThroughHost(const ClientView& view, const rpc:
     // Its memory is mapped here: the worker only places the block there, and the bytes are copied
     // from the mapping, not sent over a socket (and through TLS) within this host.
     request.flags |= rpc::kReadPlaceOnly;
-    Result<rpc::BlockReplyHeader> placed = host.peer->bulk->Read(request, {}, attempt_deadline());
+    Result<rpc::BlockReplyHeader> placed = host.peer->bulk->Read(request, dst, attempt_deadline());
     if (!placed.ok()) return placed.status();
     if (!placed->status.ok()) return placed->status;
+    if (placed->data_length > 0) {  // not kept in its memory (its replica share is 0%, ...)
+      replica_reads_.fetch_add(1, std::memory_order_relaxed);
+      return placed->data_length;
+    }
     if (BlockRef mapped = host.shm->Find(BlockKey{content, block.index()}); mapped != nullptr) {
       const size_t n = offset < mapped->size() ? std::min(dst.size(), mapped->size() - offset) : 0;
       std::memcpy(dst.data(), mapped->data() + offset, n);
       replica_reads_.fetch_add(1, std::memory_order_relaxed);
       return n;
     }
-    // Not kept (cache.replica_share 0%, or its tier declined it): the bytes themselves.
+    // Evicted already: the bytes themselves.
     request.flags &= static_cast<uint8_t>(~rpc::kReadPlaceOnly);
   }
   Result<rpc::BlockReplyHeader> got = host.peer->bulk->Read(request, dst, attempt_deadline());

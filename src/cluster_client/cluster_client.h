@@ -193,6 +193,10 @@ class ClusterClient {
   std::atomic<uint64_t> streamed_reads_{0};
   std::atomic<uint64_t> bulk_reads_{0};
   std::atomic<uint64_t> replica_reads_{0};
+  // Reads through the host's worker that failed in a row, and until when none is tried (one that
+  // does not keep replicas, or an older version that refuses the flags, costs no more than that).
+  std::atomic<uint32_t> host_failures_{0};
+  std::atomic<int64_t> host_skip_until_ms_{0};
 };
 
 }  // namespace lakecache

@@ -51,6 +51,7 @@ inline constexpr uint8_t kReadAsReplica = 8;   // a mount asks the worker of its
                                                // block from the cluster and keep it as a replica
 inline constexpr uint8_t kReadPlaceOnly = 16;  // with kReadAsReplica: an empty reply once the block
                                                // is in the worker's memory, which the mount maps
+                                               // (the bytes when it was not kept there)
 // Reply flags.
 inline constexpr uint8_t kReplyDigest = 1;    // `digest` is the owner's, of the whole block
 inline constexpr uint8_t kReplyRedirect = 2;  // no data: read it from the worker `redirect` names

@@ -86,6 +86,7 @@ Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& requ
     return FetchBlock(store, r, blocks_->Allocator());
   };
   BlockSource source = from_store;
+  bool from_peers = false;  // this read fetched the block from its peers: a replica
   if ((request.flags & rpc::kReadHeldOnly) != 0) {
     source = [](const BlockRequest& r) -> Result<BlockRef> {
       return Status::NotFound("block " + r.key.ToString() + " is not held here");
@@ -95,7 +96,7 @@ Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& requ
       Result<std::shared_ptr<Block>> got =
           peers_->Fetch(request.block, r.key, r.length, blocks_->Allocator());
       if (got.ok()) {
-        ledger_->Add(r.key, r.length);
+        from_peers = true;
         return BlockRef(std::move(*got));
       }
       // This worker owns it, or the peers failed it: the store, as for any miss.
@@ -117,7 +118,12 @@ Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& requ
     LC_ASSIGN_OR_RETURN(answer.digest, DigestOf(req, source));
   }
   LC_ASSIGN_OR_RETURN(answer.range, ReadWith(req, request.offset, request.length, source));
-  if ((request.flags & rpc::kReadPlaceOnly) != 0) answer.range = Range{};  // the mount maps it
+  // Listed once the tiers have it, so that trimming the replicas to their share erases it too.
+  if (from_peers) ledger_->Add(req.key, req.length);
+  // The mount maps it from this worker's memory; the bytes themselves when it was not kept there.
+  if ((request.flags & rpc::kReadPlaceOnly) != 0 && blocks_->InMemory(req.key)) {
+    answer.range = Range{};
+  }
   return answer;
 }
 

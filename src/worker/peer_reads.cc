@@ -23,13 +23,18 @@ Result<std::unique_ptr<PeerReads>> PeerReads::Make(PeerReadsOptions options) {
   return reads;
 }
 
-PeerReads::~PeerReads() {
+PeerReads::~PeerReads() { Stop(); }
+
+void PeerReads::Stop() {
+  std::vector<Peer> peers;
   {
     MutexLock lock(&mu_);
     stopping_ = true;
+    peers = peers_;
   }
   stop_cv_.SignalAll();
-  if (watcher_.joinable()) watcher_.join();
+  if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
+  for (const Peer& peer : peers) peer.bulk->AbortRequests();
 }
 
 void PeerReads::WatchLoop() {
@@ -129,6 +134,7 @@ std::string PeerReads::OwnerOf(const BlockKey& key) const {
 
 std::shared_ptr<BulkClient> PeerReads::PeerClient(const std::string& id) const {
   MutexLock lock(&mu_);
+  if (stopping_) return nullptr;
   auto silent = silent_until_.find(id);
   if (silent != silent_until_.end() && Clock::now() < silent->second) return nullptr;
   for (const Peer& p : peers_) {

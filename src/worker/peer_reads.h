@@ -87,6 +87,9 @@ class PeerReads {
                                        const BlockAllocator& allocate) EXCLUDES(mu_);
 
   PeerReadStats Stats() const EXCLUDES(mu_);
+  // Fails the reads in flight and every later Fetch (the worker is stopping: the reads its
+  // server threads make of its peers must not hold up its shutdown).
+  void Stop() EXCLUDES(mu_);
 
  private:
   struct Peer {

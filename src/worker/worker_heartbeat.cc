@@ -114,7 +114,17 @@ void WorkerServer::RefreshPeers(const std::shared_ptr<grpc::Channel>& channel, u
   rpc::ClusterView view;
   grpc::Status status = rpc::MasterService::NewStub(channel)->GetClusterView(&ctx, req, &view);
   if (!status.ok()) {
-    spdlog::debug("worker {}: the cluster's view: {}", id_, status.error_message());
+    // Once: a master that refuses it (one older than replicas) refuses it at every heartbeat.
+    const bool refused = status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+                         status.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+    if (!refused) {
+      spdlog::debug("worker {}: the cluster's view: {}", id_, status.error_message());
+    } else if (!view_refused_logged_.exchange(true)) {
+      spdlog::warn(
+          "worker {}: the master did not give the cluster's view: {}; this worker reads the "
+          "replicas it keeps from the object store until it does",
+          id_, status.error_message());
+    }
     return;  // asked again at the next heartbeat
   }
   peers_->SetView(view);

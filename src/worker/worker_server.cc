@@ -261,6 +261,9 @@ void WorkerServer::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();  // every handler has returned: none reads what is torn down below
   }
+  // Reads of peers in flight fail (their blocks come from the store or not at all), so that no
+  // bulk server thread waits on a peer while the server stops.
+  if (peers_ != nullptr) peers_->Stop();
   if (bulk_ != nullptr) bulk_->Shutdown();  // requests in flight fail: clients read elsewhere
   prefetch_pool_.reset();                   // finishes queued prefetches
   read_pool_.reset();  // every ReadBlock has finished with the server (Shutdown waited)

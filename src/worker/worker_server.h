@@ -194,6 +194,7 @@ class WorkerServer {
   // the other workers; the replicas it keeps. Made before the reader serves.
   std::unique_ptr<HolderBook> holders_;
   std::unique_ptr<PeerReads> peers_;
+  std::atomic<bool> view_refused_logged_{false};  // the master refused the view once
   std::unique_ptr<ReplicaLedger> replicas_;
   std::unique_ptr<BlockReader> reader_;  // serves ReadBlock (and the bulk path)
   std::unique_ptr<WorkerServiceImpl> service_;

@@ -65,6 +65,7 @@ class ReplicaTest : public ::testing::Test {
     Config config = config_;
     config.cache.memory_capacity = 16 << 20;
     config.cache.policy = "lru";
+    if (host.empty()) config.cache.replica_percent = host_replica_percent_;
     WorkerOptions options;
     options.master = master_->address();
     options.store = store_options_;
@@ -92,6 +93,7 @@ class ReplicaTest : public ::testing::Test {
 
   WorkerServer& HostWorker() { return *workers_.back(); }
 
+  uint32_t host_replica_percent_ = 50;  // cache.replica_share of this host's worker
   TempDir data_;
   std::string data_text_;
   Config config_;
@@ -124,6 +126,29 @@ TEST_F(ReplicaTest, AHostReadsOtherHostsBlocksThroughItsOwnWorkerWhichKeepsThem)
 
 // A replica belongs to one version of its object: a new version is read anew, never served
 // from the old one's replicas.
+// cache.replica_share 0%: the host's worker still gets each block from its peers for the mount,
+// sends the bytes instead of placing them, and keeps none.
+class NoReplicaShareTest : public ReplicaTest {
+ protected:
+  void SetUp() override {
+    host_replica_percent_ = 0;
+    ReplicaTest::SetUp();
+  }
+};
+
+TEST_F(NoReplicaShareTest, TheHostsWorkerServesTheBlocksAndKeepsNone) {
+  ClusterStore store(client_, Namespace());
+  EXPECT_EQ(ReadAll(store, "shard.bin", data_text_.size()), data_text_);
+  EXPECT_GT(client_->replica_reads(), 16u);
+  EXPECT_EQ(HostWorker().replica_count(), 0u);
+  Result<ObjectInfo> head = store.Head("shard.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  const ContentId content = MakeContentId("lake", "shard.bin", head->etag, kBlock);
+  size_t local = 0;
+  for (uint64_t i = 0; i < 64; ++i) local += client_->FindLocal(BlockKey{content, i}) != nullptr;
+  EXPECT_LT(local, 32u) << "only the blocks this host's worker owns stay in its memory";
+}
+
 TEST_F(ReplicaTest, ANewVersionOfTheObjectIsNeverServedFromTheOldOnesReplicas) {
   ClusterStore store(client_, Namespace());
   ASSERT_EQ(ReadAll(store, "shard.bin", data_text_.size()), data_text_);
