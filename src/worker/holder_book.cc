@@ -25,13 +25,16 @@ std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::str
   MutexLock lock(&mu_);
   Entry& entry = Touch(key);
   std::optional<std::string> from;
+  bool chained = false;
   const bool again =
       std::find(entry.holders.begin(), entry.holders.end(), requester) != entry.holders.end();
   if (again) {
     // It lost its copy (evicted, restarted). Those routed after it may be fetching from it: sent
     // to one of them it could wait on itself, so the owner serves it.
   } else if (!entry.tail.empty() && now - entry.tail_at < options_.in_flight) {
-    from = entry.tail;  // still fetching it: the requester follows it in the chain
+    // Still fetching it: the requester follows it in the chain, or starts a new one at the owner.
+    chained = entry.tail_depth < std::max<size_t>(options_.max_chain, 1);
+    if (chained) from = entry.tail;
   } else {
     // The owner and the holders other than the requester, in turn.
     std::vector<const std::string*> others;
@@ -42,6 +45,7 @@ std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::str
     if (turn > 0) from = *others[turn - 1];
   }
   AddHolder(entry, requester);
+  entry.tail_depth = chained ? entry.tail_depth + 1 : 1;
   entry.tail = requester;
   entry.tail_at = now;
   return from;

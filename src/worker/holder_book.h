@@ -7,8 +7,9 @@
 // few times instead of once per host:
 //  - while the last worker sent somewhere is still fetching (it was routed less than `in_flight`
 //    ago), the next one is sent to it: readers that arrive together form a chain, each fetching
-//    from the one before it as its bytes arrive there (the holder's single-flight), so every link
-//    carries the block once;
+//    from the one before it once the block has arrived there (the holder's single-flight), so
+//    every link carries the block once; a chain grows to `max_chain` workers, and the next asker
+//    starts another at the owner;
 //  - afterwards, askers go round the holders and the owner in turn;
 //  - a worker that asks again for a block it was routed to before has lost its copy, and is
 //    served by the owner: those routed after it may be fetching from it, and sent to one of them
@@ -38,6 +39,10 @@ struct HolderBookOptions {
   size_t max_blocks = 1 << 16;
   size_t max_holders = 16;  // per block; the oldest routed goes first
   std::chrono::milliseconds in_flight{2000};
+  // The longest chain: each link waits for the whole block from the one before it, so the last
+  // of a long chain waits that many block transfers. Past it, the next asker starts a new chain
+  // at the owner (whose link then carries the block once per chain).
+  size_t max_chain = 4;
 };
 
 class HolderBook {
@@ -70,7 +75,8 @@ class HolderBook {
     std::vector<std::string> holders;  // in the order they were routed
     std::string tail;                  // the last routed
     std::chrono::steady_clock::time_point tail_at;
-    size_t next = 0;  // the turn among the owner (0) and the holders (1...)
+    size_t tail_depth = 0;  // its place in its chain: 1 when it reads from the owner
+    size_t next = 0;        // the turn among the owner (0) and the holders (1...)
     std::optional<uint64_t> digest;
     std::list<BlockKey>::iterator age;
   };

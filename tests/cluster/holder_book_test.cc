@@ -23,6 +23,18 @@ TEST(HolderBookTest, AskersThatArriveTogetherFormAChain) {
 }
 
 // Once the last fetch is over, askers go round the owner and the holders.
+TEST(HolderBookTest, AChainGrowsToItsLimitAndTheNextAskerStartsAnotherAtTheOwner) {
+  HolderBookOptions options;
+  options.max_chain = 3;
+  HolderBook book(options);
+  const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> from;
+  for (const char* asker : {"a", "b", "c", "d", "e", "f", "g"}) {
+    from.push_back(book.Route(Key(0), asker, t0).value_or("owner"));
+  }
+  EXPECT_EQ(from, (std::vector<std::string>{"owner", "a", "b", "owner", "d", "e", "owner"}));
+}
+
 TEST(HolderBookTest, LaterAskersGoRoundTheOwnerAndTheHolders) {
   HolderBookOptions options;
   options.in_flight = milliseconds(100);
