@@ -160,7 +160,7 @@ TEST_F(PeerReadsTest, TheOwnersBytesAreTakenWhenTheyMatchItsDigest) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(std::string((*got)->data(), (*got)->size()), good_);
   ASSERT_EQ(owner.requests().size(), 1u);
-  const rpc::BlockReadRequest& asked = owner.requests()[0];
+  const rpc::BlockReadRequest asked = owner.requests()[0];  // requests() is a copy
   EXPECT_EQ(asked.flags, rpc::kReadForReplica);
   EXPECT_EQ(asked.requester, "self");
   EXPECT_TRUE(holder.requests().empty());
