@@ -82,6 +82,15 @@ class ClusterTest : public ::testing::Test {
     WaitForWorkers(3);
   }
 
+  // Every worker has the view the client has (the fake worker in it): each knows every owner.
+  void WaitForPeerViews() {
+    const uint64_t epoch = client_->epoch();
+    for (const auto& w : workers_) {
+      ASSERT_TRUE(testing::WaitFor([&] { return w->peer_epoch() >= epoch; }))
+          << "a worker has no view of its peers as of epoch " << epoch;
+    }
+  }
+
   // The test's client; without `replicas` it reads each block from its owner, never through the
   // worker of its host (which all the in-process workers are).
   void ConnectClient(bool replicas) {
@@ -426,9 +435,7 @@ TEST_F(ClusterTest, ASilentWorkerIsPingedAndItsReadsFailOverWithinSeconds) {
 TEST_F(ClusterTest, AReplicaReadWhoseOwnerDiesMidBlockGetsTheBlockFromTheStore) {
   DyingBulkWorker dying(master_->address(), DyingBulkWorker::Mode::kDieMidBlock);
   WaitForWorkers(4);
-  for (const auto& w : workers_) {
-    ASSERT_TRUE(testing::WaitFor([&] { return w->peer_epoch() > 0; })) << "no view of its peers";
-  }
+  ASSERT_NO_FATAL_FAILURE(WaitForPeerViews());
   ClusterStore store(client_, Namespace());
   const std::string& big = files_["big.bin"];
   EXPECT_EQ(ReadAll(store, "big.bin", big.size()), big);
@@ -439,9 +446,7 @@ TEST_F(ClusterTest, AReplicaReadWhoseOwnerDiesMidBlockGetsTheBlockFromTheStore) 
 TEST_F(ClusterTest, AReplicaReadWhoseOwnerIsSilentGetsTheBlockFromTheStoreWithinSeconds) {
   DyingBulkWorker silent(master_->address(), DyingBulkWorker::Mode::kSilent);
   WaitForWorkers(4);
-  for (const auto& w : workers_) {
-    ASSERT_TRUE(testing::WaitFor([&] { return w->peer_epoch() > 0; })) << "no view of its peers";
-  }
+  ASSERT_NO_FATAL_FAILURE(WaitForPeerViews());
   ClusterStore store(client_, Namespace());
   const std::string& big = files_["big.bin"];
   auto start = std::chrono::steady_clock::now();
