@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make fuzz`: builds the libFuzzer targets of fuzz/ with clang in build-fuzz (our code instrumented
-# for coverage and with AddressSanitizer + UndefinedBehaviorSanitizer) and runs each for
+# for coverage and with AddressSanitizer + UndefinedBehaviorSanitizer) and runs each (JOBS at a time) for
 # FUZZ_SECONDS (default 600), starting from a copy of its seed corpus (fuzz/corpus/<target>/), so
 # the tree is never written. Prints one row per target; exits non-zero when any target crashed,
 # leaked, timed out or ran out of memory, naming the reproducer and the command that replays it.
@@ -32,9 +32,10 @@ work=$(mktemp -d -t lakecache-fuzz.XXXXXX)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-rows=()
-failures=()
-for target in $targets; do
+# run_target TARGET: fuzzes TARGET in $work/TARGET; leaves its table row in row, and when it
+# crashed, what to say about it in failures.
+run_target() {
+  local target=$1 bin dir args start rc=0 seconds execs rate cov artifacts crashes a
   bin=$ROOT/$BUILD_DIR/fuzz/${target}_fuzz
   dir=$work/$target
   mkdir -p "$dir/corpus" "$dir/artifacts" "$dir/tmp"
@@ -44,7 +45,6 @@ for target in $targets; do
   [ -f "fuzz/$target.dict" ] && args+=(-dict="$ROOT/fuzz/$target.dict")
   echo "fuzz: $target for ${FUZZ_SECONDS}s (log: $dir/log)"
   start=$(date +%s)
-  rc=0
   # Scratch files of the targets (a block file, a cache directory) go to $dir/tmp.
   TMPDIR=$dir/tmp nice -n 10 "$bin" "${args[@]}" "$dir/corpus" >"$dir/log" 2>&1 || rc=$?
   seconds=$(($(date +%s) - start))
@@ -54,15 +54,35 @@ for target in $targets; do
   artifacts=$(find "$dir/artifacts" -type f | sort)
   crashes=$(printf '%s' "$artifacts" | grep -c . || true)
   if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then crashes=1; fi  # died without an artifact
-  rows+=("$(printf '%-14s %8s %12s %9s %7s %8s' "$target" "$seconds" "${execs:-?}" "${rate:-?}" \
-    "${cov:-?}" "$crashes")")
+  printf '%-14s %8s %12s %9s %7s %8s\n' "$target" "$seconds" "${execs:-?}" "${rate:-?}" \
+    "${cov:-?}" "$crashes" >"$dir/row"
   if [ "$crashes" -gt 0 ]; then
-    failures+=("$target: exit $rc, log $dir/log")
-    for a in $artifacts; do failures+=("  reproducer $a" "  replay: $bin $a"); done
-    grep -a -m1 -E 'ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|libFuzzer)|runtime error' \
-      "$dir/log" | sed 's/^/  /' >>"$dir/summary" || true
-    [ -f "$dir/summary" ] && mapfile -t -O "${#failures[@]}" failures <"$dir/summary"
+    {
+      echo "$target: exit $rc, log $dir/log"
+      for a in $artifacts; do printf '  reproducer %s\n  replay: %s %s\n' "$a" "$bin" "$a"; done
+      grep -a -m1 -E 'ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|libFuzzer)|runtime error' \
+        "$dir/log" | sed 's/^/  /' || true
+    } >"$dir/failures"
   fi
+}
+
+# The targets run JOBS at a time: each is one process that keeps one core busy.
+running=0
+for target in $targets; do
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_target "$target" &
+  running=$((running + 1))
+done
+wait
+
+rows=()
+failures=()
+for target in $targets; do
+  rows+=("$(cat "$work/$target/row")")
+  [ -f "$work/$target/failures" ] && mapfile -t -O "${#failures[@]}" failures <"$work/$target/failures"
 done
 
 echo
