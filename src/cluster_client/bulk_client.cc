@@ -29,7 +29,8 @@ Result<size_t> BulkClient::ReadBlock(const rpc::BlockId& block, uint64_t offset,
 
 Result<rpc::BlockReplyHeader> BulkClient::Read(const rpc::BlockReadRequest& request,
                                                std::span<char> dst,
-                                               std::chrono::steady_clock::time_point deadline) {
+                                               std::chrono::steady_clock::time_point deadline,
+                                               rpc::ReadProgress* progress) {
   uint64_t number = 0;
   uint64_t aborts = 0;
   {
@@ -52,7 +53,8 @@ Result<rpc::BlockReplyHeader> BulkClient::Read(const rpc::BlockReadRequest& requ
     if (aborts_ != aborts) (*connection)->Abort();  // aborted while it connected
     in_flight_[number].connection = connection->get();
   }
-  Result<rpc::BlockReplyHeader> reply = rpc::CallRead(**connection, request, dst, deadline);
+  Result<rpc::BlockReplyHeader> reply =
+      rpc::CallRead(**connection, request, dst, deadline, progress);
   done();  // before the connection goes: AbortRequests reaches it only while listed
   if (!reply.ok()) {
     GiveBack(nullptr);  // its state is unknown: never reused

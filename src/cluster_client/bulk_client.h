@@ -59,8 +59,10 @@ class BulkClient {
 
   // The whole exchange: `request` (with its flags), the bytes into dst, and the worker's reply
   // header (its answer, a digest or a redirect). Fails only on a transport or framing error.
+  // `progress`: as rpc::CallRead's.
   Result<rpc::BlockReplyHeader> Read(const rpc::BlockReadRequest& request, std::span<char> dst,
-                                     std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
+                                     std::chrono::steady_clock::time_point deadline,
+                                     rpc::ReadProgress* progress = nullptr) EXCLUDES(mu_);
 
   // Whether the worker answers: a new connection (with its hello) and a ping, by `deadline`.
   Status Probe(std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);

@@ -233,7 +233,8 @@ Status BulkConnection::Handshake(bool server, Deadline deadline) {
   return Status::Ok();
 }
 
-Status BulkConnection::ReadFull(std::span<char> dst, Deadline deadline, bool* eof_at_start) {
+Status BulkConnection::ReadFull(std::span<char> dst, Deadline deadline, bool* eof_at_start,
+                                ReadProgress* progress) {
   if (eof_at_start != nullptr) *eof_at_start = false;
   size_t got = 0;
   while (got < dst.size()) {
@@ -256,6 +257,7 @@ Status BulkConnection::ReadFull(std::span<char> dst, Deadline deadline, bool* eo
       return Failed("connection closed" + std::string(got > 0 ? " mid-frame" : ""));
     }
     got += static_cast<size_t>(n);
+    if (progress != nullptr) progress->Landed(got);
   }
   return Status::Ok();
 }

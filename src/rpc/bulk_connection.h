@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -19,6 +20,15 @@
 #include "rpc/tls.h"
 
 namespace lakecache::rpc {
+
+// Told how many bytes of a read have arrived, as they do (a block passed on while it lands).
+class ReadProgress {
+ public:
+  virtual void Landed(uint64_t bytes) = 0;
+
+ protected:
+  ~ReadProgress() = default;
+};
 
 class BulkConnection {
  public:
@@ -46,8 +56,10 @@ class BulkConnection {
   BulkConnection& operator=(const BulkConnection&) = delete;
 
   // Fills all of dst. kUnavailable when the peer closes first (`*eof_at_start` set, if given, when
-  // it closed before the first byte: a clean end between requests).
-  Status ReadFull(std::span<char> dst, Deadline deadline, bool* eof_at_start = nullptr);
+  // it closed before the first byte: a clean end between requests). `progress`, if given, is told
+  // how much of dst is filled as bytes arrive.
+  Status ReadFull(std::span<char> dst, Deadline deadline, bool* eof_at_start = nullptr,
+                  ReadProgress* progress = nullptr);
   // Sends every piece, in order (one writev for a plain socket).
   Status WriteAll(std::span<const std::span<const char>> pieces, Deadline deadline);
   // Sends `head`, then `length` bytes of file `fd` from `offset` with sendfile: the kernel sends

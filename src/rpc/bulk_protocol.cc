@@ -19,7 +19,8 @@ Status ReadFrame(BulkConnection& connection, FrameKind kind, BulkConnection::Dea
 }  // namespace
 
 Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadRequest& request,
-                                  std::span<char> dst, BulkConnection::Deadline deadline) {
+                                  std::span<char> dst, BulkConnection::Deadline deadline,
+                                  ReadProgress* progress) {
   std::string frame = EncodeReadRequest(request);
   std::span<const char> pieces[] = {frame};
   LC_RETURN_IF_ERROR(connection.WriteAll(pieces, deadline));
@@ -30,7 +31,8 @@ Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadReq
     if (reply.status().code() != StatusCode::kInvalidArgument) return reply.status();
     return Status::Unavailable(connection.peer() + ": " + reply.status().message());
   }
-  LC_RETURN_IF_ERROR(connection.ReadFull(dst.first(reply->data_length), deadline));
+  LC_RETURN_IF_ERROR(
+      connection.ReadFull(dst.first(reply->data_length), deadline, nullptr, progress));
   return reply;
 }
 

@@ -17,9 +17,11 @@ namespace lakecache::rpc {
 // Sends `request` and reads the reply; its data lands in dst (at most dst.size() bytes, else the
 // reply is refused). The Result fails on a transport or framing error (kUnavailable or
 // kDeadlineExceeded: drop the connection); otherwise it holds the worker's answer, whose status
-// may be an error (the connection stays usable then).
+// may be an error (the connection stays usable then). `progress`, if given, is told how much of
+// the data has landed as it does.
 Result<BlockReplyHeader> CallRead(BulkConnection& connection, const BlockReadRequest& request,
-                                  std::span<char> dst, BulkConnection::Deadline deadline);
+                                  std::span<char> dst, BulkConnection::Deadline deadline,
+                                  ReadProgress* progress = nullptr);
 
 // A ping: a read request with an empty BlockId, which a worker answers at once (OK, no data)
 // without looking at its cache, however long its other reads wait on the object store. OK when a

@@ -9,6 +9,7 @@
 #include "fetch/block_fetch.h"
 #include "rpc/block_frame.h"
 #include "rpc/lakecache.pb.h"
+#include "worker/block_relay.h"
 #include "worker/holder_book.h"
 #include "worker/peer_reads.h"
 #include "worker/replica_ledger.h"
@@ -104,6 +105,18 @@ Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& requ
     };
   }
   Answer answer;
+  if ((request.flags & rpc::kReadHeldOnly) != 0) {
+    if (std::shared_ptr<BlockRelay> relay = peers_->relays().Find(req.key)) {
+      const uint64_t offset = std::min<uint64_t>(request.offset, relay->length());
+      answer.range.owner = relay->block();
+      answer.range.data = relay->block()->data() + offset;
+      answer.range.length = std::min<uint64_t>(request.length, relay->length() - offset);
+      answer.relay = std::move(relay);
+      blocks_served_.fetch_add(1, std::memory_order_relaxed);
+      bytes_served_.fetch_add(answer.range.length, std::memory_order_relaxed);
+      return answer;
+    }
+  }
   const bool owner =
       (request.flags & rpc::kReadForReplica) != 0 && (request.flags & rpc::kReadHeldOnly) == 0;
   if (owner) {

@@ -24,6 +24,7 @@ class BlockId;
 struct BlockReadRequest;
 }  // namespace rpc
 
+class BlockRelay;
 class HolderBook;
 class PeerReads;
 class ReplicaLedger;
@@ -51,12 +52,15 @@ class BlockReader {
   //  - kReadForReplica (from a worker, to this one as the owner): the answer carries the block's
   //    digest, and may be a redirect to another holder (HolderBook) unless kReadNoRedirect;
   //  - kReadHeldOnly: from what this worker holds or is fetching; NotFound otherwise, never a
-  //    fetch.
+  //    fetch. A block it is receiving from a peer is answered with its relay: the range is sent
+  //    as its bytes land.
   // Without EnableReplicas the replica flags are refused.
   struct Answer {
     Range range;
     std::optional<uint64_t> digest;  // XXH3-64 of the whole block
     std::string redirect;            // not empty: no range; the asker reads from this worker
+    // Not null: the range's bytes are still landing; send each once the relay has it.
+    std::shared_ptr<BlockRelay> relay;
   };
   Result<Answer> Serve(const rpc::BlockReadRequest& request);
   // REQUIRES: each outlives the reader; called before serving.

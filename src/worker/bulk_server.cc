@@ -11,6 +11,7 @@
 
 #include "rpc/bulk_protocol.h"
 #include "rpc/lakecache.pb.h"
+#include "worker/block_relay.h"
 
 namespace lakecache {
 namespace {
@@ -18,6 +19,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kHandshakeTime = std::chrono::seconds(10);
 constexpr auto kReplyTime = std::chrono::seconds(60);  // a client that stops reading
+
+// Sends a range whose bytes are still landing (BlockReader::Answer::relay): the header at once,
+// then whatever has landed each time more has (a piece of a TLS record or of a socket read). A
+// relay that fails cuts the reply short: the connection is closed, and the client asks the
+// block's owner.
+Status SendRelayed(rpc::BulkConnection& connection, const BlockReader::Answer& answer) {
+  const BlockReader::Range& range = answer.range;
+  const uint64_t begin = static_cast<uint64_t>(range.data - answer.relay->block()->data());
+  std::string header = rpc::EncodeReplyHeader(Status::Ok(), range.length);
+  std::span<const char> head[] = {header};
+  LC_RETURN_IF_ERROR(connection.WriteAll(head, Clock::now() + kReplyTime));
+  uint64_t sent = 0;
+  while (sent < range.length) {
+    LC_ASSIGN_OR_RETURN(uint64_t landed,
+                        answer.relay->WaitFor(begin + sent + 1, Clock::now() + kReplyTime));
+    const uint64_t upto = std::min(landed, begin + range.length) - begin;
+    std::span<const char> piece[] = {std::span<const char>(range.data + sent, upto - sent)};
+    LC_RETURN_IF_ERROR(connection.WriteAll(piece, Clock::now() + kReplyTime));
+    sent = upto;
+  }
+  return Status::Ok();
+}
+
 constexpr auto kIdleForever = std::chrono::hours(24 * 365);
 
 std::string PeerName(const sockaddr_storage& addr) {
@@ -174,7 +198,10 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
     metrics::ScopedTimer timer(options_.request_duration);
     Result<BlockReader::Answer> answer = reader_->Serve(*request);
     Status sent;
-    if (answer.ok()) {
+    if (answer.ok() && answer->relay != nullptr) {
+      sent = SendRelayed(connection, *answer);
+      last = answer->range.owner;
+    } else if (answer.ok()) {
       const BlockReader::Range& range = answer->range;
       const BlockRef& owner = range.owner;
       int fd = owner != nullptr ? owner->fd() : -1;

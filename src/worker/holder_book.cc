@@ -20,35 +20,31 @@ HolderBook::Entry& HolderBook::Touch(const BlockKey& key) {
   return entry;
 }
 
-std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::string& requester,
-                                             std::chrono::steady_clock::time_point now) {
+std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::string& requester) {
   MutexLock lock(&mu_);
   Entry& entry = Touch(key);
-  std::optional<std::string> from;
-  bool chained = false;
+  const std::string* from = nullptr;  // null: the owner
   const bool again =
       std::find(entry.holders.begin(), entry.holders.end(), requester) != entry.holders.end();
-  if (again) {
-    // It lost its copy (evicted, restarted). Those routed after it may be fetching from it: sent
-    // to one of them it could wait on itself, so the owner serves it.
-  } else if (!entry.tail.empty() && now - entry.tail_at < options_.in_flight) {
-    // Still fetching it: the requester follows it in the chain, or starts a new one at the owner.
-    chained = entry.tail_depth < std::max<size_t>(options_.max_chain, 1);
-    if (chained) from = entry.tail;
-  } else {
-    // The owner and the holders other than the requester, in turn.
-    std::vector<const std::string*> others;
-    for (const std::string& h : entry.holders) {
-      if (h != requester) others.push_back(&h);
+  if (!again) {
+    // The fewest sent to lately, the owner first among equals (it has the block whole).
+    uint64_t fewest = sent_to_[""];
+    for (const std::string& holder : entry.holders) {
+      if (const uint64_t sent = sent_to_[holder]; sent < fewest) {
+        fewest = sent;
+        from = &holder;
+      }
     }
-    size_t turn = entry.next++ % (others.size() + 1);
-    if (turn > 0) from = *others[turn - 1];
+  }
+  std::optional<std::string> routed;
+  if (from != nullptr) routed = *from;
+  ++sent_to_[routed.value_or("")];
+  if (++routes_ >= std::max<uint64_t>(options_.halve_every, 1)) {
+    routes_ = 0;
+    for (auto& [worker, sent] : sent_to_) sent /= 2;
   }
   AddHolder(entry, requester);
-  entry.tail_depth = chained ? entry.tail_depth + 1 : 1;
-  entry.tail = requester;
-  entry.tail_at = now;
-  return from;
+  return routed;
 }
 
 void HolderBook::AddHolder(Entry& entry, const std::string& holder) {
@@ -64,7 +60,6 @@ void HolderBook::Forget(const BlockKey& key) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   it->second.holders.clear();
-  it->second.tail.clear();
 }
 
 void HolderBook::Note(const BlockKey& key, const std::string& holder) {
@@ -77,15 +72,12 @@ void HolderBook::Drop(const BlockKey& key, const std::string& holder) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   std::erase(it->second.holders, holder);
-  if (it->second.tail == holder) it->second.tail.clear();
 }
 
 void HolderBook::DropWorker(const std::string& worker) {
   MutexLock lock(&mu_);
-  for (auto& [key, entry] : entries_) {
-    std::erase(entry.holders, worker);
-    if (entry.tail == worker) entry.tail.clear();
-  }
+  for (auto& [key, entry] : entries_) std::erase(entry.holders, worker);
+  sent_to_.erase(worker);
 }
 
 std::optional<uint64_t> HolderBook::Digest(const BlockKey& key) const {

@@ -5,24 +5,24 @@
 // for it), asks the block's owner. The owner answers with the bytes, or sends the worker to one of
 // the block's holders, so that a block many hosts read at once leaves the owner's link once or a
 // few times instead of once per host:
-//  - while the last worker sent somewhere is still fetching (it was routed less than `in_flight`
-//    ago), the next one is sent to it: readers that arrive together form a chain, each fetching
-//    from the one before it once the block has arrived there (the holder's single-flight), so
-//    every link carries the block once; a chain grows to `max_chain` workers, and the next asker
-//    starts another at the owner;
-//  - afterwards, askers go round the holders and the owner in turn;
+//  - every worker routed is recorded as a holder at once: it has the block, or is receiving it
+//    and passes each piece on as it lands (worker/block_relay.h), so the next asker may be sent
+//    to it right away, and readers that arrive together form a chain or a tree that pipelines the
+//    block;
+//  - the asker goes to whichever of the owner and the block's other holders this owner has sent
+//    the fewest askers to lately (the owner counting what it served itself), so that the bytes
+//    each worker sends even out, whichever host happens to ask first;
 //  - a worker that asks again for a block it was routed to before has lost its copy, and is
 //    served by the owner: those routed after it may be fetching from it, and sent to one of them
-//    it would wait on itself. So every worker waits only on one routed before it (no cycles).
-// Every worker routed is recorded as a holder; one that turns out not to hold the block (evicted,
-// restarted) is dropped when its asker comes back (Drop), and a worker that left the cluster with
-// DropWorker. Only block keys and worker ids are kept, for at most max_blocks blocks (the least
-// recently routed go first), so a wrong entry costs one extra hop, never wrong bytes: the asker
-// checks every replica against the owner's digest (Route's digest slot, memoized here).
-// Thread-safe.
+//    it would wait on itself. Every other asker is sent to one routed before it, so no worker
+//    ever waits on itself (no cycles).
+// One that turns out not to hold the block (evicted, restarted) is dropped when its asker comes
+// back (Forget), and a worker that left the cluster with DropWorker. Only block keys and worker
+// ids are kept, for at most max_blocks blocks (the least recently routed go first), so a wrong
+// entry costs one extra hop, never wrong bytes: the asker checks every replica against the
+// owner's digest (Route's digest slot, memoized here). Thread-safe.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <list>
 #include <optional>
@@ -38,11 +38,8 @@ namespace lakecache {
 struct HolderBookOptions {
   size_t max_blocks = 1 << 16;
   size_t max_holders = 16;  // per block; the oldest routed goes first
-  std::chrono::milliseconds in_flight{2000};
-  // The longest chain: each link waits for the whole block from the one before it, so the last
-  // of a long chain waits that many block transfers. Past it, the next asker starts a new chain
-  // at the owner (whose link then carries the block once per chain).
-  size_t max_chain = 4;
+  // The counts of askers sent to each worker are halved every this many routes: "lately".
+  uint64_t halve_every = 4096;
 };
 
 class HolderBook {
@@ -51,9 +48,7 @@ class HolderBook {
 
   // Where `requester` should read `key` from: nullopt for this worker (the owner), else a
   // holder's id. Records `requester` as a holder.
-  std::optional<std::string> Route(
-      const BlockKey& key, const std::string& requester,
-      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) EXCLUDES(mu_);
+  std::optional<std::string> Route(const BlockKey& key, const std::string& requester) EXCLUDES(mu_);
   // `holder` did not have `key` when asked.
   void Drop(const BlockKey& key, const std::string& holder) EXCLUDES(mu_);
   // A holder of `key` failed an asker, which did not say which: none is named until known again.
@@ -73,10 +68,6 @@ class HolderBook {
  private:
   struct Entry {
     std::vector<std::string> holders;  // in the order they were routed
-    std::string tail;                  // the last routed
-    std::chrono::steady_clock::time_point tail_at;
-    size_t tail_depth = 0;  // its place in its chain: 1 when it reads from the owner
-    size_t next = 0;        // the turn among the owner (0) and the holders (1...)
     std::optional<uint64_t> digest;
     std::list<BlockKey>::iterator age;
   };
@@ -87,6 +78,9 @@ class HolderBook {
   mutable Mutex mu_;
   std::unordered_map<BlockKey, Entry, BlockKeyHash> entries_ GUARDED_BY(mu_);
   std::list<BlockKey> ages_ GUARDED_BY(mu_);  // least recently routed first
+  // Askers sent to each worker lately ("": this owner itself), and the routes since the halving.
+  std::unordered_map<std::string, uint64_t> sent_to_ GUARDED_BY(mu_);
+  uint64_t routes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lakecache

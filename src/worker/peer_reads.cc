@@ -89,7 +89,7 @@ void PeerReads::ProbeWaited() {
   }
 }
 
-void PeerReads::SetView(const rpc::ClusterView& view) {
+std::vector<std::string> PeerReads::SetView(const rpc::ClusterView& view) {
   std::vector<Peer> peers;
   std::vector<RendezvousNode> nodes;
   std::vector<std::string> ids;
@@ -114,10 +114,15 @@ void PeerReads::SetView(const rpc::ClusterView& view) {
     }
     peers.push_back(std::move(peer));
   }
+  std::vector<std::string> left;
+  for (const std::string& id : node_ids_) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) left.push_back(id);
+  }
   epoch_ = view.epoch();
   peers_ = std::move(peers);
   nodes_ = std::move(nodes);
   node_ids_ = std::move(ids);
+  return left;
 }
 
 uint64_t PeerReads::epoch() const {
@@ -153,6 +158,18 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
   }
   std::shared_ptr<Block> block = allocate(length);
   std::span<char> dst(block->mutable_data(), length);
+  // Listed before the owner is asked: it may send the next asker here at once.
+  auto relay = std::make_shared<BlockRelay>(block, length);
+  relays_.Add(key, relay);
+  struct Unlist {
+    RelayTable& relays;
+    const BlockKey& key;
+    BlockRelay& relay;
+    ~Unlist() {
+      relay.Fail();  // its readers waiting for bytes that did not land ask their owner
+      relays.Remove(key, &relay);
+    }
+  } unlist{relays_, key, *relay};
 
   rpc::BlockReadRequest request;
   request.block = id;
@@ -165,7 +182,8 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
     ++(stats_.*field);
   };
 
-  LC_ASSIGN_OR_RETURN(rpc::BlockReplyHeader reply, owner_bulk->Read(request, dst, deadline()));
+  LC_ASSIGN_OR_RETURN(rpc::BlockReplyHeader reply,
+                      owner_bulk->Read(request, dst, deadline(), relay.get()));
   if (!reply.status.ok()) return reply.status;
   if (!reply.digest) return Status::Internal("worker " + owner + " sent no digest for a replica");
   const uint64_t digest = *reply.digest;
@@ -178,7 +196,8 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
     if (holder != nullptr) {
       rpc::BlockReadRequest ask = request;
       ask.flags |= rpc::kReadHeldOnly;
-      held = holder->Read(ask, dst, std::chrono::steady_clock::now() + options_.holder_timeout);
+      held = holder->Read(ask, dst, std::chrono::steady_clock::now() + options_.holder_timeout,
+                          relay.get());
     }
     if (held.ok() && held->status.ok() && held->data_length == length &&
         XXH3_64bits(dst.data(), length) == digest) {
@@ -186,6 +205,7 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
     } else {
       if (held.ok() && held->status.ok()) counted(&PeerReadStats::digest_mismatches);
       counted(&PeerReadStats::holder_misses);
+      relay->Fail();  // those reading from it ask their owner: dst is written again below
       request.flags |= rpc::kReadNoRedirect;
       LC_ASSIGN_OR_RETURN(reply, owner_bulk->Read(request, dst, deadline()));
       if (!reply.status.ok()) return reply.status;

@@ -12,6 +12,9 @@
 // spreads a corrupt or forged block. The connections present the worker role's token and verify
 // each peer's own certificate name, as a mount's do.
 //
+// While a block lands here it is listed in relays() (worker/block_relay.h): a worker the owner
+// sent here meanwhile gets its bytes as they arrive, so a chain of holders pipelines the block.
+//
 // A peer that goes silent (hung, stopped, cut off) gives TCP no sign: once a read has waited
 // `probe_after` on it, a watcher pings it on a connection of its own; no answer within
 // `probe_timeout`, and its reads in flight fail at once and it is skipped for `silent_for`, so the
@@ -33,6 +36,7 @@
 #include "common/result.h"
 #include "rpc/tls.h"
 #include "security/auth.h"
+#include "worker/block_relay.h"
 
 namespace lakecache {
 
@@ -73,8 +77,9 @@ class PeerReads {
   PeerReads(const PeerReads&) = delete;
   PeerReads& operator=(const PeerReads&) = delete;
 
-  // The workers of the master's view; keeps the connections of those still in it.
-  void SetView(const rpc::ClusterView& view) EXCLUDES(mu_);
+  // The workers of the master's view; keeps the connections of those still in it. Returns the ids
+  // of the workers that left it.
+  std::vector<std::string> SetView(const rpc::ClusterView& view) EXCLUDES(mu_);
   uint64_t epoch() const EXCLUDES(mu_);
 
   // The id of the owner of `key` among the other workers of the view: "" when this worker is the
@@ -87,6 +92,8 @@ class PeerReads {
                                        const BlockAllocator& allocate) EXCLUDES(mu_);
 
   PeerReadStats Stats() const EXCLUDES(mu_);
+  // The blocks being fetched now, readable as they land.
+  const RelayTable& relays() const { return relays_; }
   // Fails the reads in flight and every later Fetch (the worker is stopping: the reads its
   // server threads make of its peers must not hold up its shutdown).
   void Stop() EXCLUDES(mu_);
@@ -118,6 +125,7 @@ class PeerReads {
   std::map<std::string, Clock::time_point> silent_until_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   CondVar stop_cv_;
+  RelayTable relays_;
   std::thread watcher_;
 };
 

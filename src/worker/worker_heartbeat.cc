@@ -5,6 +5,8 @@
 #include "master_client/master_set.h"
 #include "rpc/grpc_util.h"
 #include "rpc/lakecache.grpc.pb.h"
+#include "worker/holder_book.h"
+#include "worker/peer_reads.h"
 #include "worker/worker_server.h"
 
 // The worker's registration with the masters and its heartbeats.
@@ -127,7 +129,8 @@ void WorkerServer::RefreshPeers(const std::shared_ptr<grpc::Channel>& channel, u
     }
     return;  // asked again at the next heartbeat
   }
-  peers_->SetView(view);
+  // A worker that left holds nothing any more: the askers of its blocks go elsewhere.
+  for (const std::string& left : peers_->SetView(view)) holders_->DropWorker(left);
 }
 
 grpc::Status WorkerServer::HeartbeatTo(const std::string& master,

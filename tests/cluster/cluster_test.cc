@@ -4,13 +4,17 @@
 
 #include <sys/socket.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -290,8 +294,12 @@ TEST_F(ClusterTest, AFailedWorkerIsMarkedDownAndItsBlocksReadFromTheNext) {
 // block. It heartbeats until destroyed.
 class DyingBulkWorker {
  public:
-  enum class Mode { kDieMidBlock, kStallMidBlock, kSilent };
-  DyingBulkWorker(const std::string& master, Mode mode) : mode_(mode) {
+  // kGated: the right bytes (bytes_of) with their digest, half of them at once and the rest once
+  // the test calls Release().
+  enum class Mode { kDieMidBlock, kStallMidBlock, kSilent, kGated };
+  using BytesOf = std::function<std::string(const rpc::BlockReadRequest&)>;
+  DyingBulkWorker(const std::string& master, Mode mode, BytesOf bytes_of = nullptr)
+      : mode_(mode), bytes_of_(std::move(bytes_of)) {
     auto listener = rpc::ListenTcp("127.0.0.1:0");
     EXPECT_TRUE(listener.ok()) << listener.status().ToString();
     listen_fd_ = listener->fd;
@@ -322,13 +330,29 @@ class DyingBulkWorker {
     });
   }
   ~DyingBulkWorker() {
+    Release();
     stop_ = true;
     ::shutdown(listen_fd_, SHUT_RDWR);
     acceptor_.join();
+    {
+      std::lock_guard<std::mutex> lock(gate_mu_);
+      for (auto& conn : gated_) conn->Abort();
+    }
+    for (std::thread& t : gated_threads_) t.join();
     heartbeat_.join();
     ::close(listen_fd_);
   }
   int requests() const { return requests_.load(); }
+  // kGated: waits until half of a block has been sent; then lets the rest go.
+  void WaitHalfSent() {
+    std::unique_lock<std::mutex> lock(gate_mu_);
+    gate_cv_.wait(lock, [&] { return half_sent_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(gate_mu_);
+    released_ = true;
+    gate_cv_.notify_all();
+  }
 
  private:
   void Accept() {
@@ -339,6 +363,13 @@ class DyingBulkWorker {
       if (fd < 0) return;
       auto conn = rpc::BulkConnection::Accept(fd, "client", nullptr, forever);
       if (!conn.ok()) continue;
+      if (mode_ == Mode::kGated) {  // each connection served apart: pings are answered meanwhile
+        std::lock_guard<std::mutex> lock(gate_mu_);
+        gated_.push_back(std::shared_ptr(std::move(*conn)));
+        gated_threads_.emplace_back(
+            [this, c = gated_.back(), forever] { ServeGated(*c, forever); });
+        continue;
+      }
       if (mode_ == Mode::kSilent) {
         ++requests_;  // connections, here
         stalled.push_back(std::move(*conn));
@@ -356,7 +387,45 @@ class DyingBulkWorker {
     }
   }
 
+  void ServeGated(rpc::BulkConnection& conn, std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      bool closed = false;
+      auto request = rpc::NextRequest(conn, deadline, &closed);
+      if (!request.ok()) return;
+      if (rpc::IsPing(*request)) {
+        if (!rpc::SendReply(conn, Status::Ok(), {}, deadline).ok()) return;
+        continue;
+      }
+      ++requests_;
+      SendGated(conn, *request, deadline);
+    }
+  }
+  void SendGated(rpc::BulkConnection& conn, const rpc::BlockReadRequest& request,
+                 std::chrono::steady_clock::time_point deadline) {
+    const std::string bytes = bytes_of_(request);
+    std::string header =
+        rpc::EncodeReplyHeader(Status::Ok(), bytes.size(), XXH3_64bits(bytes.data(), bytes.size()));
+    const std::span<const char> all(bytes);
+    std::span<const char> first[] = {header, all.first(bytes.size() / 2)};
+    if (!conn.WriteAll(first, deadline).ok()) return;
+    {
+      std::unique_lock<std::mutex> lock(gate_mu_);
+      half_sent_ = true;
+      gate_cv_.notify_all();
+      gate_cv_.wait(lock, [&] { return released_; });
+    }
+    std::span<const char> rest[] = {all.subspan(bytes.size() / 2)};
+    (void)conn.WriteAll(rest, deadline);
+  }
+
   const Mode mode_;
+  const BytesOf bytes_of_;
+  std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool half_sent_ = false;
+  bool released_ = false;
+  std::vector<std::shared_ptr<rpc::BulkConnection>> gated_;
+  std::vector<std::thread> gated_threads_;
   rpc::WorkerInfo info_;
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
@@ -458,6 +527,88 @@ TEST_F(ClusterTest, AReplicaReadWhoseOwnerIsSilentGetsTheBlockFromTheStoreWithin
   EXPECT_GE(found_silent, 1u);
   EXPECT_LT(took, std::chrono::seconds(8) * testing::kSlowdown)
       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+}
+
+// Counts the bytes of a read as they land, for a test to wait on.
+class LandedBytes final : public rpc::ReadProgress {
+ public:
+  void Landed(uint64_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    landed_ = bytes;
+    cv_.notify_all();
+  }
+  bool WaitFor(uint64_t bytes, std::chrono::seconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return landed_ >= bytes; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t landed_ = 0;
+};
+
+// A worker receiving a block from its owner passes it on to the next worker the owner sent to
+// it as the bytes land, not once it has them all: the owner here sends half a block and holds
+// the rest, and the next worker has that half already.
+TEST_F(ClusterTest, AWorkerPassesOnABlockItIsReceivingAsItsBytesLand) {
+  const std::string& big = files_["big.bin"];
+  DyingBulkWorker owner(
+      master_->address(), DyingBulkWorker::Mode::kGated,
+      [&](const rpc::BlockReadRequest& r) { return big.substr(r.block.index() * kBlock, kBlock); });
+  WaitForWorkers(4);
+  ASSERT_NO_FATAL_FAILURE(WaitForPeerViews());
+  ClusterStore store(client_, Namespace());
+  Result<ObjectInfo> head = store.Head("big.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  rpc::BlockReadRequest request;
+  request.block.set_ns("lake");
+  request.block.set_key("big.bin");
+  request.block.set_etag(head->etag);
+  request.block.set_object_size(big.size());
+  request.block.set_block_size(kBlock);
+  request.block.set_index(7);
+  request.length = kBlock;
+  const std::string want = big.substr(7 * kBlock, kBlock);
+  WorkerServer& holder = *workers_[0];
+  auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(30); };
+  auto connect = [&] {
+    auto conn = rpc::BulkConnection::Connect(holder.data_address(), nullptr, "", deadline());
+    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
+    return conn.ok() ? std::move(*conn) : nullptr;
+  };
+  // As a mount of its host would: the holder gets the block from its owner, the gated worker.
+  std::string replica(kBlock, '\0');
+  std::thread mount([&] {
+    auto conn = connect();
+    if (conn == nullptr) return;
+    rpc::BlockReadRequest ask = request;
+    ask.flags = rpc::kReadAsReplica;
+    auto reply = rpc::CallRead(*conn, ask, replica, deadline());
+    EXPECT_TRUE(reply.ok() && reply->status.ok());
+  });
+  owner.WaitHalfSent();
+  // As a worker the owner sent to the holder would: what it holds or is receiving.
+  auto conn = connect();
+  ASSERT_NE(conn, nullptr);
+  rpc::BlockReadRequest held = request;
+  held.flags = rpc::kReadForReplica | rpc::kReadHeldOnly;
+  held.requester = "another";
+  std::string got(kBlock, '\0');
+  LandedBytes landed;
+  Result<rpc::BlockReplyHeader> reply = Status::Internal("not read");
+  std::thread next([&] { reply = rpc::CallRead(*conn, held, got, deadline(), &landed); });
+  // While the owner holds the second half.
+  EXPECT_TRUE(landed.WaitFor(kBlock / 2, std::chrono::seconds(20) * testing::kSlowdown))
+      << "the holder waited for the whole block";
+  EXPECT_EQ(got.substr(0, kBlock / 2), want.substr(0, kBlock / 2));
+  owner.Release();
+  next.join();
+  mount.join();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_TRUE(reply->status.ok()) << reply->status.ToString();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(replica, want);
 }
 
 // A credentials folder of a new CA (ca.crt, ca.key, the master's certificate, role tokens).

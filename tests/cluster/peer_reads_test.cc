@@ -1,5 +1,6 @@
 // PeerReads against scripted workers on the bulk path: the owner's answer (bytes or a redirect,
-// with its digest), a holder that has the block, misses it or sends other bytes.
+// with its digest), a holder that has the block, misses it or sends other bytes; a block readable
+// from its relay while it lands.
 #include "worker/peer_reads.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -27,6 +29,9 @@ struct Scripted {
   std::string data;
   std::optional<uint64_t> digest;
   std::string redirect;
+  // Set: the first half of the data is sent, then this is called, then the rest (or, when it
+  // returns false, the connection is closed).
+  std::function<bool()> between = nullptr;
 };
 
 // A worker's bulk path that answers each read as `answer` says, and records the requests.
@@ -78,6 +83,17 @@ class ScriptedWorker {
         requests_.push_back(*request);
       }
       Scripted reply = answer_(*request);
+      if (reply.between) {
+        std::string head = rpc::EncodeReplyHeader(reply.status, reply.data.size(), reply.digest);
+        const size_t half = reply.data.size() / 2;
+        std::span<const char> first[] = {head, std::span<const char>(reply.data).first(half)};
+        std::span<const char> rest[] = {std::span<const char>(reply.data).subspan(half)};
+        if (!(**conn).WriteAll(first, forever).ok() || !reply.between() ||
+            !(**conn).WriteAll(rest, forever).ok()) {
+          return;
+        }
+        continue;
+      }
       if (!rpc::SendReply(**conn, reply.status, reply.data, forever, -1, 0, reply.digest,
                           reply.redirect)
                .ok()) {
@@ -93,6 +109,28 @@ class ScriptedWorker {
   std::vector<std::thread> served_;
   mutable std::mutex mu_;
   std::vector<rpc::BlockReadRequest> requests_;
+};
+
+// A one-shot gate between a scripted worker and the test.
+class Gate {
+ public:
+  void Open(bool pass) {
+    std::lock_guard<std::mutex> lock(mu_);
+    opened_ = true;
+    pass_ = pass;
+    cv_.notify_all();
+  }
+  bool Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return opened_; });
+    return pass_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool opened_ = false;
+  bool pass_ = false;
 };
 
 constexpr uint64_t kBlock = 64 << 10;
@@ -137,6 +175,15 @@ class PeerReadsTest : public ::testing::Test {
     (*reads)->SetView(view);
     EXPECT_EQ((*reads)->OwnerOf(key_), owner_id_);
     return std::move(*reads);
+  }
+
+  // The owner's right answer, half of it at once, the rest when the test opens go_on (or, if it
+  // says so, the connection closed instead).
+  Scripted HalfThenGate(Gate& half_sent, Gate& go_on) {
+    return Scripted{{}, good_, digest_, "", [&] {
+                      half_sent.Open(true);
+                      return go_on.Wait();
+                    }};
   }
 
   Result<std::shared_ptr<Block>> Fetch(PeerReads& reads) {
@@ -246,6 +293,64 @@ TEST_F(PeerReadsTest, ABlockThisWorkerOwnsIsNotFetchedFromPeers) {
   EXPECT_EQ((*reads)->OwnerOf(key_), "");
   auto got = (*reads)->Fetch(id_, key_, kBlock, [](size_t n) { return Block::Allocate(n); });
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound);
+}
+
+// While the block lands, it is listed under its key: a worker sent here by the owner gets the
+// bytes that arrived, and waits for the others.
+TEST_F(PeerReadsTest, ABlockIsReadableFromItsRelayWhileItLands) {
+  Gate half_sent, go_on;
+  ScriptedWorker owner(
+      [&](const rpc::BlockReadRequest&) { return HalfThenGate(half_sent, go_on); });
+  ScriptedWorker holder([](const rpc::BlockReadRequest&) { return Scripted{}; });
+  auto reads = Reads(owner, holder);
+  EXPECT_EQ(reads->relays().Find(key_), nullptr);
+  Result<std::shared_ptr<Block>> got = Status::Internal("not fetched");
+  std::thread fetch([&] { got = Fetch(*reads); });
+  half_sent.Wait();
+  std::shared_ptr<BlockRelay> relay = reads->relays().Find(key_);
+  ASSERT_NE(relay, nullptr) << "listed before the owner is asked";
+  auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(30); };
+  Result<uint64_t> landed = relay->WaitFor(kBlock / 2, soon());
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+  EXPECT_GE(*landed, kBlock / 2);
+  EXPECT_EQ(std::string(relay->block()->data(), kBlock / 2), good_.substr(0, kBlock / 2));
+  // The rest cannot land before the owner sends it.
+  EXPECT_EQ(relay->WaitFor(kBlock, std::chrono::steady_clock::now()).status().code(),
+            StatusCode::kDeadlineExceeded);
+  go_on.Open(true);
+  landed = relay->WaitFor(kBlock, soon());
+  fetch.join();
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+  EXPECT_EQ(*landed, kBlock);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->get(), relay->block().get()) << "the relay is the block being filled";
+  EXPECT_EQ(std::string(relay->block()->data(), kBlock), good_);
+  EXPECT_EQ(reads->relays().Find(key_), nullptr) << "unlisted once fetched";
+}
+
+// The owner's connection breaks mid-block: those waiting on the relay fail (and ask their owner),
+// those that asked only for what landed have it.
+TEST_F(PeerReadsTest, ARelayWhoseUpstreamBreaksFailsItsWaiters) {
+  Gate half_sent, go_on;
+  ScriptedWorker owner(
+      [&](const rpc::BlockReadRequest&) { return HalfThenGate(half_sent, go_on); });
+  ScriptedWorker holder([](const rpc::BlockReadRequest&) { return Scripted{}; });
+  auto reads = Reads(owner, holder);
+  Result<std::shared_ptr<Block>> got = Status::Internal("not fetched");
+  std::thread fetch([&] { got = Fetch(*reads); });
+  half_sent.Wait();
+  std::shared_ptr<BlockRelay> relay = reads->relays().Find(key_);
+  ASSERT_NE(relay, nullptr);
+  auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(30); };
+  Result<uint64_t> rest = Status::Internal("not waited");
+  std::thread waiter([&] { rest = relay->WaitFor(kBlock, soon()); });
+  go_on.Open(false);  // the owner closes the connection
+  waiter.join();
+  fetch.join();
+  EXPECT_FALSE(got.ok());
+  EXPECT_EQ(rest.status().code(), StatusCode::kUnavailable) << rest.status().ToString();
+  EXPECT_TRUE(relay->WaitFor(kBlock / 2, soon()).ok()) << "what landed is still there";
+  EXPECT_EQ(reads->relays().Find(key_), nullptr);
 }
 
 }  // namespace peer_reads_test
