@@ -118,7 +118,8 @@ void BulkServer::AcceptLoop() {
   }
 }
 
-bool BulkServer::Admitted(rpc::BulkConnection& connection) {
+bool BulkServer::Admitted(rpc::BulkConnection& connection, bool* worker) {
+  *worker = true;  // without role tokens, every client is trusted as a worker
   const rpc::TlsContext* tls = options_.tls.get();
   if (tls == nullptr) return true;
   Clock::time_point deadline = Clock::now() + kHandshakeTime;
@@ -150,8 +151,12 @@ bool BulkServer::Admitted(rpc::BulkConnection& connection) {
   (void)rpc::SendReply(connection, verdict, {}, deadline);
   if (!verdict.ok()) {
     spdlog::warn("bulk server {}: refused {}: {}", address_, connection.peer(), verdict.message());
+    return false;
   }
-  return verdict.ok();
+  *worker = options_.authorizer
+                ->CheckToken(*token, security::Roles(security::Role::kWorker), "a replica read")
+                .ok();
+  return true;
 }
 
 void BulkServer::Serve(int fd, std::string peer) {
@@ -163,7 +168,8 @@ void BulkServer::Serve(int fd, std::string peer) {
     serve = !stopping_;
     if (serve) open_.push_back(connection.get());
   }
-  if (serve && Admitted(*connection)) ServeRequests(*connection);
+  bool worker = false;
+  if (serve && Admitted(*connection, &worker)) ServeRequests(*connection, worker);
   {
     MutexLock lock(&mu_);
     std::erase(open_, connection.get());
@@ -174,7 +180,9 @@ void BulkServer::Serve(int fd, std::string peer) {
   idle_cv_.SignalAll();
 }
 
-void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
+void BulkServer::ServeRequests(rpc::BulkConnection& connection, bool worker) {
+  // What only workers ask of one another: they shape an owner's book of holders.
+  constexpr uint8_t kWorkerFlags = rpc::kReadForReplica | rpc::kReadNoRedirect | rpc::kReadHeldOnly;
   // The block of the last reply, held until the client asks again (so has read every byte): a
   // reply sent from the shared memory's file may still be in the socket, and the memory must not
   // be reused under it.
@@ -196,7 +204,11 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection) {
       continue;
     }
     metrics::ScopedTimer timer(options_.request_duration);
-    Result<BlockReader::Answer> answer = reader_->Serve(*request);
+    Result<BlockReader::Answer> answer =
+        (request->flags & kWorkerFlags) != 0 && !worker
+            ? Result<BlockReader::Answer>(Status::AccessDenied(
+                  "a read between workers (replica flags) needs the worker role's token"))
+            : reader_->Serve(*request);
     Status sent;
     if (answer.ok() && answer->relay != nullptr) {
       sent = SendRelayed(connection, *answer);

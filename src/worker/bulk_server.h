@@ -57,9 +57,10 @@ class BulkServer {
   void AcceptLoop() EXCLUDES(mu_);
   void Serve(int fd, std::string peer) EXCLUDES(mu_);
   // Whether to serve the connection: with TLS, after its handshake; a plain-text client (its
-  // first bytes are a frame's magic) is told TLS is required and refused.
-  bool Admitted(rpc::BulkConnection& connection);
-  void ServeRequests(rpc::BulkConnection& connection);
+  // first bytes are a frame's magic) is told TLS is required and refused. *worker: whether it
+  // presented the worker role's token (or role tokens are off), which reads between workers need.
+  bool Admitted(rpc::BulkConnection& connection, bool* worker);
+  void ServeRequests(rpc::BulkConnection& connection, bool worker);
 
   const BulkServerOptions options_;
   BlockReader* const reader_;

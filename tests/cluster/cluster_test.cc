@@ -714,6 +714,48 @@ TEST_F(ClusterTlsTest, ABulkConnectionNeedsTheClientOrWorkerRolesToken) {
   }
 }
 
+// Reads between workers (the replica flags) shape an owner's book of holders: a mount's token may
+// not send them, a worker's may.
+TEST_F(ClusterTlsTest, OnlyAWorkersTokenMayReadAsAWorker) {
+  auto deadline = [] {
+    return std::chrono::steady_clock::now() + std::chrono::seconds(5) * testing::kSlowdown;
+  };
+  ClusterStore store(client_, Namespace());
+  Result<ObjectInfo> head = store.Head("dir/sub/b.bin", {});
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  rpc::BlockReadRequest request;
+  request.block.set_ns("lake");
+  request.block.set_key("dir/sub/b.bin");
+  request.block.set_etag(head->etag);
+  request.block.set_object_size(head->size);
+  request.block.set_block_size(kBlock);
+  request.length = kBlock;
+  for (security::Role role : {security::Role::kClient, security::Role::kWorker}) {
+    for (int flags : std::initializer_list<int>{rpc::kReadForReplica,
+                                                rpc::kReadForReplica | rpc::kReadNoRedirect,
+                                                rpc::kReadForReplica | rpc::kReadHeldOnly}) {
+      auto c = Connect(credentials_ + "/ca.crt");
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      auto credentials = security::ClusterCredentials::Open(credentials_, role, "t");
+      ASSERT_TRUE(credentials.ok());
+      ASSERT_TRUE(rpc::CallHello(**c, *(*credentials)->Token(), deadline()).ok());
+      rpc::BlockReadRequest ask = request;
+      ask.flags = static_cast<uint8_t>(flags);
+      ask.requester = "someone";
+      std::string buf(kBlock, '\0');
+      auto reply = rpc::CallRead(**c, ask, buf, deadline());
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      if (role == security::Role::kClient) {
+        EXPECT_EQ(reply->status.code(), StatusCode::kAccessDenied) << flags;
+        EXPECT_NE(reply->status.message().find("worker role"), std::string::npos)
+            << reply->status.ToString();
+      } else {
+        EXPECT_NE(reply->status.code(), StatusCode::kAccessDenied) << reply->status.ToString();
+      }
+    }
+  }
+}
+
 // A client that connects and never says anything (no TLS handshake) does not hold up a worker's
 // shutdown: the handshake would wait 10 s.
 TEST_F(ClusterTlsTest, ASilentClientDoesNotDelayShutdown) {
