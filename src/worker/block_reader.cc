@@ -112,15 +112,15 @@ Result<BlockReader::Answer> BlockReader::Serve(const rpc::BlockReadRequest& requ
       answer.range.data = relay->block()->data() + offset;
       answer.range.length = std::min<uint64_t>(request.length, relay->length() - offset);
       answer.relay = std::move(relay);
-      blocks_served_.fetch_add(1, std::memory_order_relaxed);
-      bytes_served_.fetch_add(answer.range.length, std::memory_order_relaxed);
-      return answer;
+      return answer;  // counted once sent (NoteRelayed)
     }
   }
   const bool owner =
       (request.flags & rpc::kReadForReplica) != 0 && (request.flags & rpc::kReadHeldOnly) == 0;
   if (owner) {
-    if ((request.flags & rpc::kReadNoRedirect) != 0) {
+    if (!peers_->InView(request.requester)) {
+      // Not a worker of the view (yet): served, never recorded as a holder others are sent to.
+    } else if ((request.flags & rpc::kReadNoRedirect) != 0) {
       book_->Forget(req.key);  // a holder it named failed the asker: name none until known again
       book_->Note(req.key, request.requester);
     } else if (std::optional<std::string> from = book_->Route(req.key, request.requester)) {

@@ -76,6 +76,11 @@ class BlockReader {
   ContentIndex& index() { return index_; }
   uint64_t blocks_served() const { return blocks_served_.load(std::memory_order_relaxed); }
   uint64_t bytes_served() const { return bytes_served_.load(std::memory_order_relaxed); }
+  // A range answered with its relay (Answer::relay) was sent whole.
+  void NoteRelayed(uint64_t bytes) {
+    blocks_served_.fetch_add(1, std::memory_order_relaxed);
+    bytes_served_.fetch_add(bytes, std::memory_order_relaxed);
+  }
 
  private:
   // Read's steps with the source a miss calls.

@@ -211,8 +211,9 @@ void BulkServer::ServeRequests(rpc::BulkConnection& connection, bool worker) {
             : reader_->Serve(*request);
     Status sent;
     if (answer.ok() && answer->relay != nullptr) {
+      // Copied into the socket (or TLS) as it went: nothing to keep until the next request.
       sent = SendRelayed(connection, *answer);
-      last = answer->range.owner;
+      if (sent.ok()) reader_->NoteRelayed(answer->range.length);
     } else if (answer.ok()) {
       const BlockReader::Range& range = answer->range;
       const BlockRef& owner = range.owner;

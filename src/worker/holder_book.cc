@@ -42,6 +42,7 @@ std::optional<std::string> HolderBook::Route(const BlockKey& key, const std::str
   if (++routes_ >= std::max<uint64_t>(options_.halve_every, 1)) {
     routes_ = 0;
     for (auto& [worker, sent] : sent_to_) sent /= 2;
+    std::erase_if(sent_to_, [](const auto& count) { return count.second == 0; });
   }
   AddHolder(entry, requester);
   return routed;
@@ -64,6 +65,7 @@ void HolderBook::Forget(const BlockKey& key) {
 
 void HolderBook::Note(const BlockKey& key, const std::string& holder) {
   MutexLock lock(&mu_);
+  ++sent_to_[""];  // the owner served it
   AddHolder(Touch(key), holder);
 }
 

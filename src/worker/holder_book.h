@@ -53,7 +53,7 @@ class HolderBook {
   void Drop(const BlockKey& key, const std::string& holder) EXCLUDES(mu_);
   // A holder of `key` failed an asker, which did not say which: none is named until known again.
   void Forget(const BlockKey& key) EXCLUDES(mu_);
-  // `holder` got `key` from the owner itself.
+  // `holder` got `key` from the owner itself (counted as sent by the owner).
   void Note(const BlockKey& key, const std::string& holder) EXCLUDES(mu_);
   // `worker` left the cluster: it holds nothing any more.
   void DropWorker(const std::string& worker) EXCLUDES(mu_);

@@ -137,6 +137,11 @@ std::string PeerReads::OwnerOf(const BlockKey& key) const {
   return owner == options_.self_id ? "" : owner;
 }
 
+bool PeerReads::InView(const std::string& id) const {
+  MutexLock lock(&mu_);
+  return std::find(node_ids_.begin(), node_ids_.end(), id) != node_ids_.end();
+}
+
 std::shared_ptr<BulkClient> PeerReads::PeerClient(const std::string& id) const {
   MutexLock lock(&mu_);
   if (stopping_) return nullptr;
@@ -205,7 +210,12 @@ Result<std::shared_ptr<Block>> PeerReads::Fetch(const rpc::BlockId& id, const Bl
     } else {
       if (held.ok() && held->status.ok()) counted(&PeerReadStats::digest_mismatches);
       counted(&PeerReadStats::holder_misses);
-      relay->Fail();  // those reading from it ask their owner: dst is written again below
+      // Those reading from the relay ask their owner, and no one new finds it; the owner's bytes
+      // go to a block of their own, not under the relay's readers.
+      relay->Fail();
+      relays_.Remove(key, relay.get());
+      block = allocate(length);
+      dst = std::span<char>(block->mutable_data(), length);
       request.flags |= rpc::kReadNoRedirect;
       LC_ASSIGN_OR_RETURN(reply, owner_bulk->Read(request, dst, deadline()));
       if (!reply.status.ok()) return reply.status;

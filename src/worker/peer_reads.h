@@ -85,6 +85,8 @@ class PeerReads {
   // The id of the owner of `key` among the other workers of the view: "" when this worker is the
   // owner, or the view names no other worker.
   std::string OwnerOf(const BlockKey& key) const EXCLUDES(mu_);
+  // Whether worker `id` is in the view (this worker included).
+  bool InView(const std::string& id) const EXCLUDES(mu_);
 
   // The whole block `id` (its `length` bytes) from its owner or the holder the owner names, checked
   // against the owner's digest. kNotFound: no other worker owns it (read it from the store).

@@ -131,7 +131,16 @@ class ClusterTest : public ::testing::Test {
     for (auto& w : workers_) w->Shutdown();
     workers_.clear();
     StartWorker(memory, disk, shared_memory);
-    WaitForWorkers(1);
+    // The new one alone: the view may still list the stopped ones until their heartbeats lapse.
+    const std::string id = workers_.back()->id();
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          std::vector<ClusterWorker> view =
+              client_->RefreshView().ok() ? client_->Workers() : std::vector<ClusterWorker>();
+          return view.size() == 1 && view[0].id == id;
+        },
+        std::chrono::seconds(10) * testing::kSlowdown))
+        << "the view never had the new worker alone";
   }
 
   void WaitForWorkers(size_t n) {
@@ -343,10 +352,10 @@ class DyingBulkWorker {
     ::close(listen_fd_);
   }
   int requests() const { return requests_.load(); }
-  // kGated: waits until half of a block has been sent; then lets the rest go.
-  void WaitHalfSent() {
+  // kGated: waits (a minute at most) until half of a block has been sent; then lets the rest go.
+  bool WaitHalfSent() {
     std::unique_lock<std::mutex> lock(gate_mu_);
-    gate_cv_.wait(lock, [&] { return half_sent_; });
+    return gate_cv_.wait_for(lock, std::chrono::minutes(1), [&] { return half_sent_; });
   }
   void Release() {
     std::lock_guard<std::mutex> lock(gate_mu_);
@@ -587,7 +596,15 @@ TEST_F(ClusterTest, AWorkerPassesOnABlockItIsReceivingAsItsBytesLand) {
     auto reply = rpc::CallRead(*conn, ask, replica, deadline());
     EXPECT_TRUE(reply.ok() && reply->status.ok());
   });
-  owner.WaitHalfSent();
+  struct Joined {  // also when an assertion ends the test early
+    DyingBulkWorker& owner;
+    std::thread& mount;
+    ~Joined() {
+      owner.Release();
+      mount.join();
+    }
+  } joined{owner, mount};
+  ASSERT_TRUE(owner.WaitHalfSent()) << "the holder did not ask the owner";
   // As a worker the owner sent to the holder would: what it holds or is receiving.
   auto conn = connect();
   ASSERT_NE(conn, nullptr);
@@ -604,7 +621,6 @@ TEST_F(ClusterTest, AWorkerPassesOnABlockItIsReceivingAsItsBytesLand) {
   EXPECT_EQ(got.substr(0, kBlock / 2), want.substr(0, kBlock / 2));
   owner.Release();
   next.join();
-  mount.join();
   ASSERT_TRUE(reply.ok()) << reply.status().ToString();
   EXPECT_TRUE(reply->status.ok()) << reply->status.ToString();
   EXPECT_EQ(got, want);

@@ -78,6 +78,10 @@ class ScriptedWorker {
       bool closed = false;
       auto request = rpc::NextRequest(**conn, forever, &closed);
       if (!request.ok()) return;
+      if (rpc::IsPing(*request)) {  // the reader's watcher asking whether this worker answers
+        if (!rpc::SendReply(**conn, Status::Ok(), {}, forever).ok()) return;
+        continue;
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         requests_.push_back(*request);
@@ -111,19 +115,20 @@ class ScriptedWorker {
   std::vector<rpc::BlockReadRequest> requests_;
 };
 
-// A one-shot gate between a scripted worker and the test.
+// A one-shot gate between a scripted worker and the test: the first Open says whether to pass.
 class Gate {
  public:
   void Open(bool pass) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (opened_) return;
     opened_ = true;
     pass_ = pass;
     cv_.notify_all();
   }
+  // False when it was opened to stop, or was not opened within a minute.
   bool Wait() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return opened_; });
-    return pass_;
+    return cv_.wait_for(lock, std::chrono::minutes(1), [&] { return opened_; }) && pass_;
   }
 
  private:
@@ -185,6 +190,21 @@ class PeerReadsTest : public ::testing::Test {
                       return go_on.Wait();
                     }};
   }
+
+  // A Fetch on a thread of its own, joined (after the owner is let go on) by Join or at the end
+  // of the test, whichever comes first.
+  struct FetchBeside {
+    FetchBeside(PeerReadsTest* test, PeerReads& reads, Gate& gate)
+        : go_on(gate), thread([this, test, &reads] { got = test->Fetch(reads); }) {}
+    ~FetchBeside() { Join(); }
+    void Join() {
+      go_on.Open(true);
+      if (thread.joinable()) thread.join();
+    }
+    Gate& go_on;
+    Result<std::shared_ptr<Block>> got = Status::Internal("not fetched");
+    std::thread thread;
+  };
 
   Result<std::shared_ptr<Block>> Fetch(PeerReads& reads) {
     return reads.Fetch(id_, key_, kBlock, [](size_t n) { return Block::Allocate(n); });
@@ -304,9 +324,8 @@ TEST_F(PeerReadsTest, ABlockIsReadableFromItsRelayWhileItLands) {
   ScriptedWorker holder([](const rpc::BlockReadRequest&) { return Scripted{}; });
   auto reads = Reads(owner, holder);
   EXPECT_EQ(reads->relays().Find(key_), nullptr);
-  Result<std::shared_ptr<Block>> got = Status::Internal("not fetched");
-  std::thread fetch([&] { got = Fetch(*reads); });
-  half_sent.Wait();
+  FetchBeside fetch(this, *reads, go_on);
+  ASSERT_TRUE(half_sent.Wait()) << "the owner was not asked";
   std::shared_ptr<BlockRelay> relay = reads->relays().Find(key_);
   ASSERT_NE(relay, nullptr) << "listed before the owner is asked";
   auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(30); };
@@ -319,11 +338,11 @@ TEST_F(PeerReadsTest, ABlockIsReadableFromItsRelayWhileItLands) {
             StatusCode::kDeadlineExceeded);
   go_on.Open(true);
   landed = relay->WaitFor(kBlock, soon());
-  fetch.join();
+  fetch.Join();
   ASSERT_TRUE(landed.ok()) << landed.status().ToString();
   EXPECT_EQ(*landed, kBlock);
-  ASSERT_TRUE(got.ok()) << got.status().ToString();
-  EXPECT_EQ(got->get(), relay->block().get()) << "the relay is the block being filled";
+  ASSERT_TRUE(fetch.got.ok()) << fetch.got.status().ToString();
+  EXPECT_EQ(fetch.got->get(), relay->block().get()) << "the relay is the block being filled";
   EXPECT_EQ(std::string(relay->block()->data(), kBlock), good_);
   EXPECT_EQ(reads->relays().Find(key_), nullptr) << "unlisted once fetched";
 }
@@ -336,9 +355,8 @@ TEST_F(PeerReadsTest, ARelayWhoseUpstreamBreaksFailsItsWaiters) {
       [&](const rpc::BlockReadRequest&) { return HalfThenGate(half_sent, go_on); });
   ScriptedWorker holder([](const rpc::BlockReadRequest&) { return Scripted{}; });
   auto reads = Reads(owner, holder);
-  Result<std::shared_ptr<Block>> got = Status::Internal("not fetched");
-  std::thread fetch([&] { got = Fetch(*reads); });
-  half_sent.Wait();
+  FetchBeside fetch(this, *reads, go_on);
+  ASSERT_TRUE(half_sent.Wait()) << "the owner was not asked";
   std::shared_ptr<BlockRelay> relay = reads->relays().Find(key_);
   ASSERT_NE(relay, nullptr);
   auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(30); };
@@ -346,8 +364,8 @@ TEST_F(PeerReadsTest, ARelayWhoseUpstreamBreaksFailsItsWaiters) {
   std::thread waiter([&] { rest = relay->WaitFor(kBlock, soon()); });
   go_on.Open(false);  // the owner closes the connection
   waiter.join();
-  fetch.join();
-  EXPECT_FALSE(got.ok());
+  fetch.Join();
+  EXPECT_FALSE(fetch.got.ok());
   EXPECT_EQ(rest.status().code(), StatusCode::kUnavailable) << rest.status().ToString();
   EXPECT_TRUE(relay->WaitFor(kBlock / 2, soon()).ok()) << "what landed is still there";
   EXPECT_EQ(reads->relays().Find(key_), nullptr);

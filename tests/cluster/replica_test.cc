@@ -50,11 +50,13 @@ class ReplicaTest : public ::testing::Test {
     ASSERT_TRUE(testing::WaitFor(
         [&] { return client_->RefreshView().ok() && client_->Workers().size() == 3; },
         std::chrono::seconds(10) * testing::kSlowdown));
-    // Every worker has the view of the others (its heartbeats fetch it).
+    // Every worker has the client's view, the three of them in it (its heartbeats fetch it): an
+    // owner records as holders only the workers it knows.
+    const uint64_t epoch = client_->epoch();
     ASSERT_TRUE(testing::WaitFor(
         [&] {
           for (auto& w : workers_) {
-            if (w->peer_epoch() == 0) return false;
+            if (w->peer_epoch() < epoch) return false;
           }
           return true;
         },
